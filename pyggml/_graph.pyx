@@ -1,0 +1,437 @@
+"""CGraph: nodes in topological order, the plan (threads, work buffer, fusion, memory of the
+intermediate tensors) and compute: one parallel region in which every thread walks every node with
+(ith, nth) and a barrier separates the nodes. The single dispatch switch is _compute_node()."""
+import os
+
+from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memset
+
+from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_max_threads, pg_parallel_run
+from pyggml._tensor cimport Memory, Tensor, tensor_nbytes
+from pyggml._typedefs cimport *
+
+from pyggml._enums import NO_COMPUTE_OPS, Op
+
+cdef extern from "binary.h" nogil:
+    void pg_compute_add(const pg_params * p, pg_tensor * dst)
+    void pg_compute_mul(const pg_params * p, pg_tensor * dst)
+    void pg_compute_scale(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_binary(const pg_tensor * dst, int nth)
+
+cdef extern from "copy.h" nogil:
+    void pg_compute_dup(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_dup(const pg_tensor * dst, int nth)
+
+cdef extern from "glu.h" nogil:
+    void pg_compute_glu(const pg_params * p, pg_tensor * dst)
+    void pg_compute_unary(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_glu(const pg_tensor * dst, int nth)
+    size_t pg_work_unary(const pg_tensor * dst, int nth)
+
+cdef extern from "softmax.h" nogil:
+    void pg_compute_soft_max(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_soft_max(const pg_tensor * dst, int nth)
+
+cdef extern from "rows.h" nogil:
+    void pg_compute_get_rows(const pg_params * p, pg_tensor * dst)
+    void pg_compute_set_rows(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_get_rows(const pg_tensor * dst, int nth)
+    size_t pg_work_set_rows(const pg_tensor * dst, int nth)
+
+cdef extern from "matmul.h" nogil:
+    void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_mul_mat(const pg_tensor * dst, int nth)
+
+cdef extern from "norm.h" nogil:
+    void pg_compute_rms_norm(const pg_params * p, pg_tensor * dst)
+    void pg_compute_norm(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_rms_norm(const pg_tensor * dst, int nth)
+    size_t pg_work_norm(const pg_tensor * dst, int nth)
+
+cdef extern from "rope.h" nogil:
+    void pg_compute_rope(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_rope(const pg_tensor * dst, int nth)
+
+cdef extern from "flash-attn.h" nogil:
+    void pg_compute_flash_attn_ext(const pg_params * p, pg_tensor * dst)
+    size_t pg_work_flash_attn_ext(const pg_tensor * dst, int nth)
+
+
+FLAG_INPUT = 1
+FLAG_OUTPUT = 2
+
+# what an exec entry does
+cdef enum:
+    EXEC_OP = 0      # run node.op
+
+
+cdef struct pg_exec:
+    pg_tensor * node
+    int32_t kind
+    pg_tensor * aux[2]
+
+
+cdef void _compute_node(const pg_params * p, const pg_exec * e) noexcept nogil:
+    cdef pg_tensor * t = e.node
+    cdef int op = t.op
+    if op == PG_OP_ADD:
+        pg_compute_add(p, t)
+    elif op == PG_OP_MUL:
+        pg_compute_mul(p, t)
+    elif op == PG_OP_SCALE:
+        pg_compute_scale(p, t)
+    elif op == PG_OP_DUP or op == PG_OP_CONT or op == PG_OP_CPY:
+        pg_compute_dup(p, t)
+    elif op == PG_OP_GET_ROWS:
+        pg_compute_get_rows(p, t)
+    elif op == PG_OP_SET_ROWS:
+        pg_compute_set_rows(p, t)
+    elif op == PG_OP_SOFT_MAX:
+        pg_compute_soft_max(p, t)
+    elif op == PG_OP_GLU:
+        pg_compute_glu(p, t)
+    elif op == PG_OP_UNARY:
+        pg_compute_unary(p, t)
+    elif op == PG_OP_MUL_MAT:
+        pg_compute_mul_mat(p, t)
+    elif op == PG_OP_RMS_NORM:
+        pg_compute_rms_norm(p, t)
+    elif op == PG_OP_NORM:
+        pg_compute_norm(p, t)
+    elif op == PG_OP_ROPE:
+        pg_compute_rope(p, t)
+    elif op == PG_OP_FLASH_ATTN_EXT:
+        pg_compute_flash_attn_ext(p, t)
+
+
+cdef size_t _work_size(const pg_tensor * t, int nth) noexcept nogil:
+    """Bytes of work buffer the node needs with nth threads (ggml_graph_plan's `cur`)."""
+    cdef int op = t.op
+    if op == PG_OP_ADD or op == PG_OP_MUL:
+        return pg_work_binary(t, nth)
+    if op == PG_OP_DUP or op == PG_OP_CONT or op == PG_OP_CPY:
+        return pg_work_dup(t, nth)
+    if op == PG_OP_GET_ROWS:
+        return pg_work_get_rows(t, nth)
+    if op == PG_OP_SET_ROWS:
+        return pg_work_set_rows(t, nth)
+    if op == PG_OP_SOFT_MAX:
+        return pg_work_soft_max(t, nth)
+    if op == PG_OP_GLU:
+        return pg_work_glu(t, nth)
+    if op == PG_OP_UNARY:
+        return pg_work_unary(t, nth)
+    if op == PG_OP_MUL_MAT:
+        return pg_work_mul_mat(t, nth)
+    if op == PG_OP_RMS_NORM:
+        return pg_work_rms_norm(t, nth)
+    if op == PG_OP_NORM:
+        return pg_work_norm(t, nth)
+    if op == PG_OP_ROPE:
+        return pg_work_rope(t, nth)
+    if op == PG_OP_FLASH_ATTN_EXT:
+        return pg_work_flash_attn_ext(t, nth)
+    return 0
+
+
+cdef struct _run_state:
+    pg_exec * ex
+    int n
+    void * wdata
+    size_t wsize
+    pg_shared * shared
+    int use_ref
+
+
+cdef void _worker(void * arg, int ith, int nth) noexcept nogil:
+    cdef _run_state * r = <_run_state *> arg
+    cdef pg_params p
+    p.ith = ith
+    p.nth = nth
+    p.wsize = r.wsize
+    p.wdata = r.wdata
+    p.shared = r.shared
+    p.use_ref = r.use_ref
+    cdef int i
+    for i in range(r.n):
+        _compute_node(&p, &r.ex[i])
+        if i + 1 < r.n:
+            pg_barrier(&p)
+
+
+def default_threads():
+    """Threads used when n_threads is None: OMP_NUM_THREADS if set, else all cores."""
+    return max(1, pg_max_threads()) if pg_have_openmp() else 1
+
+
+def build_info():
+    """What this build compiled: simd ISA, OpenMP, compiler, version."""
+    return {
+        "simd": PG_SIMD_NAME.decode(),
+        "openmp": bool(pg_have_openmp()),
+        "compiler": pg_build_compiler().decode(),
+        "version": _version(),
+        "max_threads": default_threads(),
+    }
+
+
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("pyggml")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _plan_key(n_threads, use_ref):
+    nth = default_threads() if n_threads is None else int(n_threads)
+    if nth < 1:
+        raise ValueError(f"plan: n_threads must be >= 1, got {n_threads}")
+    return (nth, bool(use_ref))
+
+
+cdef inline Tensor _root(Tensor t):
+    return t._view_src if t._view_src is not None else t
+
+
+class Plan:
+    """What plan() decided: thread count, work buffer bytes, tasks per node, fused groups and the
+    memory planned for intermediate tensors (mem_bytes, against mem_bytes_naive without reuse)."""
+
+    def __init__(self, n_threads, work_size, n_tasks, fused, mem_bytes, mem_bytes_naive, use_ref):
+        self.n_threads = n_threads
+        self.work_size = work_size
+        self.n_tasks = n_tasks
+        self.fused = fused
+        self.mem_bytes = mem_bytes
+        self.mem_bytes_naive = mem_bytes_naive
+        self.use_ref = use_ref
+
+    def __repr__(self):
+        return (f"Plan(n_threads={self.n_threads}, work_size={self.work_size}, fused={len(self.fused)}, "
+                f"mem_bytes={self.mem_bytes}, mem_bytes_naive={self.mem_bytes_naive})")
+
+
+cdef class CGraph:
+    """A compute graph: build_forward_expand(t) adds t and everything it depends on, each node once,
+    in topological order. compute() runs it; it can run many times, with inputs changed in place."""
+    cdef public int size
+    cdef list _nodes
+    cdef list _leafs
+    cdef set _seen
+    cdef list _outputs
+    cdef list _allocated      # tensors that got memory from this graph's arena
+    cdef object _arena
+    cdef bint _mem_planned
+    cdef dict _plans
+    cdef Memory _work
+    cdef Memory _exec_mem
+    cdef Memory _shared_mem
+    cdef tuple _mem           # (arena bytes, bytes without reuse)
+
+    def __init__(self, size=2048):
+        self.size = int(size)
+        self._nodes = []
+        self._leafs = []
+        self._seen = set()
+        self._outputs = []
+        self._allocated = []
+        self._arena = None
+        self._mem_planned = False
+        self._plans = {}
+
+    @property
+    def nodes(self):
+        return tuple(self._nodes)
+
+    @property
+    def leafs(self):
+        return tuple(self._leafs)
+
+    @property
+    def n_nodes(self):
+        return len(self._nodes)
+
+    def build_forward_expand(self, tensor):
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"build_forward_expand: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
+        n0 = len(self._nodes) + len(self._leafs)
+        self._visit(tensor)
+        (<Tensor> tensor).c.flags |= FLAG_OUTPUT
+        if all(o is not tensor for o in self._outputs):
+            self._outputs.append(tensor)
+        if len(self._nodes) + len(self._leafs) != n0 or not self._mem_planned:
+            self._invalidate()
+
+    def _visit(self, Tensor root):
+        # iterative DFS: sources left to right, then the node (ggml's order)
+        stack = [(root, 0)]
+        while stack:
+            t, i = stack.pop()
+            if id(t) in self._seen:
+                continue
+            srcs = (<Tensor> t)._src
+            while i < len(srcs) and (srcs[i] is None or id(srcs[i]) in self._seen):
+                i += 1
+            if i < len(srcs):
+                stack.append((t, i + 1))
+                stack.append((srcs[i], 0))
+                continue
+            self._seen.add(id(t))
+            if (<Tensor> t).c.op == Op.NONE:
+                self._leafs.append(t)
+            else:
+                if len(self._nodes) >= self.size:
+                    raise ValueError(f"build_forward_expand: graph is full (size={self.size} nodes)")
+                self._nodes.append(t)
+
+    def _invalidate(self):
+        # memory planned for a smaller graph may overlap tensors the new nodes still need
+        cdef Tensor t
+        for t in self._allocated:
+            t._mem = None
+            t.c.data = NULL
+        self._allocated = []
+        self._arena = None
+        self._mem_planned = False
+        self._plans = {}
+
+    def _plan_memory(self):
+        """Give every node without memory a place in one arena; a block is reused once the last
+        consumer of its tensor has run. Inputs (leafs), outputs and tensors that already have memory
+        are never reused. Returns (arena bytes, bytes without reuse)."""
+        cdef Tensor n, s, r
+        remaining = {}
+        for n in self._nodes:
+            for s in n._src:
+                if s is not None:
+                    remaining[id(_root(s))] = remaining.get(id(_root(s)), 0) + 1
+        protected = {id(_root(o)) for o in self._outputs}
+        free = []      # [offset, size], sorted by offset
+        top = 0
+        offsets = {}   # id -> (tensor, offset, size)
+        naive = 0
+        for n in self._nodes:
+            if n.c.data == NULL and n._view_src is None:
+                size = (tensor_nbytes(&n.c) + 63) // 64 * 64
+                naive += size
+                best = -1
+                for k in range(len(free)):
+                    if free[k][1] >= size and (best < 0 or free[k][1] < free[best][1]):
+                        best = k
+                if best >= 0:
+                    off = free[best][0]
+                    if free[best][1] == size:
+                        free.pop(best)
+                    else:
+                        free[best] = [off + size, free[best][1] - size]
+                else:
+                    off = top
+                    top += size
+                offsets[id(n)] = (n, off, size)
+            for s in n._src:
+                if s is None:
+                    continue
+                r = _root(s)
+                remaining[id(r)] -= 1
+                if remaining[id(r)] == 0 and id(r) in offsets and id(r) not in protected:
+                    _, off, size = offsets[id(r)]
+                    free.append([off, size])
+                    free.sort()
+                    merged = []
+                    for blk in free:
+                        if merged and merged[-1][0] + merged[-1][1] == blk[0]:
+                            merged[-1][1] += blk[1]
+                        else:
+                            merged.append(blk)
+                    free = merged
+                    if free and free[-1][0] + free[-1][1] == top:
+                        top = free.pop()[0]
+        # the arena is as large as the highest block ever handed out
+        high = 0
+        for _, off, size in offsets.values():
+            high = max(high, off + size)
+        arena = Memory(high)
+        for n, off, size in offsets.values():
+            n._attach(arena, off)
+            self._allocated.append(n)
+        for n in self._nodes:
+            if n.c.data == NULL and n._view_src is not None and n._view_src.c.data != NULL:
+                r = n._view_src
+                n._attach(r._mem, <size_t> (<char *> r.c.data - r._mem.ptr) + n.c.view_offs)
+                self._allocated.append(n)
+        self._arena = arena
+        self._mem_planned = True
+        self._mem = (high, naive)
+
+    def plan(self, n_threads=None, use_ref=False):
+        """Decide threads, work buffer, fusion and the memory of intermediates (once per graph and
+        thread count). Returns a Plan."""
+        key = _plan_key(n_threads, use_ref)
+        nth = key[0]
+        if key in self._plans:
+            return self._plans[key][0]
+        if not self._mem_planned:
+            self._plan_memory()
+        cdef Tensor n
+        exec_nodes = []
+        n_tasks = []
+        for n in self._nodes:
+            if n.c.op in NO_COMPUTE_OPS or n.nelements == 0:
+                n_tasks.append(1)
+                continue
+            tasks = min(nth, max(1, n.c.ne[1] * n.c.ne[2] * n.c.ne[3])) if n.c.op == Op.SOFT_MAX else nth
+            n_tasks.append(tasks)
+            exec_nodes.append(n)
+        plan_threads = min(nth, max(n_tasks, default=1))
+        work = 0
+        for n in exec_nodes:
+            work = max(work, _work_size(&n.c, plan_threads))
+        fused = []
+        plan = Plan(plan_threads, work, tuple(n_tasks), fused, self._mem[0], self._mem[1], bool(use_ref))
+        self._plans[key] = (plan, exec_nodes)
+        return plan
+
+    def compute(self, n_threads=None, use_ref=False):
+        """Run every node; the GIL is released for the whole compute. Indices found out of range
+        while running (get_rows, set_rows) raise IndexError afterwards."""
+        plan = self.plan(n_threads, use_ref)
+        exec_nodes = self._plans[_plan_key(n_threads, use_ref)][1]
+        cdef int n = len(exec_nodes)
+        cdef Tensor t
+        cdef _run_state st
+        if self._exec_mem is None or self._exec_mem.size < max(n, 1) * sizeof(pg_exec):
+            self._exec_mem = Memory(max(n, 1) * sizeof(pg_exec))
+        cdef pg_exec * ex = <pg_exec *> self._exec_mem.ptr
+        for i, t in enumerate(exec_nodes):
+            ex[i].node = &t.c
+            ex[i].kind = EXEC_OP
+            ex[i].aux[0] = NULL
+            ex[i].aux[1] = NULL
+        if self._work is None or self._work.size < plan.work_size:
+            self._work = Memory(plan.work_size)
+        if self._shared_mem is None:
+            self._shared_mem = Memory(sizeof(pg_shared))
+        memset(self._shared_mem.ptr, 0, sizeof(pg_shared))
+        st.ex = ex
+        st.n = n
+        st.wdata = self._work.ptr
+        st.wsize = plan.work_size
+        st.shared = <pg_shared *> self._shared_mem.ptr
+        st.use_ref = plan.use_ref
+        cdef int nth = plan.n_threads
+        with nogil:
+            pg_parallel_run(nth, _worker, &st)
+        if st.shared.err:
+            self._raise_data_error(st.shared)
+
+    cdef _raise_data_error(self, pg_shared * sh):
+        cdef Tensor t
+        for t in self._nodes:
+            if &t.c == sh.err_node:
+                op = Op(t.c.op).name.lower()
+                raise IndexError(f"{op}: index {sh.err_val} at position {sh.err_pos} is out of range")
+        raise IndexError(f"index {sh.err_val} at position {sh.err_pos} is out of range")
+
+    def __repr__(self):
+        return f"CGraph(n_nodes={len(self._nodes)}, n_leafs={len(self._leafs)})"

@@ -1,0 +1,1 @@
+# stubs: see _ops.pyx

@@ -1,0 +1,459 @@
+"""Tensor, Context and memory: ggml's tensor object (ne/nb, views without copies) with numpy interop."""
+from cpython.buffer cimport PyBUF_WRITABLE
+from libc.stdint cimport int64_t, uint16_t, uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+from pyggml._typedefs cimport (PG_MAX_SRC, pg_from_float_fn, pg_tensor, pg_to_float_fn,
+                               pg_traits)
+
+import numpy as np
+
+from pyggml._enums import INT_TYPES, QUANT_TYPES, TYPE_TRAITS, Op, Type
+
+cdef extern from "stdlib.h" nogil:
+    void * aligned_alloc(size_t alignment, size_t size)
+
+_NP_DTYPE = {
+    Type.F32: np.dtype(np.float32), Type.F16: np.dtype(np.float16), Type.BF16: np.dtype(np.uint16),
+    Type.I8: np.dtype(np.int8), Type.I16: np.dtype(np.int16), Type.I32: np.dtype(np.int32),
+    Type.I64: np.dtype(np.int64), Type.F64: np.dtype(np.float64),
+}
+_FROM_DTYPE = {np.dtype(np.float32): Type.F32, np.dtype(np.float16): Type.F16,
+               np.dtype(np.int32): Type.I32, np.dtype(np.int64): Type.I64}
+_CONVERTIBLE = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0)
+
+
+cdef class Memory:
+    """A 64-byte aligned, zero-filled block that owns tensor data; exposes the buffer protocol."""
+
+    def __cinit__(self, size_t size):
+        self.size = size
+        cdef size_t padded = (max(size, <size_t> 1) + 63) // 64 * 64
+        self.ptr = <char *> aligned_alloc(64, padded)
+        if self.ptr == NULL:
+            raise MemoryError(f"pyggml: cannot allocate {size} bytes")
+        memset(self.ptr, 0, padded)
+        self._shape[0] = <Py_ssize_t> size
+        self._strides[0] = 1
+
+    def __dealloc__(self):
+        free(self.ptr)
+
+    def __getbuffer__(self, Py_buffer * buf, int flags):
+        buf.buf = self.ptr
+        buf.obj = self
+        buf.len = <Py_ssize_t> self.size
+        buf.readonly = 0
+        buf.itemsize = 1
+        buf.format = "B"
+        buf.ndim = 1
+        buf.shape = self._shape
+        buf.strides = self._strides
+        buf.suboffsets = NULL
+        buf.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer * buf):
+        pass
+
+    def __len__(self):
+        return self.size
+
+    @property
+    def address(self):
+        return <uintptr_t> self.ptr
+
+
+cdef size_t tensor_nbytes(const pg_tensor * t) noexcept nogil:
+    cdef int i
+    cdef size_t n
+    for i in range(4):
+        if t.ne[i] <= 0:
+            return 0
+    cdef int64_t blck = pg_traits[t.type].blck
+    if blck == 1:
+        n = pg_traits[t.type].size
+        for i in range(4):
+            n += (t.ne[i] - 1) * t.nb[i]
+    else:
+        n = t.ne[0] * t.nb[0] // blck
+        for i in range(1, 4):
+            n += (t.ne[i] - 1) * t.nb[i]
+    return n
+
+
+cdef bint tensor_is_contiguous(const pg_tensor * t) noexcept nogil:
+    cdef size_t next_nb = pg_traits[t.type].size
+    if t.ne[0] != pg_traits[t.type].blck and t.nb[0] != next_nb:
+        return False
+    next_nb *= t.ne[0] // pg_traits[t.type].blck
+    for i in range(1, 4):
+        if t.ne[i] != 1:
+            if t.nb[i] != next_nb:
+                return False
+            next_nb *= t.ne[i]
+    return True
+
+
+cdef inline int _n_dims(tuple ne):
+    cdef int i
+    for i in range(3, 0, -1):
+        if ne[i] > 1:
+            return i + 1
+    return 1
+
+
+def _check_type(op, arg, t):
+    try:
+        return Type(t)
+    except ValueError:
+        raise TypeError(f"{op}: {arg} must be a pyggml.Type, got {t!r}") from None
+
+
+def _check_ne(op, ne, typ):
+    ne = tuple(int(x) for x in ne)
+    if not 1 <= len(ne) <= 4:
+        raise ValueError(f"{op}: ne must have 1 to 4 entries, got {len(ne)}")
+    if any(x < 0 for x in ne):
+        raise ValueError(f"{op}: ne entries must be >= 0, got {ne}")
+    blck = TYPE_TRAITS[typ][0]
+    if ne[0] % blck:
+        raise ValueError(f"{op}: ne[0] of a {typ.name} tensor must be a multiple of {blck}, got {ne[0]}")
+    full = ne + (1,) * (4 - len(ne))
+    total = 1
+    for x in full:
+        total *= x
+    if total * TYPE_TRAITS[typ][1] // blck >= (1 << 62):
+        raise ValueError(f"{op}: tensor of ne={full} is too large (size overflow)")
+    return full, len(ne)
+
+
+cdef void _fill_nb(pg_tensor * t) noexcept:
+    t.nb[0] = pg_traits[t.type].size
+    t.nb[1] = t.nb[0] * (t.ne[0] // pg_traits[t.type].blck)
+    t.nb[2] = t.nb[1] * t.ne[1]
+    t.nb[3] = t.nb[2] * t.ne[2]
+
+
+cdef Tensor _blank(Context ctx, int type, tuple ne, int ndim):
+    cdef Tensor t = Tensor.__new__(Tensor)
+    cdef int i
+    t.ctx = ctx
+    t._src = (None,) * PG_MAX_SRC
+    t._name = ""
+    t.c.type = type
+    for i in range(4):
+        t.c.ne[i] = ne[i]
+    t._ndim = max(ndim, _n_dims(ne))
+    return t
+
+
+cdef Tensor new_tensor_impl(Context ctx, int type, tuple ne, int ndim):
+    cdef Tensor t = _blank(ctx, type, ne, ndim)
+    _fill_nb(&t.c)
+    t._attach(Memory(tensor_nbytes(&t.c)), 0)
+    return t
+
+
+cdef Tensor new_node(Context ctx, int type, tuple ne, int op, tuple srcs, int ndim=0):
+    """A result tensor of an op: packed strides, memory assigned when a graph is planned."""
+    cdef Tensor t = _blank(ctx, type, ne, ndim)
+    cdef Tensor s
+    _fill_nb(&t.c)
+    t.c.op = op
+    srcs = tuple(srcs) + (None,) * (PG_MAX_SRC - len(srcs))
+    t._src = srcs
+    for i in range(PG_MAX_SRC):
+        s = srcs[i]
+        if s is not None:
+            t.c.src[i] = &s.c
+            t._ndim = max(t._ndim, s._ndim)
+    if ndim:
+        t._ndim = max(ndim, _n_dims(ne))
+    return t
+
+
+cdef Tensor new_view(Tensor a, tuple ne, tuple nb, size_t offset, int op, int ndim):
+    """A tensor aliasing a's memory (flattened to the root: view of a view -> view of the base)."""
+    cdef Tensor root = a._view_src if a._view_src is not None else a
+    cdef Tensor t = _blank(a.ctx, a.c.type, ne, ndim)
+    for i in range(4):
+        t.c.nb[i] = nb[i]
+    t.c.op = op
+    t._src = (a,) + (None,) * (PG_MAX_SRC - 1)
+    t.c.src[0] = &a.c
+    t._view_src = root
+    t.c.view_src = &root.c
+    t.c.view_offs = a.c.view_offs + offset
+    t._ndim = max(ndim, _n_dims(ne))
+    cdef size_t need = t.c.view_offs + tensor_nbytes(&t.c)
+    cdef size_t have = tensor_nbytes(&root.c)
+    if need > have:
+        raise ValueError(f"{Op(op).name.lower()}: view of {need} bytes (offset {t.c.view_offs}) is out of "
+                         f"the bounds of its base tensor of {have} bytes")
+    if root._mem is not None:
+        t._attach(root._mem, <size_t> (<char *> root.c.data - root._mem.ptr) + t.c.view_offs)
+    return t
+
+
+cdef class Context:
+    """Creates tensors. Every tensor owns (a reference to) its memory, so arrays returned by
+    Tensor.numpy() stay valid after the Context and the Tensor are gone."""
+
+    def __init__(self, name=""):
+        self.name = name
+
+    def new_tensor(self, type, ne):
+        """A zero-filled packed tensor of `type` with `ne` (1 to 4 entries, dim 0 fastest)."""
+        typ = _check_type("new_tensor", "type", type)
+        full, nd = _check_ne("new_tensor", ne, typ)
+        return new_tensor_impl(self, typ, full, nd)
+
+    def new_tensor_1d(self, type, ne0):
+        return self.new_tensor(type, (ne0,))
+
+    def new_tensor_2d(self, type, ne0, ne1):
+        return self.new_tensor(type, (ne0, ne1))
+
+    def new_tensor_3d(self, type, ne0, ne1, ne2):
+        return self.new_tensor(type, (ne0, ne1, ne2))
+
+    def new_tensor_4d(self, type, ne0, ne1, ne2, ne3):
+        return self.new_tensor(type, (ne0, ne1, ne2, ne3))
+
+    def from_numpy(self, array, type=None):
+        """A new packed tensor holding a copy of `array` (ne = array.shape reversed).
+
+        type=None keeps float32/float16/int32/int64 as F32/F16/I32/I64 (other floats become F32).
+        A float array stored as F16, BF16, Q8_0 or Q4_0 is rounded as ggml's CPU backend rounds
+        (round-to-nearest-even; Q8_0 with the CPU quantiser, Q4_0 with the reference one); float64
+        input is rounded to float32 first.
+        """
+        arr = np.asarray(array)
+        if arr.ndim > 4:
+            raise ValueError(f"from_numpy: array must have at most 4 dimensions, got {arr.ndim}")
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if type is None:
+            if arr.dtype in _FROM_DTYPE:
+                typ = _FROM_DTYPE[arr.dtype]
+            elif arr.dtype.kind in "fiub":
+                typ = Type.F32 if arr.dtype.kind in "fb" else Type.I32
+            else:
+                raise TypeError(f"from_numpy: unsupported dtype {arr.dtype}")
+        else:
+            typ = _check_type("from_numpy", "type", type)
+        t = self.new_tensor(typ, arr.shape[::-1])
+        t.set(arr)
+        return t
+
+    def from_bytes(self, type, ne, buffer):
+        """A new tensor from raw ggml storage (e.g. quantized blocks), copied as is."""
+        typ = _check_type("from_bytes", "type", type)
+        full, nd = _check_ne("from_bytes", ne, typ)
+        t = new_tensor_impl(self, typ, full, nd)
+        t.set_bytes(buffer)
+        return t
+
+    def __repr__(self):
+        return f"Context({self.name!r})"
+
+
+cdef class Tensor:
+    """A ggml tensor: `type`, `ne` (elements, dim 0 fastest), `nb` (byte strides), the op that
+    produces it and its sources. Op results get memory when a graph containing them is planned."""
+
+    def __init__(self):
+        raise TypeError("Tensor: create tensors with Context.new_tensor/from_numpy or with ops")
+
+    cdef void _attach(self, Memory mem, size_t offset):
+        self._mem = mem
+        self.c.data = mem.ptr + offset
+
+    @property
+    def type(self):
+        return Type(self.c.type)
+
+    @property
+    def ne(self):
+        return (self.c.ne[0], self.c.ne[1], self.c.ne[2], self.c.ne[3])
+
+    @property
+    def nb(self):
+        return (self.c.nb[0], self.c.nb[1], self.c.nb[2], self.c.nb[3])
+
+    @property
+    def shape(self):
+        """numpy-order shape (ne reversed, trailing unit dims beyond the tensor's rank dropped)."""
+        return self.ne[::-1][4 - self._ndim:]
+
+    @property
+    def op(self):
+        return Op(self.c.op)
+
+    @property
+    def src(self):
+        return self._src
+
+    @property
+    def op_params(self):
+        return (<char *> self.c.op_params)[:64]
+
+    @property
+    def flags(self):
+        return self.c.flags
+
+    @property
+    def name(self):
+        return self._name
+
+    @name.setter
+    def name(self, value):
+        self._name = str(value)[:63]
+
+    @property
+    def view_src(self):
+        return self._view_src
+
+    @property
+    def view_offs(self):
+        return self.c.view_offs
+
+    @property
+    def nbytes(self):
+        return tensor_nbytes(&self.c)
+
+    @property
+    def nelements(self):
+        return self.c.ne[0] * self.c.ne[1] * self.c.ne[2] * self.c.ne[3]
+
+    @property
+    def has_data(self):
+        return self.c.data != NULL
+
+    @property
+    def data_ptr(self):
+        return <uintptr_t> self.c.data
+
+    def is_contiguous(self):
+        return bool(tensor_is_contiguous(&self.c))
+
+    def __repr__(self):
+        nm = f" {self._name!r}" if self._name else ""
+        return f"<pyggml.Tensor{nm} {Type(self.c.type).name} ne={self.ne} op={Op(self.c.op).name}>"
+
+    def _need_data(self, what):
+        if self.c.data == NULL:
+            raise RuntimeError(f"{what}: tensor {self!r} has no memory yet; compute a graph that contains it")
+
+    def numpy(self):
+        """A numpy view of the tensor memory (no copy): shape ne[::-1], strides nb[::-1].
+        BF16 is shown as its uint16 bits. The view keeps the memory alive."""
+        typ = Type(self.c.type)
+        if typ not in _NP_DTYPE:
+            raise TypeError(f"numpy: a {typ.name} tensor has no numpy view; use to_numpy() to dequantize")
+        self._need_data("numpy")
+        nd = self._ndim
+        offset = <size_t> (<char *> self.c.data - self._mem.ptr)
+        return np.ndarray(self.ne[::-1][4 - nd:], dtype=_NP_DTYPE[typ], buffer=self._mem, offset=offset,
+                          strides=self.nb[::-1][4 - nd:])
+
+    def to_numpy(self):
+        """A new C-contiguous array: float32 for float and quantized types, the integer dtype otherwise."""
+        self._need_data("to_numpy")
+        typ = Type(self.c.type)
+        if typ in INT_TYPES or typ == Type.F64:
+            return np.ascontiguousarray(self.numpy())
+        out = np.empty(self.ne[::-1], dtype=np.float32)
+        cdef float[:, :, :, ::1] o = out
+        cdef pg_to_float_fn fn = pg_traits[self.c.type].to_float
+        cdef int64_t i0, i1, i2, i3
+        cdef char * row
+        cdef bint packed = self.c.nb[0] == pg_traits[self.c.type].size
+        with nogil:
+            for i3 in range(self.c.ne[3]):
+                for i2 in range(self.c.ne[2]):
+                    for i1 in range(self.c.ne[1]):
+                        row = <char *> self.c.data + i1 * self.c.nb[1] + i2 * self.c.nb[2] + i3 * self.c.nb[3]
+                        if packed:
+                            fn(row, &o[i3, i2, i1, 0], self.c.ne[0])
+                        else:
+                            for i0 in range(self.c.ne[0]):
+                                fn(row + i0 * self.c.nb[0], &o[i3, i2, i1, i0], 1)
+        return out.reshape(self.shape)
+
+    def _as_shape(self, array, what):
+        arr = np.asarray(array)
+        want = self.ne[::-1]
+        have = (1,) * (4 - arr.ndim) + arr.shape if arr.ndim <= 4 else arr.shape
+        if have != want:
+            raise ValueError(f"{what}: array shape {arr.shape} does not match the tensor's {self.shape}")
+        return arr.reshape(want)
+
+    def set(self, array):
+        """Copy `array` (shape == self.shape) into the tensor, converting to its type."""
+        self._need_data("set")
+        typ = Type(self.c.type)
+        arr = self._as_shape(array, "set")
+        if typ not in _CONVERTIBLE:
+            self.numpy()[...] = arr.reshape(self.shape)
+            return
+        if arr.dtype.kind not in "fiub":
+            raise TypeError(f"set: cannot convert an array of dtype {arr.dtype} to {typ.name}")
+        cdef float[:, :, :, ::1] src = np.ascontiguousarray(arr, dtype=np.float32)
+        cdef pg_from_float_fn fn = pg_traits[self.c.type].from_float
+        cdef int64_t i0, i1, i2, i3
+        cdef char * row
+        cdef bint packed = self.c.nb[0] == pg_traits[self.c.type].size
+        if not packed and pg_traits[self.c.type].blck != 1:
+            raise ValueError("set: a quantized tensor must have packed rows")
+        with nogil:
+            for i3 in range(self.c.ne[3]):
+                for i2 in range(self.c.ne[2]):
+                    for i1 in range(self.c.ne[1]):
+                        row = <char *> self.c.data + i1 * self.c.nb[1] + i2 * self.c.nb[2] + i3 * self.c.nb[3]
+                        if packed:
+                            fn(&src[i3, i2, i1, 0], row, self.c.ne[0])
+                        else:
+                            for i0 in range(self.c.ne[0]):
+                                fn(&src[i3, i2, i1, i0], row + i0 * self.c.nb[0], 1)
+
+    def _row_bytes(self):
+        if self.c.nb[0] != pg_traits[self.c.type].size and self.c.ne[0] != pg_traits[self.c.type].blck:
+            raise ValueError("tobytes/set_bytes: the tensor's rows must be packed in dim 0")
+        return self.c.ne[0] // pg_traits[self.c.type].blck * pg_traits[self.c.type].size
+
+    def tobytes(self):
+        """The raw packed storage (rows of a strided view are gathered)."""
+        self._need_data("tobytes")
+        cdef size_t rb = self._row_bytes()
+        out = bytearray(rb * (self.c.ne[1] * self.c.ne[2] * self.c.ne[3]))
+        cdef char[::1] o = out
+        cdef size_t k = 0
+        cdef int64_t i1, i2, i3
+        for i3 in range(self.c.ne[3]):
+            for i2 in range(self.c.ne[2]):
+                for i1 in range(self.c.ne[1]):
+                    memcpy(&o[k], <char *> self.c.data + i1 * self.c.nb[1] + i2 * self.c.nb[2]
+                           + i3 * self.c.nb[3], rb)
+                    k += rb
+        return bytes(out)
+
+    def set_bytes(self, buffer):
+        """Copy raw packed storage (len == packed size of the tensor) into the tensor."""
+        self._need_data("set_bytes")
+        cdef size_t rb = self._row_bytes()
+        cdef const unsigned char[::1] b = memoryview(buffer).cast("B")
+        cdef size_t want = rb * (self.c.ne[1] * self.c.ne[2] * self.c.ne[3])
+        if <size_t> b.shape[0] != want:
+            raise ValueError(f"set_bytes: expected {want} bytes for {Type(self.c.type).name} ne={self.ne}, "
+                             f"got {b.shape[0]}")
+        cdef size_t k = 0
+        cdef int64_t i1, i2, i3
+        for i3 in range(self.c.ne[3]):
+            for i2 in range(self.c.ne[2]):
+                for i1 in range(self.c.ne[1]):
+                    if want:
+                        memcpy(<char *> self.c.data + i1 * self.c.nb[1] + i2 * self.c.nb[2] + i3 * self.c.nb[3],
+                               &b[k], rb)
+                    k += rb

@@ -1,0 +1,101 @@
+/* Type traits and row conversions f32 <-> every tensor type, bit-exact with ggml's CPU backend:
+ *   F16, BF16   round-to-nearest-even (vec.h)
+ *   Q8_0        the CPU quantiser: d = amax/127, id = amax ? 127/amax : 0, q = rint(x*id) (ties even)
+ *   Q4_0        the reference quantiser: m = the element of largest |x| (first wins), d = m/-8,
+ *               id = d ? 1/d : 0, q = min(15, (int8)(x*id + 8.5))
+ * A row of a block type holds n/32 blocks; n must be a multiple of 32.
+ */
+#pragma once
+#include "vec.h"
+
+typedef void (*pg_to_float_fn)(const void * x, float * y, int64_t n);
+typedef void (*pg_from_float_fn)(const float * x, void * y, int64_t n);
+
+static inline void pg_row_f32_to_f32(const void * x, float * y, int64_t n) { memcpy(y, x, n * sizeof(float)); }
+static inline void pg_row_f32_from_f32(const float * x, void * y, int64_t n) { memcpy(y, x, n * sizeof(float)); }
+static inline void pg_row_f16_to_f32(const void * x, float * y, int64_t n) { pg_vec_cvt_f16_f32(n, (const pg_fp16_t *) x, y); }
+static inline void pg_row_f16_from_f32(const float * x, void * y, int64_t n) { pg_vec_cvt_f32_f16(n, x, (pg_fp16_t *) y); }
+static inline void pg_row_bf16_to_f32(const void * x, float * y, int64_t n) { pg_vec_cvt_bf16_f32(n, (const pg_bf16_t *) x, y); }
+static inline void pg_row_bf16_from_f32(const float * x, void * y, int64_t n) { pg_vec_cvt_f32_bf16(n, x, (pg_bf16_t *) y); }
+
+static inline void pg_row_q8_0_to_f32(const void * vx, float * y, int64_t n) {
+    const pg_block_q8_0 * x = (const pg_block_q8_0 *) vx;
+    for (int64_t ib = 0; ib < n / PG_QK8_0; ib++) {
+        const float d = pg_fp16_to_fp32(x[ib].d);
+        for (int j = 0; j < PG_QK8_0; j++) y[ib * PG_QK8_0 + j] = x[ib].qs[j] * d;
+    }
+}
+
+static inline void pg_row_q8_0_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_q8_0 * y = (pg_block_q8_0 *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK8_0; ib++) {
+        const float * xb = x + ib * PG_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < PG_QK8_0; j++) amax = PG_MAX(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[ib].d = pg_fp32_to_fp16(d);
+        for (int j = 0; j < PG_QK8_0; j++) y[ib].qs[j] = (int8_t) nearbyintf(xb[j] * id);
+    }
+}
+
+static inline void pg_row_q4_0_to_f32(const void * vx, float * y, int64_t n) {
+    const pg_block_q4_0 * x = (const pg_block_q4_0 *) vx;
+    for (int64_t ib = 0; ib < n / PG_QK4_0; ib++) {
+        const float d = pg_fp16_to_fp32(x[ib].d);
+        for (int j = 0; j < PG_QK4_0 / 2; j++) {
+            y[ib * PG_QK4_0 + j] = ((x[ib].qs[j] & 0x0f) - 8) * d;
+            y[ib * PG_QK4_0 + j + PG_QK4_0 / 2] = ((x[ib].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static inline void pg_row_q4_0_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_q4_0 * y = (pg_block_q4_0 *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK4_0; ib++) {
+        const float * xb = x + ib * PG_QK4_0;
+        float amax = 0.0f, m = 0.0f;
+        for (int j = 0; j < PG_QK4_0; j++) {
+            if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); m = xb[j]; }
+        }
+        const float d = m / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[ib].d = pg_fp32_to_fp16(d);
+        for (int j = 0; j < PG_QK4_0 / 2; j++) {
+            const uint8_t q0 = (uint8_t) PG_MIN(15, (int8_t) (xb[j] * id + 8.5f));
+            const uint8_t q1 = (uint8_t) PG_MIN(15, (int8_t) (xb[j + PG_QK4_0 / 2] * id + 8.5f));
+            y[ib].qs[j] = q0 | (uint8_t) (q1 << 4);
+        }
+    }
+}
+
+static inline void pg_row_i32_to_f32(const void * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = (float) ((const int32_t *) x)[i];
+}
+static inline void pg_row_i32_from_f32(const float * x, void * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) ((int32_t *) y)[i] = (int32_t) x[i];
+}
+
+typedef struct pg_type_traits {
+    const char * name;
+    int64_t blck;            /* elements per block */
+    size_t size;             /* bytes per block */
+    int vec_dot_type;        /* what the other operand of a dot product is converted to */
+    pg_to_float_fn to_float;
+    pg_from_float_fn from_float;
+} pg_type_traits;
+
+static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
+    [PG_TYPE_F32]  = {"f32", 1, 4, PG_TYPE_F32, pg_row_f32_to_f32, pg_row_f32_from_f32},
+    [PG_TYPE_F16]  = {"f16", 1, 2, PG_TYPE_F16, pg_row_f16_to_f32, pg_row_f16_from_f32},
+    [PG_TYPE_BF16] = {"bf16", 1, 2, PG_TYPE_BF16, pg_row_bf16_to_f32, pg_row_bf16_from_f32},
+    [PG_TYPE_Q8_0] = {"q8_0", PG_QK8_0, sizeof(pg_block_q8_0), PG_TYPE_Q8_0, pg_row_q8_0_to_f32, pg_row_q8_0_from_f32},
+    [PG_TYPE_Q4_0] = {"q4_0", PG_QK4_0, sizeof(pg_block_q4_0), PG_TYPE_Q8_0, pg_row_q4_0_to_f32, pg_row_q4_0_from_f32},
+    [PG_TYPE_I8]   = {"i8", 1, 1, -1, NULL, NULL},
+    [PG_TYPE_I16]  = {"i16", 1, 2, -1, NULL, NULL},
+    [PG_TYPE_I32]  = {"i32", 1, 4, -1, pg_row_i32_to_f32, pg_row_i32_from_f32},
+    [PG_TYPE_I64]  = {"i64", 1, 8, -1, NULL, NULL},
+    [PG_TYPE_F64]  = {"f64", 1, 8, -1, NULL, NULL},
+};
+
+static inline size_t pg_row_size(int type, int64_t n) { return pg_traits[type].size * (size_t) (n / pg_traits[type].blck); }

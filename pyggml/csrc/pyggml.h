@@ -1,0 +1,125 @@
+/* pyggml core: the tensor struct shared by Cython and the kernels, compute params, helpers.
+ *
+ * Tensors follow ggml: ne[4] element counts (dim 0 fastest), nb[4] byte strides. For block types
+ * (Q8_0, Q4_0) nb[0] is the size of one block and dim 0 is addressed in blocks.
+ * A kernel is `void pg_compute_<op>(const pg_params * p, pg_tensor * dst)`: it reads dst->src[],
+ * dst->op_params, and does the share of the work of thread p->ith out of p->nth.
+ */
+#pragma once
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PG_MAX_DIMS 4
+#define PG_MAX_SRC 10
+#define PG_MAX_OP_PARAMS 16
+#define PG_CACHE_LINE 64
+
+/* values equal ggml's (pyggml/_enums.py mirrors them) */
+enum pg_type {
+    PG_TYPE_F32 = 0, PG_TYPE_F16 = 1, PG_TYPE_Q4_0 = 2, PG_TYPE_Q8_0 = 8,
+    PG_TYPE_I8 = 24, PG_TYPE_I16 = 25, PG_TYPE_I32 = 26, PG_TYPE_I64 = 27, PG_TYPE_F64 = 28,
+    PG_TYPE_BF16 = 30, PG_TYPE_COUNT = 40,
+};
+
+/* pyggml's own numbering (pyggml/_enums.py Op mirrors it; values are not part of the API) */
+enum pg_op {
+    PG_OP_NONE = 0, PG_OP_DUP, PG_OP_ADD, PG_OP_MUL, PG_OP_SCALE, PG_OP_CPY, PG_OP_CONT,
+    PG_OP_RESHAPE, PG_OP_VIEW, PG_OP_PERMUTE, PG_OP_TRANSPOSE, PG_OP_GET_ROWS, PG_OP_SET_ROWS,
+    PG_OP_SOFT_MAX, PG_OP_ROPE, PG_OP_MUL_MAT, PG_OP_NORM, PG_OP_RMS_NORM, PG_OP_GLU,
+    PG_OP_UNARY, PG_OP_FLASH_ATTN_EXT, PG_OP_COUNT,
+};
+
+enum pg_unary_op { PG_UNARY_GELU = 8, PG_UNARY_SILU = 10, PG_UNARY_GELU_ERF = 14 };
+
+enum pg_glu_op {
+    PG_GLU_REGLU = 0, PG_GLU_GEGLU = 1, PG_GLU_SWIGLU = 2, PG_GLU_GEGLU_ERF = 4, PG_GLU_GEGLU_QUICK = 5,
+};
+
+typedef uint16_t pg_fp16_t;
+typedef uint16_t pg_bf16_t;
+
+typedef struct pg_tensor {
+    int32_t type;
+    int32_t op;
+    int64_t ne[PG_MAX_DIMS];
+    size_t nb[PG_MAX_DIMS];
+    int32_t op_params[PG_MAX_OP_PARAMS];
+    int32_t flags;
+    struct pg_tensor * src[PG_MAX_SRC];
+    struct pg_tensor * view_src;
+    size_t view_offs;
+    void * data;
+} pg_tensor;
+
+/* state shared by the threads of one compute; each counter on its own cache line */
+typedef struct pg_shared {
+    _Alignas(PG_CACHE_LINE) int chunk;
+    /* a kernel that finds bad data (an index out of range) records it here instead of crashing;
+     * the first report wins and Python raises after the compute */
+    _Alignas(PG_CACHE_LINE) int err;
+    const struct pg_tensor * err_node;
+    int64_t err_pos, err_val;
+} pg_shared;
+
+typedef struct pg_params {
+    int ith, nth;
+    size_t wsize;           /* bytes of wdata (all threads) */
+    void * wdata;           /* work buffer, PG_CACHE_LINE aligned */
+    pg_shared * shared;
+    int use_ref;            /* reference kernels only */
+} pg_params;
+
+#define PG_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PG_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define PG_PAD(x, n) (((x) + (n) - 1) / (n) * (n))
+
+static inline int64_t pg_nrows(const pg_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+static inline int64_t pg_nelements(const pg_tensor * t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+
+/* contiguous rows [*r0, *r1) of nr for thread ith of nth */
+static inline void pg_split_rows(int64_t nr, int ith, int nth, int64_t * r0, int64_t * r1) {
+    const int64_t dr = (nr + nth - 1) / nth;
+    *r0 = PG_MIN(dr * ith, nr);
+    *r1 = PG_MIN(*r0 + dr, nr);
+}
+
+/* a pointer to row (i1, i2, i3) of t */
+static inline char * pg_row(const pg_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return (char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+/* per-thread scratch of `bytes` per thread, each slice on its own cache line */
+static inline void * pg_scratch(const pg_params * p, size_t bytes) {
+    return (char *) p->wdata + PG_PAD(bytes, PG_CACHE_LINE) * p->ith;
+}
+
+/* record a data error (first one wins); kernels then skip the offending work */
+static inline void pg_report_error(const pg_params * p, const pg_tensor * node, int64_t pos, int64_t val) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&p->shared->err, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        p->shared->err_node = node;
+        p->shared->err_pos = pos;
+        p->shared->err_val = val;
+    }
+}
+
+/* work-buffer bytes for `bytes` of scratch per thread (the layout pg_scratch() indexes) */
+static inline size_t pg_per_thread(size_t bytes, int nth) {
+    return bytes ? PG_PAD(bytes, PG_CACHE_LINE) * (size_t) nth : 0;
+}
+
+static inline float pg_op_param_f32(const pg_tensor * t, int i) {
+    float f; memcpy(&f, &t->op_params[i], sizeof(f)); return f;
+}
+
+static inline const char * pg_build_compiler(void) {
+#ifdef PYGGML_COMPILER
+    return PYGGML_COMPILER;
+#else
+    return "unknown";
+#endif
+}

@@ -1,0 +1,10 @@
+/* GET_ROWS, SET_ROWS
+ * (kernels to be written: see the issue for this op family) */
+#pragma once
+#include "convert.h"
+#include "barrier.h"
+
+static inline void pg_compute_get_rows(const pg_params * p, pg_tensor * dst) { (void) p; (void) dst; }
+static inline size_t pg_work_get_rows(const pg_tensor * dst, int nth) { (void) dst; (void) nth; return 0; }
+static inline void pg_compute_set_rows(const pg_params * p, pg_tensor * dst) { (void) p; (void) dst; }
+static inline size_t pg_work_set_rows(const pg_tensor * dst, int nth) { (void) dst; (void) nth; return 0; }

@@ -1,0 +1,31 @@
+import os
+import platform
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+
+# thread counts every threaded op is tested with (1 and 2+; more under PYGGML_TEST_THREADS)
+THREADS = sorted({1, 2, int(os.environ.get("PYGGML_TEST_THREADS", "2"))})
+# under qemu (riscv64) keep shapes small; tests read this to pick their grids
+EMULATED = platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64")
+
+
+def run(out, n_threads=1, use_ref=False, graph=None):
+    """Build a graph for `out` (a tensor or a list), compute it, return the graph."""
+    g = graph or gg.CGraph()
+    for t in (out if isinstance(out, (list, tuple)) else [out]):
+        g.build_forward_expand(t)
+    g.compute(n_threads=n_threads, use_ref=use_ref)
+    return g
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def ctx():
+    return gg.Context()
