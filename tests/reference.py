@@ -16,7 +16,8 @@ def nmse(got, ref):
 
 def f32_to_f16_bits(x):
     """IEEE round-to-nearest-even to binary16, as uint16 bits (numpy's cast is exact RNE)."""
-    return np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
 
 
 def f32_to_bf16_bits(x):
@@ -32,7 +33,8 @@ def bf16_bits_to_f32(b):
 
 
 def round_f16(x):
-    return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
 
 
 def round_bf16(x):
@@ -109,6 +111,7 @@ def broadcast_binary(a, b, op):
     """ggml's repeat of b over a (numpy order: shapes reversed), float64."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
+    b = b.reshape((1,) * (a.ndim - b.ndim) + b.shape)
     reps = tuple(sa // sb for sa, sb in zip(a.shape, b.shape))
     return op(a, np.tile(b, reps))
 
