@@ -336,18 +336,27 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
         }
         for (int64_t j0 = 0; j0 < c->L; j0 += K) {
             const int64_t nk = PG_MIN(K, c->L - j0);
-            bool k_ready = false, v_ready = false;
+            bool k_ready = false, v_ready = false, any = false;
+            int64_t mt_slice = -1;
             for (int64_t hh = 0; hh < nh; hh++) {
                 const int64_t h = h0 + hh;
-                const float slope = pg_fa_slope(c, h);
-                bool any = !c->mask;
-                for (int64_t r = 0; r < nq; r++) {
-                    const pg_fp16_t * mrow = pg_fa_mask_row(c, i0 + r, h, s);
-                    float * m = mt + r * K;
-                    for (int64_t j = 0; j < nk; j++) {
-                        m[j] = mrow ? slope * pg_fp16_to_fp32(mrow[j0 + j]) : 0.0f;
-                        any |= m[j] != -INFINITY;
+                /* the mask tile is shared by the heads that read the same slice with slope 1 */
+                const int64_t slice = c->mask ? h % c->mask->ne[2] : 0;
+                if (slice != mt_slice || c->max_bias > 0.0f) {
+                    const float slope = pg_fa_slope(c, h);
+                    any = !c->mask;
+                    for (int64_t r = 0; r < nq; r++) {
+                        const pg_fp16_t * mrow = pg_fa_mask_row(c, i0 + r, h, s);
+                        float * m = mt + r * K;
+                        if (!mrow) {
+                            memset(m, 0, (size_t) nk * sizeof(float));
+                            continue;
+                        }
+                        pg_vec_cvt_f16_f32(nk, mrow + j0, m);
+                        if (slope != 1.0f) pg_vec_scale_f32(nk, m, m, slope);
+                        any |= pg_vec_max_f32(nk, m) != -INFINITY;
                     }
+                    mt_slice = slice;
                 }
                 if (!any) continue;            /* every key of the tile is masked for this head */
                 if (!k_ready) {
