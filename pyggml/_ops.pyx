@@ -459,7 +459,7 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     Paths (see csrc/flash-attn.h; force one with flash_attn_ext_set_path, read the one taken with
     flash_attn_ext_get_path): one_chunk (per row; compute(use_ref=True) always takes it), tiled
     (64 x 64 tiles, automatic from N >= 64), split (split-KV decode, automatic for N == S == 1 and
-    L >= PG_FA_SPLIT_MIN_L).
+    L >= PG_FA_SPLIT_MIN_L = 64, csrc/flash-attn.h).
 
     Differences from ggml: every path accumulates in f32 (ggml keeps an fp16 accumulator for F16 V
     on one_chunk and split); split-KV also runs for BF16/Q8_0/Q4_0 and mixed K/V types and reads

@@ -3,10 +3,10 @@ types, head sizes (vector tails), GQA, lengths around the tile and split boundar
 softcap, sinks, S = 2, KV-cache views, threads; build-time errors; torch SDPA where it applies."""
 import numpy as np
 import pytest
+import reference as R
 from conftest import EMULATED, THREADS
 
 import pyggml as gg
-import reference as R
 
 PATHS = ("one_chunk", "tiled", "split")
 TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
@@ -82,7 +82,7 @@ def check(got, ref, typ, out=None, path=None):
 
 def shape_for(path):
     """a shape that exercises the path: decode for split, a ragged Q tile for tiled"""
-    return dict(N=1, L=300) if path == "split" else dict(N=70 if path == "tiled" else 5, L=100)
+    return {"N": 1, "L": 300} if path == "split" else {"N": 70 if path == "tiled" else 5, "L": 100}
 
 
 @pytest.mark.parametrize("nth", THREADS)
@@ -103,7 +103,7 @@ def test_mixed_kv_types(rng, path, typ, vtyp):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("DK,DV", [(40, 40), (64, 64), (72, 72), (80, 80), (128, 128), (256, 256), (72, 40), (128, 80)])
 def test_head_sizes(rng, path, DK, DV):
-    shape = dict(N=1, L=130) if path == "split" else dict(N=65 if path == "tiled" else 3, L=70)
+    shape = {"N": 1, "L": 130} if path == "split" else {"N": 65 if path == "tiled" else 3, "L": 70}
     got, ref, out = attn(rng, path=path, typ="F32", DK=DK, DV=DV, mask="causal", **shape)
     check(got, ref, "F32", out, path)
 
@@ -161,7 +161,7 @@ def test_tiled_skips_masked_tiles_and_dead_rows(rng, path):
 @pytest.mark.parametrize("path", PATHS)
 def test_mask_broadcast_and_sequences(rng, path):
     """S = 2 sequences, mask slices per head (M2 = Hq) and per sequence (M3 = 2)"""
-    shape = dict(N=1, L=200) if path == "split" else shape_for(path)
+    shape = {"N": 1, "L": 200} if path == "split" else shape_for(path)
     S = 1 if path == "split" else 2
     got, ref, out = attn(rng, path=path, typ="F16", S=S, Hq=4, Hkv=2, mask="random", M2=4, M3=S, nth=2, **shape)
     check(got, ref, "F16", out, path)
@@ -178,7 +178,7 @@ def test_alibi(rng, path):
 def test_softcap(rng, path, mask):
     """L = 65: the last KV tile holds one key and 63 padding keys, which must get no weight
     (ggml leaks exp(-softcap - M) to them on its tiled path without a mask)"""
-    shape = dict(N=1, L=65) if path == "split" else dict(N=70 if path == "tiled" else 5, L=65)
+    shape = {"N": 1, "L": 65} if path == "split" else {"N": 70 if path == "tiled" else 5, "L": 65}
     got, ref, out = attn(rng, path=path, typ="F32", mask=mask, softcap=2.0, **shape)
     check(got, ref, "F32", out, path)
 

@@ -36,9 +36,9 @@
 #define PG_FA_TILE_HEADS 4      /* query heads of one KV head processed together on the tiled path */
 #define PG_FA_BLOCK_KV 32       /* keys per softmax block on the split path */
 #define PG_FA_SPLIT_HEADS 8     /* query heads per K/V sweep on the split path */
-/* the automatic choice takes split-KV for decode from this many keys on (benchmarks/bench_flash_attn.py
- * --sweep; docs/bench/flash_attn.md) and the tiled path from PG_FA_TILE_Q query rows on */
-#define PG_FA_SPLIT_MIN_L 128
+/* the automatic choice takes split-KV for decode from this many keys on (chosen from the sweep in
+ * docs/bench/flash_attn.md: bench_flash_attn.py --sweep) and the tiled path from PG_FA_TILE_Q rows on */
+#define PG_FA_SPLIT_MIN_L 64
 
 enum { PG_FA_PATH_AUTO = 0, PG_FA_PATH_ONE_CHUNK = 1, PG_FA_PATH_TILED = 2, PG_FA_PATH_SPLIT = 3 };
 #define PG_FA_PARAM_PATH 4
