@@ -433,3 +433,128 @@ def mul_mat(a, b):
 # (each section appends its public names: __all__ += [...])
 
 
+__all__ += ["flash_attn_ext", "flash_attn_ext_set_prec", "flash_attn_ext_add_sinks",
+            "flash_attn_ext_set_path", "flash_attn_ext_get_path", "FA_PATHS"]
+
+from pyggml._enums import Prec
+
+_FA_KV_TYPES = FLOAT_TYPES | QUANT_TYPES
+# op_params slot 4 = forced path (index in FA_PATHS), slot 5 = path taken by the last compute
+FA_PATHS = ("auto", "one_chunk", "tiled", "split")
+cdef int _FA_PARAM_PATH = 4
+cdef int _FA_PARAM_TAKEN = 5
+
+
+def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
+    """Fused attention (ggml_flash_attn_ext): for each query row, softmax over the keys of
+    scale*q.k (with logit_softcap: softcap*tanh(scale*q.k/softcap)) plus slope*mask, times v.
+
+    q F32 [DK, N, Hq, S]; k [DK, L, Hkv, S] and v [DV, L, Hkv, S] of type F32, F16, BF16, Q8_0 or Q4_0
+    (rows packed in dim 0, other strides free, e.g. views of a KV cache); Hq % Hkv == 0 (GQA: query
+    head h reads KV head h // (Hq // Hkv)); mask None or F16 contiguous [>= L, >= N, M2, M3] with
+    Hq % M2 == 0 and S % M3 == 0; ALiBi slopes from max_bias (needs a mask). Result F32
+    [DV, Hq, N, S] (heads before queries). A key with slope*mask == -inf gets no weight; a row with
+    every key masked is exactly 0.
+
+    Paths (see csrc/flash-attn.h; force one with flash_attn_ext_set_path, read the one taken with
+    flash_attn_ext_get_path): one_chunk (per row; compute(use_ref=True) always takes it), tiled
+    (64 x 64 tiles, automatic from N >= 64), split (split-KV decode, automatic for N == S == 1 and
+    L >= PG_FA_SPLIT_MIN_L = 64, csrc/flash-attn.h).
+
+    Differences from ggml: every path accumulates in f32 (ggml keeps an fp16 accumulator for F16 V
+    on one_chunk and split); split-KV also runs for BF16/Q8_0/Q4_0 and mixed K/V types and reads
+    each K/V row once for all the query heads sharing it (tiled too, up to 4 heads); tiled also runs
+    for any K/V type and any DV; short last KV tiles never leak weight to padding keys under softcap."""
+    op = "flash_attn_ext"
+    cdef Tensor tq = _tensor(op, "q", q), tk = _tensor(op, "k", k), tv = _tensor(op, "v", v), tm
+    _types(op, "q", tq, {Type.F32})
+    _types(op, "k", tk, _FA_KV_TYPES)
+    _types(op, "v", tv, _FA_KV_TYPES)
+    _packed0(op, "q", tq)
+    _packed0(op, "k", tk)
+    _packed0(op, "v", tv)
+    DK, N, Hq, S = tq.ne
+    if tk.c.ne[0] != DK:
+        raise ValueError(f"{op}: k.ne[0] must equal q.ne[0] = {DK} (DK), got {tk.c.ne[0]}")
+    L, Hkv = tk.c.ne[1], tk.c.ne[2]
+    if tv.c.ne[1] != L or tv.c.ne[2] != Hkv:
+        raise ValueError(f"{op}: v.ne[1:3] must equal k.ne[1:3] = {(L, Hkv)}, got {tv.ne[1:3]}")
+    if tk.c.ne[3] != S or tv.c.ne[3] != S:
+        raise ValueError(f"{op}: k.ne[3] and v.ne[3] must equal q.ne[3] = {S}, got {tk.c.ne[3]} and {tv.c.ne[3]}")
+    if Hkv == 0 or Hq % Hkv:
+        raise ValueError(f"{op}: q.ne[2] (Hq = {Hq}) must be a multiple of k.ne[2] (Hkv = {Hkv})")
+    srcs = [tq, tk, tv]
+    if mask is not None:
+        tm = _tensor(op, "mask", mask)
+        _types(op, "mask", tm, {Type.F16})
+        _contiguous(op, "mask", tm)
+        if tm.c.ne[0] < L:
+            raise ValueError(f"{op}: mask.ne[0] must be >= L = {L}, got {tm.c.ne[0]}")
+        if tm.c.ne[1] < N:
+            raise ValueError(f"{op}: mask.ne[1] must be >= N = {N}, got {tm.c.ne[1]}")
+        if Hq % tm.c.ne[2] or S % tm.c.ne[3]:
+            raise ValueError(f"{op}: (Hq, S) = {(Hq, S)} must be multiples of mask.ne[2:4] = {tm.ne[2:]}")
+        srcs.append(tm)
+    mb = _finite(op, "max_bias", max_bias)
+    if mb < 0:
+        raise ValueError(f"{op}: max_bias must be >= 0, got {max_bias}")
+    if mb > 0 and mask is None:
+        raise ValueError(f"{op}: max_bias > 0 (got {max_bias}) needs a mask")
+    cdef Tensor t = new_node(tq.ctx, Type.F32, (tv.c.ne[0], Hq, N, S), Op.FLASH_ATTN_EXT, tuple(srcs))
+    set_param_f32(t, 0, _finite(op, "scale", scale))
+    set_param_f32(t, 1, mb)
+    set_param_f32(t, 2, _finite(op, "logit_softcap", logit_softcap))
+    return t
+
+
+cdef Tensor _fa_node(str op, t):
+    cdef Tensor tt = _tensor(op, "t", t)
+    if tt.c.op != Op.FLASH_ATTN_EXT:
+        raise ValueError(f"{op}: t must be a flash_attn_ext result, got op {tt.op.name}")
+    return tt
+
+
+def flash_attn_ext_set_prec(t, prec):
+    """Precision request (op_params[3]); DEFAULT and F32 are identical on the CPU (always f32)."""
+    cdef Tensor tt = _fa_node("flash_attn_ext_set_prec", t)
+    try:
+        p = Prec(prec)
+    except ValueError:
+        raise ValueError(f"flash_attn_ext_set_prec: prec must be a pyggml.Prec, got {prec!r}") from None
+    set_param_i32(tt, 3, p)
+    return tt
+
+
+def flash_attn_ext_add_sinks(t, sinks):
+    """Attach F32 sinks [Hq]: head h's logit sinks[h] joins its softmax denominator (no value row)."""
+    op = "flash_attn_ext_add_sinks"
+    cdef Tensor tt = _fa_node(op, t), ts = _tensor(op, "sinks", sinks)
+    _types(op, "sinks", ts, {Type.F32})
+    _contiguous(op, "sinks", ts)
+    if ts.ne != (tt.c.ne[1], 1, 1, 1):
+        raise ValueError(f"{op}: sinks must have ne=({tt.c.ne[1]}, 1, 1, 1) (one per query head), got {ts.ne}")
+    tt._src = tt._src[:4] + (ts,) + tt._src[5:]
+    tt.c.src[4] = &ts.c
+    return tt
+
+
+def flash_attn_ext_set_path(t, path):
+    """Force the execution path of a flash_attn_ext node: one of FA_PATHS ("auto", "one_chunk",
+    "tiled", "split"); "split" needs N == 1 and S == 1. compute(use_ref=True) still runs one_chunk.
+    pyggml only (ggml picks the path itself)."""
+    op = "flash_attn_ext_set_path"
+    cdef Tensor tt = _fa_node(op, t)
+    if path not in FA_PATHS:
+        raise ValueError(f"{op}: path must be one of {FA_PATHS}, got {path!r}")
+    if path == "split" and (tt.c.ne[2] != 1 or tt.c.ne[3] != 1):
+        raise ValueError(f"{op}: the split path needs N == 1 and S == 1, got N={tt.c.ne[2]} S={tt.c.ne[3]}")
+    set_param_i32(tt, _FA_PARAM_PATH, FA_PATHS.index(path))
+    return tt
+
+
+def flash_attn_ext_get_path(t):
+    """The path the last compute of this flash_attn_ext node took ("one_chunk", "tiled", "split"),
+    or None before it has run. pyggml only."""
+    cdef Tensor tt = _fa_node("flash_attn_ext_get_path", t)
+    taken = tt.c.op_params[_FA_PARAM_TAKEN]
+    return FA_PATHS[taken] if taken else None

@@ -140,6 +140,53 @@ def broadcast_binary(a, b, op):
 # ---- attention ----
 # ================================================================================================
 
+def alibi_slopes(n_head, max_bias):
+    """ALiBi slope per head (ggml: m0^(h+1) below n2 = 2^floor(log2 n_head), else m1^(2(h-n2)+1))."""
+    if max_bias <= 0:
+        return np.ones(n_head)
+    n2 = 2 ** int(np.floor(np.log2(n_head)))
+    m0 = 2.0 ** (-max_bias / n2)
+    m1 = 2.0 ** (-max_bias / 2 / n2)
+    h = np.arange(n_head)
+    return np.where(h < n2, m0 ** (h + 1), m1 ** (2 * (h - n2) + 1))
+
+
+def flash_attn_ext(q, k, v, mask=None, scale=1.0, max_bias=0.0, softcap=0.0, sinks=None):
+    """Attention in float64, numpy order: q [S, Hq, N, DK], k [S, Hkv, L, DK], v [S, Hkv, L, DV],
+    mask [M3, M2, >=N, >=L] (the F16 values) or None, sinks [Hq] or None.
+    Returns [S, N, Hq, DV] (ggml's output [DV, Hq, N, S]). Rows with every key masked are 0."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    S, Hq, N, _ = q.shape
+    L = k.shape[2]
+    g = Hq // k.shape[1]
+    k = np.repeat(k, g, axis=1)
+    v = np.repeat(v, g, axis=1)
+    x = np.einsum("shnd,shld->shnl", q, k)
+    if softcap:
+        x = softcap * np.tanh(x * (scale / softcap))
+    else:
+        x = x * scale
+    if mask is not None:
+        m = np.asarray(mask, dtype=np.float64)
+        m = m[np.arange(S) % m.shape[0]]                                 # [S, M2, Nm, Lm]
+        m = m[:, np.arange(Hq) % m.shape[1]][:, :, :N, :L]               # [S, Hq, N, L]
+        with np.errstate(invalid="ignore"):
+            x = x + alibi_slopes(Hq, max_bias)[None, :, None, None] * m
+    mx = x.max(axis=-1)
+    if sinks is not None:
+        mx = np.maximum(mx, np.asarray(sinks, dtype=np.float64)[None, :, None])
+    dead = ~np.isfinite(mx)
+    mx = np.where(dead, 0.0, mx)
+    e = np.exp(x - mx[..., None])
+    den = e.sum(axis=-1)
+    if sinks is not None:
+        den = den + np.exp(np.asarray(sinks, dtype=np.float64)[None, :, None] - mx)
+    out = np.einsum("shnl,shld->shnd", e, v)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where((den > 0)[..., None], out / den[..., None], 0.0)
+    return out.transpose(0, 2, 1, 3)
+
+
 
 # ================================================================================================
 # ---- set_rows ----

@@ -387,6 +387,182 @@ static inline double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, f
  * ---- attention primitives ----
  * ==================================================================================== */
 
+/* Flash attention works on blocks: a few query rows (the query heads sharing one KV head, or the
+ * rows of a Q tile) against a few keys. Every K and V element loaded feeds all those rows
+ * (register blocking: up to PG_ATTN_RB rows x 2 or 4 vectors of accumulators). f32 throughout. */
+#define PG_ATTN_RB 4
+
+#define PG_ATTN_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* attention dot: s[r*lds] = dot(q + r*ldq, k) for r < nr, the K row of type T read once per PG_ATTN_RB
+ * query rows. Two accumulator chains per row hide the FMA latency when nr is small. */
+#if PG_HAVE_F32V
+#define PG_ATTN_DOT_SIMD(LOADK)                                                                   \
+    pg_f32v a0[PG_ATTN_RB], a1[PG_ATTN_RB];                                                       \
+    for (int r = 0; r < nr; r++) { a0[r] = PG_F32V_ZERO(); a1[r] = PG_F32V_ZERO(); }              \
+    for (; i + 2 * PG_F32_EPR <= n; i += 2 * PG_F32_EPR) {                                        \
+        const pg_f32v k0 = LOADK(k + i), k1 = LOADK(k + i + PG_F32_EPR);                           \
+        for (int r = 0; r < nr; r++) {                                                            \
+            a0[r] = PG_F32V_FMA(k0, PG_F32V_LOAD(q + r * ldq + i), a0[r]);                        \
+            a1[r] = PG_F32V_FMA(k1, PG_F32V_LOAD(q + r * ldq + i + PG_F32_EPR), a1[r]);           \
+        }                                                                                         \
+    }                                                                                             \
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {                                                \
+        const pg_f32v k0 = LOADK(k + i);                                                          \
+        for (int r = 0; r < nr; r++) a0[r] = PG_F32V_FMA(k0, PG_F32V_LOAD(q + r * ldq + i), a0[r]); \
+    }                                                                                             \
+    for (int r = 0; r < nr; r++) sum[r] = PG_F32V_REDUCE(PG_F32V_ADD(a0[r], a1[r]));
+#else
+#define PG_ATTN_DOT_SIMD(LOADK)
+#endif
+
+#define PG_ATTN_DOT(NAME, T, LOADK)                                                               \
+PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, const float * q, int64_t ldq,             \
+                                     const T * k, float * s, int64_t lds) {                       \
+    float sum[PG_ATTN_RB] = {0.0f, 0.0f, 0.0f, 0.0f};                                             \
+    int64_t i = 0;                                                                                \
+    PG_ATTN_DOT_SIMD(LOADK)                                                                       \
+    for (; i < n; i++) {                                                                          \
+        const float kf = LOADK##_S(k + i);                                                        \
+        for (int r = 0; r < nr; r++) sum[r] += kf * q[r * ldq + i];                               \
+    }                                                                                             \
+    for (int r = 0; r < nr; r++) s[r * lds] = sum[r];                                             \
+}                                                                                                 \
+static inline void NAME(int nr, int64_t n, const float * q, int64_t ldq, const T * k, float * s, int64_t lds) { \
+    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, q += PG_ATTN_RB * ldq, s += PG_ATTN_RB * lds)     \
+        NAME##_rb(PG_ATTN_RB, n, q, ldq, k, s, lds);                                              \
+    switch (nr) {                                                                                 \
+    case 3: NAME##_rb(3, n, q, ldq, k, s, lds); break;                                            \
+    case 2: NAME##_rb(2, n, q, ldq, k, s, lds); break;                                            \
+    case 1: NAME##_rb(1, n, q, ldq, k, s, lds); break;                                            \
+    default: break;                                                                               \
+    }                                                                                             \
+}
+
+PG_ATTN_DOT(pg_vec_attn_dot_f32, float, PG_F32V_LOAD)
+PG_ATTN_DOT(pg_vec_attn_dot_f16, pg_fp16_t, PG_F32V_LOAD_F16)
+PG_ATTN_DOT(pg_vec_attn_dot_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
+
+/* online softmax over a block of n scores of one query row with running max *M and sum *S:
+ * m = max(*M, max x), x[j] <- exp(x[j] - m) (0 for -inf), *S = *S * exp(*M - m) + sum, *M = m.
+ * Returns the factor exp(M_old - m) the row's accumulator must be scaled by (1: nothing to do).
+ * A block that leaves the row fully masked (m == -inf) becomes zeros and changes nothing. */
+static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, float * M, float * S) {
+    const float m = PG_MAX(*M, pg_vec_max_f32(n, x));
+    if (m == -INFINITY) {
+        memset(x, 0, (size_t) n * sizeof(float));
+        return 1.0f;
+    }
+    const float ms = m > *M ? pg_expf(*M - m) : 1.0f;
+    const double sum = pg_vec_exp_sum_f32(n, x, x, m);
+    *S = *S * ms + (float) sum;
+    *M = m;
+    return ms;
+}
+
+/* V accumulation: acc[r*lda + d] += sum_{j<nk} p[r*ldp + j] * v_j[d] for r < nr, d < n, where
+ * v_j = v + j*nbv bytes is a row of type T. Each V vector is loaded once per PG_ATTN_RB rows and
+ * the accumulators stay in registers over the nk keys. */
+#if PG_HAVE_F32V
+#define PG_ATTN_ACC_SIMD(T, LOADV, NV)                                                            \
+    for (; d + NV * PG_F32_EPR <= n; d += NV * PG_F32_EPR) {                                      \
+        pg_f32v c[PG_ATTN_RB][NV];                                                                \
+        for (int r = 0; r < nr; r++)                                                              \
+            for (int u = 0; u < NV; u++) c[r][u] = PG_F32V_LOAD(acc + r * lda + d + u * PG_F32_EPR); \
+        for (int64_t j = 0; j < nk; j++) {                                                        \
+            const T * vj = (const T *) ((const char *) v + j * nbv) + d;                          \
+            pg_f32v vv[NV];                                                                       \
+            for (int u = 0; u < NV; u++) vv[u] = LOADV(vj + u * PG_F32_EPR);                      \
+            for (int r = 0; r < nr; r++) {                                                        \
+                const pg_f32v pb = PG_F32V_SET1(p[r * ldp + j]);                                  \
+                for (int u = 0; u < NV; u++) c[r][u] = PG_F32V_FMA(vv[u], pb, c[r][u]);           \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < nr; r++)                                                              \
+            for (int u = 0; u < NV; u++) PG_F32V_STORE(acc + r * lda + d + u * PG_F32_EPR, c[r][u]); \
+    }
+#else
+#define PG_ATTN_ACC_SIMD(T, LOADV, NV)
+#endif
+
+#define PG_ATTN_ACC(NAME, T, LOADV)                                                               \
+PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, float * acc, int64_t lda, int64_t nk,     \
+                                     const float * p, int64_t ldp, const T * v, size_t nbv) {     \
+    int64_t d = 0;                                                                                \
+    PG_ATTN_ACC_SIMD(T, LOADV, 4)                                                                  \
+    PG_ATTN_ACC_SIMD(T, LOADV, 1)                                                                  \
+    for (; d < n; d++) {                                                                          \
+        for (int r = 0; r < nr; r++) {                                                            \
+            float c = acc[r * lda + d];                                                           \
+            for (int64_t j = 0; j < nk; j++)                                                      \
+                c += p[r * ldp + j] * LOADV##_S((const T *) ((const char *) v + j * nbv) + d);    \
+            acc[r * lda + d] = c;                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+}                                                                                                 \
+static inline void NAME(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, \
+                        int64_t ldp, const T * v, size_t nbv) {                                   \
+    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, acc += PG_ATTN_RB * lda, p += PG_ATTN_RB * ldp)   \
+        NAME##_rb(PG_ATTN_RB, n, acc, lda, nk, p, ldp, v, nbv);                                   \
+    switch (nr) {                                                                                 \
+    case 3: NAME##_rb(3, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
+    case 2: NAME##_rb(2, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
+    case 1: NAME##_rb(1, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
+    default: break;                                                                               \
+    }                                                                                             \
+}
+
+PG_ATTN_ACC(pg_vec_attn_acc_f32, float, PG_F32V_LOAD)
+PG_ATTN_ACC(pg_vec_attn_acc_f16, pg_fp16_t, PG_F32V_LOAD_F16)
+PG_ATTN_ACC(pg_vec_attn_acc_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
+
+/* tiled micro-GEMM: s[r*lds + c] = sum_{d<dk} q[r*ldq + d] * kt[d*ldk + c] for r < nr, c < nc, with K
+ * stored transposed (key index fastest) so that one vector holds PG_F32_EPR keys. */
+PG_ATTN_ALWAYS_INLINE void pg_vec_attn_gemm_qk_rb(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
+                                                  const float * kt, int64_t ldk, float * s, int64_t lds) {
+    int64_t c = 0;
+#if PG_HAVE_F32V
+    for (; c + 4 * PG_F32_EPR <= nc; c += 4 * PG_F32_EPR) {
+        pg_f32v a[PG_ATTN_RB][4];
+        for (int r = 0; r < nr; r++)
+            for (int u = 0; u < 4; u++) a[r][u] = PG_F32V_ZERO();
+        for (int64_t d = 0; d < dk; d++) {
+            const float * kd = kt + d * ldk + c;
+            const pg_f32v k0 = PG_F32V_LOAD(kd), k1 = PG_F32V_LOAD(kd + PG_F32_EPR);
+            const pg_f32v k2 = PG_F32V_LOAD(kd + 2 * PG_F32_EPR), k3 = PG_F32V_LOAD(kd + 3 * PG_F32_EPR);
+            for (int r = 0; r < nr; r++) {
+                const pg_f32v qb = PG_F32V_SET1(q[r * ldq + d]);
+                a[r][0] = PG_F32V_FMA(qb, k0, a[r][0]);
+                a[r][1] = PG_F32V_FMA(qb, k1, a[r][1]);
+                a[r][2] = PG_F32V_FMA(qb, k2, a[r][2]);
+                a[r][3] = PG_F32V_FMA(qb, k3, a[r][3]);
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            for (int u = 0; u < 4; u++) PG_F32V_STORE(s + r * lds + c + u * PG_F32_EPR, a[r][u]);
+    }
+#endif
+    for (; c < nc; c++) {
+        for (int r = 0; r < nr; r++) {
+            float a = 0.0f;
+            for (int64_t d = 0; d < dk; d++) a += q[r * ldq + d] * kt[d * ldk + c];
+            s[r * lds + c] = a;
+        }
+    }
+}
+
+static inline void pg_vec_attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
+                                           const float * kt, int64_t ldk, float * s, int64_t lds) {
+    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, q += PG_ATTN_RB * ldq, s += PG_ATTN_RB * lds)
+        pg_vec_attn_gemm_qk_rb(PG_ATTN_RB, nc, dk, q, ldq, kt, ldk, s, lds);
+    switch (nr) {
+    case 3: pg_vec_attn_gemm_qk_rb(3, nc, dk, q, ldq, kt, ldk, s, lds); break;
+    case 2: pg_vec_attn_gemm_qk_rb(2, nc, dk, q, ldq, kt, ldk, s, lds); break;
+    case 1: pg_vec_attn_gemm_qk_rb(1, nc, dk, q, ldq, kt, ldk, s, lds); break;
+    default: break;
+    }
+}
+
 /* ==================================================================================== *
  * ---- set_rows primitives ----
  * ==================================================================================== */
