@@ -413,6 +413,47 @@ def mul_mat(a, b):
 # ---- norm: rms_norm, norm ----
 # ================================================================================================
 # (each section appends its public names: __all__ += [...])
+__all__ += ["rms_norm", "rms_norm_inplace", "norm", "norm_inplace"]
+
+
+cdef Tensor _norm(str op, int code, a, eps, bint inplace):
+    cdef Tensor ta = _tensor(op, "a", a)
+    _types(op, "a", ta, {Type.F32})
+    _packed0(op, "a", ta)
+    cdef float e = _finite(op, "eps", eps)
+    if not 0.0 <= e < float("inf"):
+        raise ValueError(f"{op}: eps must be finite and >= 0, got {eps!r}")
+    cdef Tensor t
+    if inplace:
+        t = new_view(ta, ta.ne, ta.nb, 0, code, ta._ndim)
+    else:
+        t = new_node(ta.ctx, Type.F32, ta.ne, code, (ta,), ta._ndim)
+    set_param_f32(t, 0, e)
+    return t
+
+
+def rms_norm(a, eps):
+    """Each row (dim 0) of a divided by its root mean square: y = x / sqrt(mean(x*x) + eps), F32
+    with packed rows (any stride in dims 1-3). As ggml, the squares are summed in double and the rest
+    is ggml's f32 formula, bit for bit. A graph may fuse it with a residual ADD before it and a
+    weight MUL after it (CGraph.plan): pyggml's ADD fusion goes beyond ggml, results are identical."""
+    return _norm("rms_norm", Op.RMS_NORM, a, eps, False)
+
+
+def rms_norm_inplace(a, eps):
+    """rms_norm writing into a (the result is a view of a)."""
+    return _norm("rms_norm_inplace", Op.RMS_NORM, a, eps, True)
+
+
+def norm(a, eps):
+    """Each row (dim 0) of a made zero-mean and unit-variance: y = (x - mean) / sqrt(var + eps), no
+    affine part (ggml_norm). F32 with packed rows. Sums in double as ggml, the rest ggml's f32 steps."""
+    return _norm("norm", Op.NORM, a, eps, False)
+
+
+def norm_inplace(a, eps):
+    """norm writing into a (the result is a view of a)."""
+    return _norm("norm_inplace", Op.NORM, a, eps, True)
 
 
 # ================================================================================================

@@ -130,6 +130,40 @@ def broadcast_binary(a, b, op):
 # ---- norm ----
 # ================================================================================================
 
+def rms_norm(x, eps):
+    """x / sqrt(mean(x^2) + eps) over the last axis (dim 0 in ggml order), float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+
+
+def norm(x, eps):
+    """(x - mean) / sqrt(var + eps) over the last axis, no affine part (ggml_norm), float64."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + eps)
+
+
+def rms_norm_ggml(x, eps):
+    """ggml's f32 steps (semantics section 6): f32 squares summed in double, mean = (float)(sum/n),
+    scale = 1.0f/sqrtf(mean + eps), y = x*scale. Equal to ggml bit for bit up to the summation order
+    of the double sum."""
+    x = np.asarray(x, dtype=np.float32)
+    s = (x * x).astype(np.float64).sum(axis=-1, keepdims=True)
+    mean = (s / x.shape[-1]).astype(np.float32)
+    scale = np.float32(1) / np.sqrt(mean + np.float32(eps))
+    return x * scale
+
+
+def norm_ggml(x, eps):
+    """ggml_compute_forward_norm_f32's steps: sum in double rounded to f32, mean = sum/(float)n in
+    f32, d = x - mean, var = (float)(sum of f32 d*d in double / n), y = d * (1.0f/sqrtf(var + eps))."""
+    x = np.asarray(x, dtype=np.float32)
+    n = x.shape[-1]
+    mean = x.astype(np.float64).sum(axis=-1, keepdims=True).astype(np.float32) / np.float32(n)
+    d = x - mean
+    var = ((d * d).astype(np.float64).sum(axis=-1, keepdims=True) / n).astype(np.float32)
+    return d * (np.float32(1) / np.sqrt(var + np.float32(eps)))
+
 
 # ================================================================================================
 # ---- rope ----

@@ -379,6 +379,130 @@ static inline double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, f
  * ---- norm primitives ----
  * ==================================================================================== */
 
+/* Row reductions in double, as ggml's norms (which add every term to a double): f32 values v,
+ * squared in f32 where the op squares, widened and added to double lanes. The lane order differs
+ * from ggml's sequential sum only by double rounding, far below what the f32 results can show.
+ * Every primitive below shares one loop (PG_NORM_ACC), so the same values give the same sum bit for
+ * bit whether they arrive from a tensor, from x + r or from x - mean. */
+#if defined(PG_SIMD_AVX512)
+typedef struct { __m512d lo, hi; } pg_f64acc;
+static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { _mm512_setzero_pd(), _mm512_setzero_pd() }; return a; }
+static inline pg_f64acc pg_f64acc_add(pg_f64acc a, __m512 v) {
+    const __m256 hi = _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1));
+    a.lo = _mm512_add_pd(a.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    a.hi = _mm512_add_pd(a.hi, _mm512_cvtps_pd(hi));
+    return a;
+}
+static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a.lo, b.lo), _mm512_add_pd(a.hi, b.hi)));
+}
+#elif defined(PG_SIMD_AVX2)
+typedef struct { __m256d lo, hi; } pg_f64acc;
+static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { _mm256_setzero_pd(), _mm256_setzero_pd() }; return a; }
+static inline pg_f64acc pg_f64acc_add(pg_f64acc a, __m256 v) {
+    a.lo = _mm256_add_pd(a.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    a.hi = _mm256_add_pd(a.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    return a;
+}
+static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
+    const __m256d s = _mm256_add_pd(_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi));
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+#elif defined(PG_SIMD_NEON)
+typedef struct { float64x2_t lo, hi; } pg_f64acc;
+static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { vdupq_n_f64(0.0), vdupq_n_f64(0.0) }; return a; }
+static inline pg_f64acc pg_f64acc_add(pg_f64acc a, float32x4_t v) {
+    a.lo = vaddq_f64(a.lo, vcvt_f64_f32(vget_low_f32(v)));
+    a.hi = vaddq_f64(a.hi, vcvt_high_f64_f32(v));
+    return a;
+}
+static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
+    return vaddvq_f64(vaddq_f64(vaddq_f64(a.lo, b.lo), vaddq_f64(a.hi, b.hi)));
+}
+#endif
+
+/* The shared loop: for each i, v = VAL(i) (an f32 vector), KEEP(i, v) stores it where the
+ * primitive writes one, SQ(v) is what gets added (v*v or v). SVAL/SKEEP/SSQ are the scalar forms
+ * for the tail (the whole row in the scalar build). Two accumulators hide the add latency. */
+#if PG_HAVE_F32V
+#define PG_NORM_ACC_SIMD(VAL, KEEP, SQ)                                                      \
+    {                                                                                        \
+        pg_f64acc a0 = pg_f64acc_zero(), a1 = pg_f64acc_zero();                              \
+        for (; i + 2 * PG_F32_EPR <= n; i += 2 * PG_F32_EPR) {                               \
+            const pg_f32v v0 = VAL(i), v1 = VAL(i + PG_F32_EPR);                             \
+            KEEP(i, v0); KEEP(i + PG_F32_EPR, v1);                                           \
+            a0 = pg_f64acc_add(a0, SQ(v0));                                                  \
+            a1 = pg_f64acc_add(a1, SQ(v1));                                                  \
+        }                                                                                    \
+        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {                                       \
+            const pg_f32v v0 = VAL(i);                                                       \
+            KEEP(i, v0);                                                                     \
+            a0 = pg_f64acc_add(a0, SQ(v0));                                                  \
+        }                                                                                    \
+        sum = pg_f64acc_reduce(a0, a1);                                                      \
+    }
+#else
+#define PG_NORM_ACC_SIMD(VAL, KEEP, SQ)
+#endif
+#define PG_NORM_ACC(VAL, KEEP, SQ, SVAL, SKEEP, SSQ)                                         \
+    double sum = 0.0;                                                                        \
+    int64_t i = 0;                                                                           \
+    PG_NORM_ACC_SIMD(VAL, KEEP, SQ)                                                          \
+    for (; i < n; i++) {                                                                     \
+        const float v = SVAL(i);                                                             \
+        SKEEP(i, v);                                                                         \
+        sum += (double) SSQ(v);                                                              \
+    }                                                                                        \
+    return sum;
+
+#define PG_NA_SQ(v)          PG_F32V_MUL(v, v)
+#define PG_NA_SSQ(v)         ((v) * (v))
+#define PG_NA_ID(v)          (v)
+#define PG_NA_NONE(i, v)     ((void) 0)
+#define PG_NA_X(i)           PG_F32V_LOAD(x + (i))
+#define PG_NA_SX(i)          x[i]
+#define PG_NA_XR(i)          PG_F32V_ADD(PG_F32V_LOAD(x + (i)), PG_F32V_LOAD(r + (i)))
+#define PG_NA_SXR(i)         (x[i] + r[i])
+#define PG_NA_XM(i)          PG_F32V_SUB(PG_F32V_LOAD(x + (i)), vm)
+#define PG_NA_SXM(i)         (x[i] - mean)
+#define PG_NA_KEEP(i, v)     PG_F32V_STORE(y + (i), v)
+#define PG_NA_SKEEP(i, v)    (y[i] = (v))
+
+/* Σ x in double (ggml_vec_sum_f32's accuracy) */
+static inline double pg_vec_sum_f64_f32(int64_t n, const float * x) {
+    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_ID, PG_NA_SX, PG_NA_NONE, PG_NA_ID)
+}
+
+/* Σ x*x: each square rounded to f32, added in double (rms_norm) */
+static inline double pg_vec_sumsq_f32(int64_t n, const float * x) {
+    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_SQ, PG_NA_SX, PG_NA_NONE, PG_NA_SSQ)
+}
+
+/* y = x + r (f32, as ADD) and Σ y*y as pg_vec_sumsq_f32(y): the residual add fused into rms_norm */
+static inline double pg_vec_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r) {
+    PG_NORM_ACC(PG_NA_XR, PG_NA_KEEP, PG_NA_SQ, PG_NA_SXR, PG_NA_SKEEP, PG_NA_SSQ)
+}
+
+/* y = x - mean and Σ y*y (ggml_vec_cvar_f32 before its division by n) */
+static inline double pg_vec_cvar_f32(int64_t n, float * y, const float * x, float mean) {
+#if PG_HAVE_F32V
+    const pg_f32v vm = PG_F32V_SET1(mean);
+#endif
+    PG_NORM_ACC(PG_NA_XM, PG_NA_KEEP, PG_NA_SQ, PG_NA_SXM, PG_NA_SKEEP, PG_NA_SSQ)
+}
+
+/* y = (x*s)*w with both products rounded, as scale then mul (rms_norm * weight, fused) */
+static inline void pg_vec_scale_mul_f32(int64_t n, float * y, const float * x, float s, const float * w) {
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v vs = PG_F32V_SET1(s);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR)
+        PG_F32V_STORE(y + i, PG_F32V_MUL(PG_F32V_MUL(PG_F32V_LOAD(x + i), vs), PG_F32V_LOAD(w + i)));
+#endif
+    for (; i < n; i++) y[i] = (x[i] * s) * w[i];
+}
+
 /* ==================================================================================== *
  * ---- rope primitives ----
  * ==================================================================================== */
