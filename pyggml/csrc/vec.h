@@ -383,6 +383,80 @@ static inline double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, f
  * ---- rope primitives ----
  * ==================================================================================== */
 
+/* Rotation of pairs (x0, x1) by per-pair (c, s):  y0 = x0*c - x1*s,  y1 = x0*s + x1*c.
+ * Both allow y == x (each vector of pairs is loaded before it is stored). */
+
+/* half-split pairs (NEOX, the multi modes, VISION): pair k is (x0[k], x1[k]), k < n; all contiguous */
+static inline void pg_vec_rope_half_f32(int64_t n, float * y0, float * y1, const float * x0, const float * x1,
+                                        const float * c, const float * s) {
+    int64_t k = 0;
+#if PG_HAVE_F32V
+    for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
+        const pg_f32v a = PG_F32V_LOAD(x0 + k), b = PG_F32V_LOAD(x1 + k);
+        const pg_f32v vc = PG_F32V_LOAD(c + k), vs = PG_F32V_LOAD(s + k);
+        PG_F32V_STORE(y0 + k, PG_F32V_SUB(PG_F32V_MUL(a, vc), PG_F32V_MUL(b, vs)));
+        PG_F32V_STORE(y1 + k, PG_F32V_FMA(a, vs, PG_F32V_MUL(b, vc)));
+    }
+#endif
+    for (; k < n; k++) {
+        const float a = x0[k], b = x1[k];
+        y0[k] = a * c[k] - b * s[k];
+        y1[k] = a * s[k] + b * c[k];
+    }
+}
+
+/* PG_ROPE_LOAD2(p, e, o): 2*EPR floats at p split into the even (e) and odd (o) elements;
+ * PG_ROPE_STORE2(p, e, o) interleaves them back */
+#if defined(PG_SIMD_AVX512)
+#define PG_ROPE_LOAD2(p, e, o) do {                                                                      \
+        const __m512 lo_ = _mm512_loadu_ps(p), hi_ = _mm512_loadu_ps((p) + 16);                           \
+        const __m512i ie_ = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);   \
+        e = _mm512_permutex2var_ps(lo_, ie_, hi_);                                                        \
+        o = _mm512_permutex2var_ps(lo_, _mm512_add_epi32(ie_, _mm512_set1_epi32(1)), hi_);                \
+    } while (0)
+#define PG_ROPE_STORE2(p, e, o) do {                                                                     \
+        const __m512i il_ = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);     \
+        _mm512_storeu_ps(p, _mm512_permutex2var_ps(e, il_, o));                                           \
+        _mm512_storeu_ps((p) + 16, _mm512_permutex2var_ps(e, _mm512_add_epi32(il_, _mm512_set1_epi32(8)), o)); \
+    } while (0)
+#elif defined(PG_SIMD_AVX2)
+#define PG_ROPE_LOAD2(p, e, o) do {                                                                      \
+        const __m256 lo_ = _mm256_loadu_ps(p), hi_ = _mm256_loadu_ps((p) + 8);                            \
+        /* shuffle gives [a0 a2 b0 b2 | a4 a6 b4 b6]; the 64-bit permute puts the a's first */            \
+        e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, 0x88)), 0xD8)); \
+        o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, 0xDD)), 0xD8)); \
+    } while (0)
+#define PG_ROPE_STORE2(p, e, o) do {                                                                     \
+        const __m256 l_ = _mm256_unpacklo_ps(e, o), h_ = _mm256_unpackhi_ps(e, o);                        \
+        _mm256_storeu_ps(p, _mm256_permute2f128_ps(l_, h_, 0x20));                                        \
+        _mm256_storeu_ps((p) + 8, _mm256_permute2f128_ps(l_, h_, 0x31));                                  \
+    } while (0)
+#elif defined(PG_SIMD_NEON)
+#define PG_ROPE_LOAD2(p, e, o) do { const float32x4x2_t v_ = vld2q_f32(p); e = v_.val[0]; o = v_.val[1]; } while (0)
+#define PG_ROPE_STORE2(p, e, o) do { float32x4x2_t v_; v_.val[0] = e; v_.val[1] = o; vst2q_f32(p, v_); } while (0)
+#endif
+
+/* adjacent pairs (NORMAL): pair k is (x[2k], x[2k+1]), k < n; deinterleaved into registers, rotated,
+ * interleaved back */
+static inline void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s) {
+    int64_t k = 0;
+#if PG_HAVE_F32V
+    for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
+        pg_f32v a, b;
+        PG_ROPE_LOAD2(x + 2 * k, a, b);
+        const pg_f32v vc = PG_F32V_LOAD(c + k), vs = PG_F32V_LOAD(s + k);
+        const pg_f32v r0 = PG_F32V_SUB(PG_F32V_MUL(a, vc), PG_F32V_MUL(b, vs));
+        const pg_f32v r1 = PG_F32V_FMA(a, vs, PG_F32V_MUL(b, vc));
+        PG_ROPE_STORE2(y + 2 * k, r0, r1);
+    }
+#endif
+    for (; k < n; k++) {
+        const float a = x[2 * k], b = x[2 * k + 1];
+        y[2 * k] = a * c[k] - b * s[k];
+        y[2 * k + 1] = a * s[k] + b * c[k];
+    }
+}
+
 /* ==================================================================================== *
  * ---- attention primitives ----
  * ==================================================================================== */
