@@ -161,6 +161,22 @@ def test_iterated_angles_matter(ctx, rng):
     assert R.nmse(got, exact) > 1e3 * iterated, (R.nmse(got, exact), iterated)
 
 
+@pytest.mark.parametrize("nth", THREADS)
+def test_sincos_accuracy(ctx, rng, nth):
+    """Pair 0 rotates by the position itself: (1, 0) -> (cos p, sin p), compared with float64 up to
+    positions of 2^23 (the range reduction keeps the absolute error near 1e-7)."""
+    n = 500 if EMULATED else 20000
+    pos = np.concatenate([rng.integers(0, 1 << 23, n), np.arange(64)]).astype(np.int32)
+    x = np.zeros((pos.size, 1, 2), np.float32)
+    x[..., 0] = 1
+    out = rope_node(ctx.from_numpy(x), ctx.from_numpy(pos), None, 2, NEOX)
+    run(out, nth)
+    y = out.to_numpy()[:, 0].astype(np.float64)
+    p = pos.astype(np.float64)
+    assert np.abs(y[:, 0] - np.cos(p)).max() < 2e-7
+    assert np.abs(y[:, 1] - np.sin(p)).max() < 2e-7
+
+
 def test_op_params_and_recompute(ctx, rng):
     """op_params packed as ggml packs them; a graph recomputed after new positions are written."""
     x = rng.standard_normal((1, 4, 2, 32)).astype(np.float32)

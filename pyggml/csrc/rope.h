@@ -16,8 +16,8 @@
  *
  * Elements outside the rotated span are copied. The angle of pair k at position p is
  * p * theta_scale^k with theta_scale = powf(freq_base, -2/d), formed by iterated f32 multiplication
- * as ggml does (bit-for-bit the same angles), then divided by ff[k], YaRN-mixed with freq_scale and
- * scaled by mscale. The multi modes pick, per pair, which of the four position blocks drives the
+ * as ggml does (bit-for-bit the same angles), then divided by ff[k] and YaRN-mixed with freq_scale;
+ * cos and sin (scaled by mscale) come from a vectorised sincos within 2 ulp of libm's. The multi modes pick, per pair, which of the four position blocks drives the
  * angle (see pg_rope_cache_init).
  *
  * Threads split the rows (head fastest) into contiguous ranges. Each thread keeps a cos/sin cache
@@ -76,36 +76,20 @@ static inline void pg_rope_init(pg_rope * r, const pg_tensor * node) {
 /* floats of cache one token needs: cos[n_pairs] then sin[n_pairs] */
 static inline int64_t pg_rope_cache_floats(const pg_rope * r) { return 2 * r->n_pairs; }
 
-/* cos and sin of pair k for the unscaled angle theta_extrap (YaRN: ramp between interpolated and
+/* the angle of pair k from its unscaled angle theta_extrap (YaRN: ramp between the interpolated and
  * extrapolated angles over pairs corr_lo..corr_hi) */
-static inline void pg_rope_yarn(const pg_rope * r, float theta_extrap, int64_t k, float * c, float * s) {
+static inline float pg_rope_theta(const pg_rope * r, float theta_extrap, int64_t k) {
     const float theta_interp = r->freq_scale * theta_extrap;
-    float theta = theta_interp;
-    if (r->ext_factor != 0.0f) {
-        const float y = ((float) k - r->corr_lo) / PG_MAX(0.001f, r->corr_hi - r->corr_lo);
-        const float mix = (1.0f - PG_MIN(1.0f, PG_MAX(0.0f, y))) * r->ext_factor;
-        theta = theta_interp * (1.0f - mix) + theta_extrap * mix;
-    }
-    *c = cosf(theta) * r->mscale;
-    *s = sinf(theta) * r->mscale;
+    if (r->ext_factor == 0.0f) return theta_interp;
+    const float y = ((float) k - r->corr_lo) / PG_MAX(0.001f, r->corr_hi - r->corr_lo);
+    const float mix = (1.0f - PG_MIN(1.0f, PG_MAX(0.0f, y))) * r->ext_factor;
+    return theta_interp * (1.0f - mix) + theta_extrap * mix;
 }
 
-/* Contract: fills cache (pg_rope_cache_floats(r) floats) with cos/sin of every pair for token i2,
- * reading its positions from the I32 vector `pos` (packed; element i2 + j*n_tok for block j).
- * Depends on the token only: build it once, rotate every head of that token with it. */
-static inline void pg_rope_cache_init(const pg_rope * r, const pg_tensor * pos, int64_t i2, float * cache) {
-    const int32_t * pp = (const int32_t *) pos->data + i2;
+/* the angles of the multi modes: four running angles (t, h, w, e) from the position blocks, all
+ * advanced at every pair; a mode-dependent rule picks which one drives pair k */
+static inline void pg_rope_multi_angles(const pg_rope * r, const int32_t * pp, float * out) {
     const float * ff = r->freq_factors;
-    float * c = cache, * s = cache + r->n_pairs;
-    if (!(r->mode & PG_ROPE_MROPE)) {
-        float theta = (float) pp[0];
-        for (int64_t k = 0; k < r->n_pairs; k++) {
-            pg_rope_yarn(r, ff ? theta / ff[k] : theta, k, c + k, s + k);
-            theta *= r->theta_scale;
-        }
-        return;
-    }
-    /* multi modes: four running angles (t, h, w, e), all advanced at every pair */
     const int * sec = r->sections;
     const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
     const int sec_w = sec[0] + sec[1], sec_e = sec_w + sec[2];
@@ -128,9 +112,28 @@ static inline void pg_rope_cache_init(const pg_rope * r, const pg_tensor * pos, 
             const int reset = sector == 0 ? 0 : sector == sec[0] ? 1 : sector == sec_w ? 2 : sector == sec_e ? 3 : -1;
             if (reset >= 0) theta[reset] = base[reset];
         }
-        pg_rope_yarn(r, ff ? theta[j] / ff[k] : theta[j], k, c + k, s + k);
+        out[k] = pg_rope_theta(r, ff ? theta[j] / ff[k] : theta[j], k);
         for (int i = 0; i < 4; i++) theta[i] *= r->theta_scale;
     }
+}
+
+/* Contract: fills cache (pg_rope_cache_floats(r) floats) with cos/sin of every pair for token i2,
+ * reading its positions from the I32 vector `pos` (packed; element i2 + j*n_tok for block j).
+ * Depends on the token only: build it once, rotate every head of that token with it. */
+static inline void pg_rope_cache_init(const pg_rope * r, const pg_tensor * pos, int64_t i2, float * cache) {
+    const int32_t * pp = (const int32_t *) pos->data + i2;
+    const float * ff = r->freq_factors;
+    float * c = cache, * s = cache + r->n_pairs;
+    if (!(r->mode & PG_ROPE_MROPE)) {
+        float theta = (float) pp[0];
+        for (int64_t k = 0; k < r->n_pairs; k++) {
+            c[k] = pg_rope_theta(r, ff ? theta / ff[k] : theta, k);
+            theta *= r->theta_scale;
+        }
+    } else {
+        pg_rope_multi_angles(r, pp, c);
+    }
+    pg_vec_sincos_f32(r->n_pairs, c, c, s, r->mscale);
 }
 
 /* Contract: y = row x (ne0 f32 values) rotated with a cache from pg_rope_cache_init; elements outside
@@ -143,10 +146,8 @@ static inline void pg_rope_row_f32(const pg_rope * r, const float * cache, const
     } else {
         pg_vec_rope_half_f32(r->n_pairs, y + a, y + a + r->half, x + a, x + a + r->half, c, s);
     }
-    if (x != y) {
-        memcpy(y, x, (size_t) a * sizeof(float));
-        memcpy(y + b, x + b, (size_t) (r->ne0 - b) * sizeof(float));
-    }
+    if (x != y && a > 0) memcpy(y, x, (size_t) a * sizeof(float));
+    if (x != y && b < r->ne0) memcpy(y + b, x + b, (size_t) (r->ne0 - b) * sizeof(float));
 }
 
 /* per thread: the cache, plus one f32 row for F16 data */
@@ -168,8 +169,8 @@ static inline void pg_compute_rope(const pg_params * p, pg_tensor * dst) {
     const int64_t ne1 = dst->ne[1], ne2 = dst->ne[2];
     int64_t r0, r1, cached = -1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
+    int64_t i1 = r0 % ne1, i2 = r0 / ne1 % ne2, i3 = r0 / (ne1 * ne2);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = ir / ne1 % ne2, i3 = ir / (ne1 * ne2);
         if (i2 != cached) {
             pg_rope_cache_init(&r, dst->src[1], i2, cache);
             cached = i2;
@@ -182,6 +183,10 @@ static inline void pg_compute_rope(const pg_params * p, pg_tensor * dst) {
             pg_traits[src->type].to_float(x, buf, r.ne0);
             pg_rope_row_f32(&r, cache, buf, buf);
             pg_traits[dst->type].from_float(buf, y, r.ne0);
+        }
+        if (++i1 == ne1) {
+            i1 = 0;
+            if (++i2 == ne2) { i2 = 0; i3++; }
         }
     }
 }
