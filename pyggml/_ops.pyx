@@ -499,7 +499,8 @@ def rope_ext(a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_facto
     the multi modes need rope_multi. n_dims < ne0 rotates the first n_dims elements (from n_offs, see
     rope_set_offset) and copies the rest. YaRN: ext_factor > 0 mixes interpolated (freq_scale) and
     extrapolated angles between the correction dims from beta_fast/beta_slow and n_ctx_orig.
-    Differs from ggml: c must hold a factor for every rotated pair (ggml reads up to ne0/2 of them)."""
+    Differs from ggml: only the factors of rotated pairs are read (ggml's cache loop reads ne0/2 of
+    them even when n_dims < ne0)."""
     return _rope("rope_ext", a, b, c, n_dims, None, mode, n_ctx_orig, freq_base, freq_scale,
                  ext_factor, attn_factor, beta_fast, beta_slow)
 
@@ -511,7 +512,8 @@ def rope_multi(a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scal
     layout, IMROPE interleaved t h w t h w ..., VISION restarts the frequency index per section and
     rotates (k, k + n_dims) over the whole row (n_dims = ne0 / 2). With NORMAL/NEOX the sections are
     ignored (stored as zeros) and b holds n_tokens positions, as in ggml.
-    Differs from ggml: VISION needs ne0 == 2 * n_dims exactly."""
+    Differs from ggml: VISION needs ne0 == 2 * n_dims exactly, and c one factor per pair (n_dims of
+    them; ggml checks for n_dims / 2 and reads past them)."""
     return _rope("rope_multi", a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale,
                  ext_factor, attn_factor, beta_fast, beta_slow)
 

@@ -192,7 +192,7 @@ def rope(x, pos, n_dims, mode, n_ctx_orig=0, freq_base=10000.0, freq_scale=1.0, 
          attn_factor=1.0, beta_fast=32.0, beta_slow=1.0, freq_factors=None, sections=None, n_offs=0):
     """ROPE of x (numpy order [ne3, n_tok, n_head, ne0]) in float64 from the f32 angles."""
     x = np.asarray(x, dtype=np.float64)
-    ne0, n_tok = x.shape[-1], x.shape[-3]
+    n_tok = x.shape[-3]
     vision = mode == ROPE_VISION
     n_pairs = n_dims if vision else n_dims // 2
     t_ext = rope_angles(pos, n_tok, n_pairs, mode, n_dims, freq_base, freq_factors, sections)

@@ -20,8 +20,8 @@ BOUND = {"F32": 1e-9, "F16": 1e-7}
 # contracts it): one more rounding of angles in the thousands, measured up to ~3e-9
 YARN_BOUND = 1e-8
 N_TOK, N_HEAD, NE3 = (3, 2, 1) if EMULATED else (7, 3, 2)
-DEFAULTS = dict(n_ctx_orig=0, freq_base=10000.0, freq_scale=1.0, ext_factor=0.0, attn_factor=1.0,
-                beta_fast=32.0, beta_slow=1.0)
+DEFAULTS = {"n_ctx_orig": 0, "freq_base": 10000.0, "freq_scale": 1.0, "ext_factor": 0.0, "attn_factor": 1.0,
+            "beta_fast": 32.0, "beta_slow": 1.0}
 
 
 def rope_node(a, b, c, n_dims, mode, sections=None, **kw):
@@ -101,8 +101,8 @@ def test_yarn_and_freq_factors(ctx, rng, mode, nth):
     x = rng.standard_normal((1, N_TOK, N_HEAD, ne0)).astype(np.float32)
     pos = positions(rng, mode, N_TOK)
     ff = rng.uniform(1.0, 8.0, n_pairs).astype(np.float32)
-    yarn = dict(n_ctx_orig=4096, freq_base=500000.0, freq_scale=0.3, ext_factor=0.8, attn_factor=0.9,
-                beta_fast=32.0, beta_slow=1.0)
+    yarn = {"n_ctx_orig": 4096, "freq_base": 500000.0, "freq_scale": 0.3, "ext_factor": 0.8,
+            "attn_factor": 0.9, "beta_fast": 32.0, "beta_slow": 1.0}
     lo, hi = R.rope_corr_dims(n_dims, 4096, 500000.0, 32.0, 1.0)
     assert 0 < lo < hi < n_pairs - 1            # the ramp is inside the rotated pairs
     a, b = ctx.from_numpy(x), ctx.from_numpy(pos)
@@ -196,8 +196,8 @@ def test_op_params_and_recompute(ctx, rng):
     new = pos + 1000
     b.set(new)
     g.compute(n_threads=THREADS[-1])
-    kw = dict(n_ctx_orig=2048, freq_base=1e6, freq_scale=0.5, ext_factor=0.25, attn_factor=1.5,
-              beta_fast=30.0, beta_slow=2.0, sections=[3, 5, 8, 0])
+    kw = {"n_ctx_orig": 2048, "freq_base": 1e6, "freq_scale": 0.5, "ext_factor": 0.25, "attn_factor": 1.5,
+          "beta_fast": 30.0, "beta_slow": 2.0, "sections": [3, 5, 8, 0]}
     check(out.to_numpy(), R.rope(x, new, 32, MROPE, **kw), "F32", YARN_BOUND)
 
 
@@ -205,10 +205,15 @@ def bad_cases(ctx):
     a = ctx.new_tensor(gg.Type.F32, (16, 2, 3))
     pos = ctx.new_tensor(gg.Type.I32, (3,))
     pos4 = ctx.new_tensor(gg.Type.I32, (12,))
-    d = dict(n_ctx_orig=0, freq_base=1e4, freq_scale=1.0, ext_factor=0.0, attn_factor=1.0,
-             beta_fast=32.0, beta_slow=1.0)
-    ext = lambda a=a, b=pos, c=None, n=16, m=NEOX, **kw: gg.rope_ext(a, b, c, n, m, *{**d, **kw}.values())  # noqa: E731
-    multi = lambda s, m=MROPE, n=16, b=pos4, a=a: gg.rope_multi(a, b, None, n, s, m, *d.values())  # noqa: E731
+    d = {"n_ctx_orig": 0, "freq_base": 1e4, "freq_scale": 1.0, "ext_factor": 0.0, "attn_factor": 1.0,
+         "beta_fast": 32.0, "beta_slow": 1.0}
+
+    def ext(a=a, b=pos, c=None, n=16, m=NEOX, **kw):
+        return gg.rope_ext(a, b, c, n, m, *{**d, **kw}.values())
+
+    def multi(s, m=MROPE, n=16, b=pos4, a=a):
+        return gg.rope_multi(a, b, None, n, s, m, *d.values())
+
     vision = gg.rope_multi(a, pos4, None, 8, [4, 4, 0, 0], VISION, *d.values())
     return [
         (lambda: ext(n=15), ValueError, "n_dims must be even"),

@@ -150,10 +150,12 @@ static inline void pg_rope_row_f32(const pg_rope * r, const float * cache, const
     if (x != y && b < r->ne0) memcpy(y + b, x + b, (size_t) (r->ne0 - b) * sizeof(float));
 }
 
-/* per thread: the cache, plus one f32 row for F16 data */
+/* per thread: the cache, then one f32 row for F16 data */
 static inline size_t pg_rope_scratch(const pg_tensor * dst) {
-    const size_t row = dst->type == PG_TYPE_F32 ? 0 : (size_t) dst->ne[0];
-    return ((size_t) dst->ne[0] + row) * sizeof(float);
+    pg_rope r;
+    pg_rope_init(&r, dst);
+    const int64_t row = dst->type == PG_TYPE_F32 ? 0 : r.ne0;
+    return (size_t) (pg_rope_cache_floats(&r) + row) * sizeof(float);
 }
 
 static inline size_t pg_work_rope(const pg_tensor * dst, int nth) {
@@ -165,7 +167,7 @@ static inline void pg_compute_rope(const pg_params * p, pg_tensor * dst) {
     pg_rope r;
     pg_rope_init(&r, dst);
     float * cache = (float *) pg_scratch(p, pg_rope_scratch(dst));
-    float * buf = cache + dst->ne[0];
+    float * buf = cache + pg_rope_cache_floats(&r);
     const int64_t ne1 = dst->ne[1], ne2 = dst->ne[2];
     int64_t r0, r1, cached = -1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
