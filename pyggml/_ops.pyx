@@ -6,7 +6,7 @@ from libc.string cimport memcpy
 
 from pyggml._tensor cimport Tensor, new_node, new_view, tensor_is_contiguous
 
-from pyggml._enums import FLOAT_TYPES, QUANT_TYPES, TYPE_TRAITS, GluOp, Op, RopeType, Type, UnaryOp
+from pyggml._enums import FLOAT_TYPES, QUANT_TYPES, TYPE_TRAITS, GluOp, Op, Type, UnaryOp
 
 __all__ = [
     "add", "mul", "scale", "cpy", "cont", "dup", "view_1d", "view_2d", "view_3d", "view_4d",
@@ -419,6 +419,8 @@ def mul_mat(a, b):
 # ---- rope: rope_ext, rope_multi, rope_set_offset ----
 # ================================================================================================
 # (each section appends its public names: __all__ += [...])
+
+from pyggml._enums import RopeType
 
 __all__ += ["rope_ext", "rope_multi", "rope_set_offset"]
 
