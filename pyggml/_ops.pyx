@@ -461,6 +461,124 @@ def norm_inplace(a, eps):
 # ================================================================================================
 # (each section appends its public names: __all__ += [...])
 
+from pyggml._enums import RopeType
+
+__all__ += ["rope_ext", "rope_multi", "rope_set_offset"]
+
+_ROPE_MODES = {int(m) for m in RopeType}
+_ROPE_MULTI = int(RopeType.MROPE)      # the mode bit of the multi modes (MROPE, VISION, IMROPE)
+
+
+cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale,
+                  ext_factor, attn_factor, beta_fast, beta_slow):
+    cdef Tensor ta = _tensor(op, "a", a), tb = _tensor(op, "b", b), tc
+    _types(op, "a", ta, {Type.F32, Type.F16})
+    _packed0(op, "a", ta)
+    mode = int(mode)
+    if mode not in _ROPE_MODES:
+        raise ValueError(f"{op}: mode must be one of {sorted(_ROPE_MODES)} (pyggml.RopeType), got {mode}")
+    multi = bool(mode & _ROPE_MULTI)
+    if multi and sections is None:
+        raise ValueError(f"{op}: mode {RopeType(mode).name} needs sections: use rope_multi")
+    n_dims = int(n_dims)
+    ne0 = ta.c.ne[0]
+    if n_dims <= 0 or n_dims % 2:
+        raise ValueError(f"{op}: n_dims must be even and > 0, got {n_dims}")
+    if n_dims > ne0:
+        raise ValueError(f"{op}: n_dims must be <= a.ne[0] = {ne0}, got {n_dims}")
+    if mode == RopeType.VISION and 2 * n_dims != ne0:
+        raise ValueError(f"{op}: VISION rotates (k, k + n_dims) over the whole row, so n_dims must be "
+                         f"a.ne[0] / 2 = {ne0 / 2}, got {n_dims}")
+    secs = (0, 0, 0, 0)
+    if multi:
+        secs = tuple(int(x) for x in sections)
+        if len(secs) != 4 or any(x < 0 for x in secs):
+            raise ValueError(f"{op}: sections must be 4 integers >= 0, got {tuple(sections)}")
+        if not (secs[0] > 0 or secs[1] > 0 or secs[2] > 0):
+            raise ValueError(f"{op}: one of sections[0:3] must be > 0, got {secs}")
+        if sum(secs) > ne0:
+            raise ValueError(f"{op}: sections {secs} sum to {sum(secs)}, more than the row a.ne[0] = {ne0}")
+    _types(op, "b", tb, {Type.I32})
+    _contiguous(op, "b", tb)
+    n_pos = ta.c.ne[2] * (4 if multi else 1)
+    if tb.c.ne[1] != 1 or tb.c.ne[2] != 1 or tb.c.ne[3] != 1 or tb.c.ne[0] != n_pos:
+        what = "4 * a.ne[2] (blocks t, h, w, e)" if multi else "a.ne[2]"
+        raise ValueError(f"{op}: b must be a vector of {what} = {n_pos} positions, got ne={tb.ne}")
+    srcs = [ta, tb]
+    if c is not None:
+        tc = _tensor(op, "c", c)
+        _types(op, "c", tc, {Type.F32})
+        _contiguous(op, "c", tc)
+        n_pairs = n_dims if mode == RopeType.VISION else n_dims // 2
+        if tc.nelements < n_pairs:
+            raise ValueError(f"{op}: c must hold one frequency factor per rotated pair ({n_pairs}), "
+                             f"got {tc.nelements}")
+        srcs.append(tc)
+    floats = {"freq_base": freq_base, "freq_scale": freq_scale, "ext_factor": ext_factor,
+              "attn_factor": attn_factor, "beta_fast": beta_fast, "beta_slow": beta_slow}
+    vals = [_finite(op, k, v) for k, v in floats.items()]
+    if vals[0] <= 0:
+        raise ValueError(f"{op}: freq_base must be > 0, got {freq_base}")
+    if vals[2] != 0 and vals[1] <= 0:
+        raise ValueError(f"{op}: freq_scale must be > 0 when ext_factor != 0, got {freq_scale}")
+    cdef Tensor t = new_node(ta.ctx, ta.c.type, ta.ne, Op.ROPE, tuple(srcs), ta._ndim)
+    set_param_i32(t, 0, 0)
+    set_param_i32(t, 1, n_dims)
+    set_param_i32(t, 2, mode)
+    set_param_i32(t, 3, 0)
+    set_param_i32(t, 4, int(n_ctx_orig))
+    for i, v in enumerate(vals):
+        set_param_f32(t, 5 + i, v)
+    for i in range(4):
+        set_param_i32(t, 11 + i, secs[i])
+    return t
+
+
+def rope_ext(a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+             beta_fast, beta_slow):
+    """Rotary position embedding (ggml_rope_ext) of a [ne0, n_head, n_tokens, ne3] (F32/F16, dims 1-3
+    any stride) at the I32 positions b [n_tokens]; c: None or F32 frequency factors (the angle of
+    pair k is divided by c[k]). mode: RopeType.NORMAL (pairs (2k, 2k+1)) or NEOX (pairs (k, k+n_dims/2));
+    the multi modes need rope_multi. n_dims < ne0 rotates the first n_dims elements (from n_offs, see
+    rope_set_offset) and copies the rest. YaRN: ext_factor > 0 mixes interpolated (freq_scale) and
+    extrapolated angles between the correction dims from beta_fast/beta_slow and n_ctx_orig.
+    Differs from ggml: only the factors of rotated pairs are read (ggml's cache loop reads ne0/2 of
+    them even when n_dims < ne0)."""
+    return _rope("rope_ext", a, b, c, n_dims, None, mode, n_ctx_orig, freq_base, freq_scale,
+                 ext_factor, attn_factor, beta_fast, beta_slow)
+
+
+def rope_multi(a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
+               attn_factor, beta_fast, beta_slow):
+    """Multimodal RoPE (ggml_rope_multi): b holds 4 * n_tokens positions, four blocks t | h | w | e.
+    sections (4 ints) give how many pairs each block drives: MROPE contiguous sections in the NEOX
+    layout, IMROPE interleaved t h w t h w ..., VISION restarts the frequency index per section and
+    rotates (k, k + n_dims) over the whole row (n_dims = ne0 / 2). With NORMAL/NEOX the sections are
+    ignored (stored as zeros) and b holds n_tokens positions, as in ggml.
+    Differs from ggml: VISION needs ne0 == 2 * n_dims exactly, and c one factor per pair (n_dims of
+    them; ggml checks for n_dims / 2 and reads past them)."""
+    return _rope("rope_multi", a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale,
+                 ext_factor, attn_factor, beta_fast, beta_slow)
+
+
+def rope_set_offset(t, n_offs):
+    """Rotate from element n_offs on (ggml_rope_set_offset): the pairs of a rope_ext/rope_multi result t
+    start at n_offs, elements before and after the rotated span are copied. Returns t."""
+    cdef Tensor tt = _tensor("rope_set_offset", "t", t)
+    if tt.c.op != Op.ROPE:
+        raise ValueError(f"rope_set_offset: t must be a rope_ext/rope_multi result, got op {tt.op.name}")
+    n_offs = int(n_offs)
+    n_dims, mode, ne0 = tt.c.op_params[1], tt.c.op_params[2], tt.c.ne[0]
+    if mode == RopeType.VISION and n_offs != 0:
+        raise ValueError(f"rope_set_offset: n_offs must be 0 with mode VISION, got {n_offs}")
+    if n_offs < 0 or n_offs % 2:
+        raise ValueError(f"rope_set_offset: n_offs must be even and >= 0, got {n_offs}")
+    if n_offs + n_dims > ne0:
+        raise ValueError(f"rope_set_offset: n_offs + n_dims must be <= a.ne[0] = {ne0}, got "
+                         f"{n_offs} + {n_dims}")
+    set_param_i32(tt, 15, n_offs)
+    return tt
+
 
 # ================================================================================================
 # ---- set_rows: set_rows ----

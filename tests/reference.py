@@ -169,6 +169,98 @@ def norm_ggml(x, eps):
 # ---- rope ----
 # ================================================================================================
 
+ROPE_NORMAL, ROPE_NEOX, ROPE_MROPE, ROPE_VISION, ROPE_IMROPE = 0, 2, 8, 24, 40
+
+
+def rope_theta_scale(freq_base, n_dims):
+    """powf(freq_base, -2.0f/n_dims): the exponent is an f32 division, the power correctly rounded."""
+    e = np.float32(-2.0) / np.float32(n_dims)
+    return np.float32(np.float64(np.float32(freq_base)) ** np.float64(e))
+
+
+def rope_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow):
+    def corr(nr):
+        with np.errstate(divide="ignore"):
+            return n_dims * np.log(np.float64(n_ctx_orig) / (nr * 2 * np.pi)) / (2 * np.log(freq_base))
+    return max(0.0, np.floor(corr(beta_fast))), min(n_dims - 1.0, np.ceil(corr(beta_slow)))
+
+
+def rope_angles(pos, n_tok, n_pairs, mode, n_dims, freq_base, freq_factors, sections):
+    """Unscaled angles theta_extrap [n_tok, n_pairs] (float32) per the spec: the running thetas start
+    at the positions and are multiplied by theta_scale in f32 at every pair, then divided by ff[k]."""
+    pos = np.asarray(pos, dtype=np.int64)
+    ts = rope_theta_scale(freq_base, n_dims)
+    blocks = pos.reshape(4, n_tok) if mode & ROPE_MROPE else pos.reshape(1, n_tok)
+    base = blocks.astype(np.float32)
+    run = base.copy()                               # running theta per block
+    out = np.empty((n_tok, n_pairs), dtype=np.float32)
+    s = list(sections) if sections is not None else [0, 0, 0, 0]
+    sect = sum(s)
+    for k in range(n_pairs):
+        if not mode & ROPE_MROPE:
+            j = 0
+        else:
+            sector = k % sect
+            if mode == ROPE_VISION:
+                starts = [0, s[0], s[0] + s[1], s[0] + s[1] + s[2]]
+                if sector in starts:
+                    r = starts.index(sector)        # first matching start wins
+                    run[r] = base[r]
+            if mode == ROPE_IMROPE:
+                if sector % 3 == 1 and sector < 3 * s[1]:
+                    j = 1
+                elif sector % 3 == 2 and sector < 3 * s[2]:
+                    j = 2
+                elif sector % 3 == 0 and sector < 3 * s[0]:
+                    j = 0
+                else:
+                    j = 3
+            else:
+                j = 0 if sector < s[0] else 1 if sector < s[0] + s[1] else 2 if sector < s[0] + s[1] + s[2] else 3
+        th = run[j]
+        if freq_factors is not None:
+            th = (th / np.float32(freq_factors[k])).astype(np.float32)
+        out[:, k] = th
+        run = (run * ts).astype(np.float32)
+    return out
+
+
+def rope(x, pos, n_dims, mode, n_ctx_orig=0, freq_base=10000.0, freq_scale=1.0, ext_factor=0.0,
+         attn_factor=1.0, beta_fast=32.0, beta_slow=1.0, freq_factors=None, sections=None, n_offs=0):
+    """ROPE of x (numpy order [ne3, n_tok, n_head, ne0]) in float64 from the f32 angles."""
+    x = np.asarray(x, dtype=np.float64)
+    n_tok = x.shape[-3]
+    vision = mode == ROPE_VISION
+    n_pairs = n_dims if vision else n_dims // 2
+    t_ext = rope_angles(pos, n_tok, n_pairs, mode, n_dims, freq_base, freq_factors, sections)
+    t_int = (np.float32(freq_scale) * t_ext).astype(np.float64)     # one f32 product, as the kernel
+    t_ext = t_ext.astype(np.float64)
+    mscale = float(np.float32(attn_factor))
+    if ext_factor != 0:
+        lo, hi = rope_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
+        y = (np.arange(n_pairs) - lo) / max(0.001, hi - lo)
+        mix = (1 - np.clip(y, 0, 1)) * np.float32(ext_factor)
+        theta = t_int * (1 - mix) + t_ext * mix
+        mscale *= 1 + 0.1 * np.log(1 / np.float64(np.float32(freq_scale)))
+    else:
+        theta = t_int
+    cos = (np.cos(theta) * mscale)[:, None, :]      # [n_tok, 1 (heads), n_pairs]
+    sin = (np.sin(theta) * mscale)[:, None, :]
+    out = x.copy()
+    if mode == ROPE_NORMAL:
+        i0 = n_offs + 2 * np.arange(n_pairs)
+        i1 = i0 + 1
+    elif vision:
+        i0 = np.arange(n_pairs)
+        i1 = i0 + n_dims
+    else:
+        i0 = n_offs + np.arange(n_pairs)
+        i1 = i0 + n_dims // 2
+    x0, x1 = x[..., i0], x[..., i1]
+    out[..., i0] = x0 * cos - x1 * sin
+    out[..., i1] = x0 * sin + x1 * cos
+    return out
+
 
 # ================================================================================================
 # ---- attention ----

@@ -507,6 +507,181 @@ static inline void pg_vec_scale_mul_f32(int64_t n, float * y, const float * x, f
  * ---- rope primitives ----
  * ==================================================================================== */
 
+/* sin and cos: x = j*pi/2 + r with |r| <= pi/4 (pi/2 in three f32 parts, FMA steps; a second
+ * step corrects j where x*2/pi rounded to the wrong integer, so the absolute error of r stays near
+ * 1e-7 for |x| up to 2^23), Cephes' minimax polynomials on r, then the quadrant j mod 4 swaps and
+ * negates. Absolute error below 1e-7 (libm's sinf/cosf: below 6e-8), i.e. ~1.5 ulp away from zeros. */
+#define PG_SINCOS_2_PI 0.636619747f
+#define PG_SINCOS_P1 1.57079637050628662f
+#define PG_SINCOS_P2 -4.37113882867379e-08f
+#define PG_SINCOS_P3 -1.71512451000588e-15f
+#define PG_SIN_S1 -1.6666654611e-1f
+#define PG_SIN_S2 8.3321608736e-3f
+#define PG_SIN_S3 -1.9515295891e-4f
+#define PG_COS_C1 4.166664568298827e-2f
+#define PG_COS_C2 -1.388731625493765e-3f
+#define PG_COS_C3 2.443315711809948e-5f
+
+static inline void pg_sincosf(float x, float * s, float * c) {
+    float j = nearbyintf(x * PG_SINCOS_2_PI);
+    float r = fmaf(-j, PG_SINCOS_P1, x);
+    r = fmaf(-j, PG_SINCOS_P2, r);
+    r = fmaf(-j, PG_SINCOS_P3, r);
+    const float j2 = nearbyintf(r * PG_SINCOS_2_PI);
+    r = fmaf(-j2, PG_SINCOS_P2, fmaf(-j2, PG_SINCOS_P1, r));
+    j += j2;
+    const float z = r * r;
+    const float sp = fmaf(r * z, fmaf(fmaf(PG_SIN_S3, z, PG_SIN_S2), z, PG_SIN_S1), r);
+    const float cp = fmaf(z * z, fmaf(fmaf(PG_COS_C3, z, PG_COS_C2), z, PG_COS_C1), fmaf(-0.5f, z, 1.0f));
+    const int q = (int) (int64_t) j & 3;
+    const float ss = q & 1 ? cp : sp, cc = q & 1 ? sp : cp;
+    *s = q & 2 ? -ss : ss;
+    *c = (q + 1) & 2 ? -cc : cc;
+}
+
+#if PG_HAVE_F32V
+/* quadrant fix-up: j (integral) mod 4 picks (sin, cos) from (sp, cp): 0 (sp, cp), 1 (cp, -sp),
+ * 2 (-sp, -cp), 3 (-cp, sp); bit 0 swaps, bit 1 of j (of j+1 for cos) negates */
+#if defined(PG_SIMD_AVX512)
+static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
+    const __m512i q = _mm512_cvtps_epi32(j), two = _mm512_set1_epi32(2);
+    const __mmask16 swap = _mm512_test_epi32_mask(q, _mm512_set1_epi32(1));
+    const __m512i sn = _mm512_slli_epi32(_mm512_and_si512(q, two), 30);
+    const __m512i cn = _mm512_slli_epi32(_mm512_and_si512(_mm512_add_epi32(q, _mm512_set1_epi32(1)), two), 30);
+    *s = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mask_blend_ps(swap, sp, cp)), sn));
+    *c = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mask_blend_ps(swap, cp, sp)), cn));
+}
+#elif defined(PG_SIMD_AVX2)
+static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
+    const __m256i q = _mm256_cvtps_epi32(j), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+    const __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(q, one), one));
+    const __m256 sn = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(q, two), 30));
+    const __m256 cn = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(_mm256_add_epi32(q, one), two), 30));
+    *s = _mm256_xor_ps(_mm256_blendv_ps(sp, cp, swap), sn);
+    *c = _mm256_xor_ps(_mm256_blendv_ps(cp, sp, swap), cn);
+}
+#elif defined(PG_SIMD_NEON)
+static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
+    const int32x4_t q = vcvtnq_s32_f32(j), one = vdupq_n_s32(1), two = vdupq_n_s32(2);
+    const uint32x4_t swap = vceqq_s32(vandq_s32(q, one), one);
+    const uint32x4_t sn = vshlq_n_u32(vreinterpretq_u32_s32(vandq_s32(q, two)), 30);
+    const uint32x4_t cn = vshlq_n_u32(vreinterpretq_u32_s32(vandq_s32(vaddq_s32(q, one), two)), 30);
+    *s = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vbslq_f32(swap, cp, sp)), sn));
+    *c = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vbslq_f32(swap, sp, cp)), cn));
+}
+#endif
+#endif
+
+/* c[i] = cos(x[i])*scale, s[i] = sin(x[i])*scale; c == x (in place) is allowed */
+static inline void pg_vec_sincos_f32(int64_t n, const float * x, float * c, float * s, float scale) {
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v vscale = PG_F32V_SET1(scale);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        const pg_f32v vx = PG_F32V_LOAD(x + i);
+        pg_f32v j = PG_F32V_ROUND(PG_F32V_MUL(vx, PG_F32V_SET1(PG_SINCOS_2_PI)));
+        pg_f32v r = PG_F32V_FMA(j, PG_F32V_SET1(-PG_SINCOS_P1), vx);
+        r = PG_F32V_FMA(j, PG_F32V_SET1(-PG_SINCOS_P2), r);
+        r = PG_F32V_FMA(j, PG_F32V_SET1(-PG_SINCOS_P3), r);
+        const pg_f32v j2 = PG_F32V_ROUND(PG_F32V_MUL(r, PG_F32V_SET1(PG_SINCOS_2_PI)));
+        r = PG_F32V_FMA(j2, PG_F32V_SET1(-PG_SINCOS_P1), r);
+        r = PG_F32V_FMA(j2, PG_F32V_SET1(-PG_SINCOS_P2), r);
+        j = PG_F32V_ADD(j, j2);
+        const pg_f32v z = PG_F32V_MUL(r, r);
+        pg_f32v ps = PG_F32V_FMA(PG_F32V_SET1(PG_SIN_S3), z, PG_F32V_SET1(PG_SIN_S2));
+        ps = PG_F32V_FMA(ps, z, PG_F32V_SET1(PG_SIN_S1));
+        const pg_f32v sp = PG_F32V_FMA(PG_F32V_MUL(r, z), ps, r);
+        pg_f32v pc = PG_F32V_FMA(PG_F32V_SET1(PG_COS_C3), z, PG_F32V_SET1(PG_COS_C2));
+        pc = PG_F32V_FMA(pc, z, PG_F32V_SET1(PG_COS_C1));
+        const pg_f32v cp = PG_F32V_FMA(PG_F32V_MUL(z, z), pc, PG_F32V_FMA(PG_F32V_SET1(-0.5f), z, PG_F32V_SET1(1.0f)));
+        pg_f32v vs, vc;
+        pg_f32v_quadrant(j, sp, cp, &vs, &vc);
+        PG_F32V_STORE(c + i, PG_F32V_MUL(vc, vscale));
+        PG_F32V_STORE(s + i, PG_F32V_MUL(vs, vscale));
+    }
+#endif
+    for (; i < n; i++) {
+        float si, ci;
+        pg_sincosf(x[i], &si, &ci);
+        c[i] = ci * scale;
+        s[i] = si * scale;
+    }
+}
+
+/* Rotation of pairs (x0, x1) by per-pair (c, s):  y0 = x0*c - x1*s,  y1 = x0*s + x1*c.
+ * Both allow y == x (each vector of pairs is loaded before it is stored). */
+
+/* half-split pairs (NEOX, the multi modes, VISION): pair k is (x0[k], x1[k]), k < n; all contiguous */
+static inline void pg_vec_rope_half_f32(int64_t n, float * y0, float * y1, const float * x0, const float * x1,
+                                        const float * c, const float * s) {
+    int64_t k = 0;
+#if PG_HAVE_F32V
+    for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
+        const pg_f32v a = PG_F32V_LOAD(x0 + k), b = PG_F32V_LOAD(x1 + k);
+        const pg_f32v vc = PG_F32V_LOAD(c + k), vs = PG_F32V_LOAD(s + k);
+        PG_F32V_STORE(y0 + k, PG_F32V_SUB(PG_F32V_MUL(a, vc), PG_F32V_MUL(b, vs)));
+        PG_F32V_STORE(y1 + k, PG_F32V_FMA(a, vs, PG_F32V_MUL(b, vc)));
+    }
+#endif
+    for (; k < n; k++) {
+        const float a = x0[k], b = x1[k];
+        y0[k] = a * c[k] - b * s[k];
+        y1[k] = a * s[k] + b * c[k];
+    }
+}
+
+/* PG_ROPE_LOAD2(p, e, o): 2*EPR floats at p split into the even (e) and odd (o) elements;
+ * PG_ROPE_STORE2(p, e, o) interleaves them back */
+#if defined(PG_SIMD_AVX512)
+#define PG_ROPE_LOAD2(p, e, o) do {                                                                      \
+        const __m512 lo_ = _mm512_loadu_ps(p), hi_ = _mm512_loadu_ps((p) + 16);                           \
+        const __m512i ie_ = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);   \
+        e = _mm512_permutex2var_ps(lo_, ie_, hi_);                                                        \
+        o = _mm512_permutex2var_ps(lo_, _mm512_add_epi32(ie_, _mm512_set1_epi32(1)), hi_);                \
+    } while (0)
+#define PG_ROPE_STORE2(p, e, o) do {                                                                     \
+        const __m512i il_ = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);     \
+        _mm512_storeu_ps(p, _mm512_permutex2var_ps(e, il_, o));                                           \
+        _mm512_storeu_ps((p) + 16, _mm512_permutex2var_ps(e, _mm512_add_epi32(il_, _mm512_set1_epi32(8)), o)); \
+    } while (0)
+#elif defined(PG_SIMD_AVX2)
+#define PG_ROPE_LOAD2(p, e, o) do {                                                                      \
+        const __m256 lo_ = _mm256_loadu_ps(p), hi_ = _mm256_loadu_ps((p) + 8);                            \
+        /* shuffle gives [a0 a2 b0 b2 | a4 a6 b4 b6]; the 64-bit permute puts the a's first */            \
+        e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, 0x88)), 0xD8)); \
+        o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, 0xDD)), 0xD8)); \
+    } while (0)
+#define PG_ROPE_STORE2(p, e, o) do {                                                                     \
+        const __m256 l_ = _mm256_unpacklo_ps(e, o), h_ = _mm256_unpackhi_ps(e, o);                        \
+        _mm256_storeu_ps(p, _mm256_permute2f128_ps(l_, h_, 0x20));                                        \
+        _mm256_storeu_ps((p) + 8, _mm256_permute2f128_ps(l_, h_, 0x31));                                  \
+    } while (0)
+#elif defined(PG_SIMD_NEON)
+#define PG_ROPE_LOAD2(p, e, o) do { const float32x4x2_t v_ = vld2q_f32(p); e = v_.val[0]; o = v_.val[1]; } while (0)
+#define PG_ROPE_STORE2(p, e, o) do { float32x4x2_t v_; v_.val[0] = e; v_.val[1] = o; vst2q_f32(p, v_); } while (0)
+#endif
+
+/* adjacent pairs (NORMAL): pair k is (x[2k], x[2k+1]), k < n; deinterleaved into registers, rotated,
+ * interleaved back */
+static inline void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s) {
+    int64_t k = 0;
+#if PG_HAVE_F32V
+    for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
+        pg_f32v a, b;
+        PG_ROPE_LOAD2(x + 2 * k, a, b);
+        const pg_f32v vc = PG_F32V_LOAD(c + k), vs = PG_F32V_LOAD(s + k);
+        const pg_f32v r0 = PG_F32V_SUB(PG_F32V_MUL(a, vc), PG_F32V_MUL(b, vs));
+        const pg_f32v r1 = PG_F32V_FMA(a, vs, PG_F32V_MUL(b, vc));
+        PG_ROPE_STORE2(y + 2 * k, r0, r1);
+    }
+#endif
+    for (; k < n; k++) {
+        const float a = x[2 * k], b = x[2 * k + 1];
+        y[2 * k] = a * c[k] - b * s[k];
+        y[2 * k + 1] = a * s[k] + b * c[k];
+    }
+}
+
 /* ==================================================================================== *
  * ---- attention primitives ----
  * ==================================================================================== */
