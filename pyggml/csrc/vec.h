@@ -378,7 +378,9 @@ static inline double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, f
  *   relu(x)       = x > 0 ? x : 0
  *   gelu_erf(x)   = 0.5x(1 + erf(x/sqrt(2)))
  * gelu is computed by its formula in f32; ggml's CPU reads it from an fp16 table instead
- * (GGML_GELU_FP16), which is less accurate. Scalar paths use libm (expf, erff) as ggml's do. */
+ * (GGML_GELU_FP16), which is less accurate; gelu_erf uses erfc(-x/sqrt(2)) for 1 + erf(x/sqrt(2)),
+ * which keeps its relative accuracy for negative x where ggml's 1 + erff(...) cancels. Scalar paths
+ * use libm (expf, erfcf). */
 #define PG_GELU_COEF_A     0.044715f
 #define PG_SQRT_2_OVER_PI  0.79788456080286535587989211986876f
 #define PG_GELU_QUICK_COEF 1.702f
@@ -390,7 +392,7 @@ static inline float pg_gelu_f32(float x) {
 }
 static inline float pg_gelu_quick_f32(float x) { return x / (1.0f + expf(-PG_GELU_QUICK_COEF * x)); }
 static inline float pg_relu_f32(float x) { return x > 0.0f ? x : 0.0f; }
-static inline float pg_gelu_erf_f32(float x) { return 0.5f * x * (1.0f + erff(x * PG_SQRT_2_INV)); }
+static inline float pg_gelu_erf_f32(float x) { return 0.5f * x * erfcf(-x * PG_SQRT_2_INV); }
 
 #if PG_HAVE_F32V
 /* x / (1 + exp(-z)); exp overflow gives x/inf = 0, the right limit */
@@ -406,19 +408,19 @@ static inline pg_f32v pg_f32v_gelu_quick(pg_f32v x) {
     return pg_f32v_sigmul(x, PG_F32V_MUL(x, PG_F32V_SET1(PG_GELU_QUICK_COEF)));
 }
 static inline pg_f32v pg_f32v_relu(pg_f32v x) { return PG_F32V_MAX(x, PG_F32V_ZERO()); }
-/* erfc(t) for t = |x|/sqrt(2) as exp(-t^2) * P(1/(1 + p*t)) (Abramowitz-Stegun 7.1.26, absolute
- * error < 1.5e-7); 1 + erf(u) is taken as erfc(|u|) for u < 0 and 2 - erfc(u) otherwise, so the
- * negative side has no cancellation. */
+/* 1 + erf(u) = erfc(-u) with u = x/sqrt(2); erfc(t) for t = |u| by the Chebyshev fit
+ * erfc(t) = s*exp(-t^2 + P(s)), s = 1/(1 + t/2) (Numerical Recipes' erfcc, relative error < 1.2e-7
+ * for all t >= 0), and erfc(-t) = 2 - erfc(t): no cancellation on either side. */
 static inline pg_f32v pg_f32v_gelu_erf(pg_f32v x) {
+    static const float c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
     const pg_f32v u = PG_F32V_MUL(x, PG_F32V_SET1(PG_SQRT_2_INV));
     const pg_f32v t = PG_F32V_MAX(u, PG_F32V_SUB(PG_F32V_ZERO(), u));
-    const pg_f32v s = PG_F32V_DIV(PG_F32V_SET1(1.0f), PG_F32V_FMA(t, PG_F32V_SET1(0.3275911f), PG_F32V_SET1(1.0f)));
-    pg_f32v q = PG_F32V_FMA(s, PG_F32V_SET1(1.061405429f), PG_F32V_SET1(-1.453152027f));
-    q = PG_F32V_FMA(q, s, PG_F32V_SET1(1.421413741f));
-    q = PG_F32V_FMA(q, s, PG_F32V_SET1(-0.284496736f));
-    q = PG_F32V_FMA(q, s, PG_F32V_SET1(0.254829592f));
-    const pg_f32v e = PG_F32V_MUL(PG_F32V_MUL(q, s), pg_f32v_exp(PG_F32V_MUL(PG_F32V_SUB(PG_F32V_ZERO(), t), t)));
-    const pg_f32v h = PG_F32V_MUL(e, PG_F32V_SET1(0.5f));            /* erfc(t)/2 */
+    const pg_f32v s = PG_F32V_DIV(PG_F32V_SET1(1.0f), PG_F32V_FMA(t, PG_F32V_SET1(0.5f), PG_F32V_SET1(1.0f)));
+    pg_f32v q = PG_F32V_SET1(c[0]);
+    for (int k = 1; k < 10; k++) q = PG_F32V_FMA(q, s, PG_F32V_SET1(c[k]));
+    const pg_f32v e = PG_F32V_MUL(s, pg_f32v_exp(PG_F32V_SUB(q, PG_F32V_MUL(t, t))));   /* erfc(t) */
+    const pg_f32v h = PG_F32V_MUL(e, PG_F32V_SET1(0.5f));
     return PG_F32V_MUL(x, PG_F32V_SEL_LT(x, PG_F32V_ZERO(), h, PG_F32V_SUB(PG_F32V_SET1(1.0f), h)));
 }
 #define PG_VEC_ACT_SIMD(STORE_EXPR) for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) STORE_EXPR;
