@@ -488,7 +488,8 @@ cdef class Tensor:
             raise BufferError(f"__dlpack__: a {typ.name} tensor cannot be exported; DLPack export "
                               f"supports F32, F16, I32 and I64")
         if self.c.data == NULL:
-            raise BufferError(f"__dlpack__: tensor {self!r} has no memory yet; compute a graph that contains it")
+            raise BufferError(f"__dlpack__: tensor {self!r} has no memory yet; "
+                              f"compute a graph that contains it")
         if stream is not None:
             raise BufferError(f"__dlpack__: stream must be None for a CPU tensor, got {stream!r}")
         if dl_device is not None and tuple(dl_device) != (PG_DL_CPU, 0):

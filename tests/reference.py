@@ -182,7 +182,7 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
     """a: numpy [S, H, R, n] (ggml ne reversed, 4-d); mask [M3, M2, >=R, n] (dims broadcast by
     modulo, rows 0..R-1 used); sinks [H]. Softmax over the last axis, float64."""
     a = np.asarray(a, dtype=np.float64)
-    S, H, R, n = a.shape
+    S, H, R = a.shape[:3]
     w = a * scale
     if mask is not None:
         m = np.asarray(mask, dtype=np.float64)[:, :, :R, :]

@@ -11,7 +11,8 @@ try:
 except ImportError:  # torch is optional
     torch = None
 
-EXPORTABLE = [(gg.Type.F32, np.float32), (gg.Type.F16, np.float16), (gg.Type.I32, np.int32), (gg.Type.I64, np.int64)]
+EXPORTABLE = [(gg.Type.F32, np.float32), (gg.Type.F16, np.float16), (gg.Type.I32, np.int32),
+              (gg.Type.I64, np.int64)]
 
 
 def consumers():
@@ -93,7 +94,8 @@ def test_copy(ctx):
 @pytest.mark.parametrize("typ", [gg.Type.BF16, gg.Type.Q8_0, gg.Type.Q4_0, gg.Type.I8])
 def test_unsupported_types_raise(ctx, typ):
     t = ctx.new_tensor(typ, (32, 2))
-    with pytest.raises(BufferError, match=f"a {typ.name} tensor cannot be exported; DLPack export supports F32, F16, I32 and I64"):
+    msg = f"a {typ.name} tensor cannot be exported; DLPack export supports F32, F16, I32 and I64"
+    with pytest.raises(BufferError, match=msg):
         t.__dlpack__()
     with pytest.raises(BufferError, match="cannot be exported"):
         np.from_dlpack(t)
