@@ -117,17 +117,18 @@ cdef Tensor _unary(str op, int code, a):
 
 
 def silu(a):
-    """x * sigmoid(x) elementwise (F32/F16)."""
+    """x / (1 + exp(-x)) elementwise (F32/F16; F16 computed in f32 and rounded once)."""
     return _unary("silu", UnaryOp.SILU, a)
 
 
 def gelu(a):
-    """GELU, tanh approximation (F32/F16)."""
+    """GELU, tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (F32/F16). pyggml
+    computes it in f32; ggml's CPU reads an fp16 lookup table (GGML_GELU_FP16)."""
     return _unary("gelu", UnaryOp.GELU, a)
 
 
 def gelu_erf(a):
-    """GELU with the exact erf (F32/F16)."""
+    """GELU with erf: 0.5x(1 + erf(x/sqrt(2))) (F32/F16)."""
     return _unary("gelu_erf", UnaryOp.GELU_ERF, a)
 
 
@@ -295,17 +296,26 @@ def get_rows(a, b):
 # ---- softmax ----
 
 def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0):
-    """softmax(a*scale + slope*mask) over dim 0 (ggml_soft_max_ext). mask: F16/F32 [a.ne0, >=a.ne1, ...]
-    broadcast over dims 2/3 by modulo; ALiBi slopes from max_bias (needs a mask). A row that is all
-    -inf gives NaN, as in ggml."""
+    """softmax(a*scale + slope*mask) over dim 0 (ggml_soft_max_ext), F32 result of a's shape.
+
+    mask: F16/F32 [a.ne0, >= a.ne1, M2, M3]; row i1 of a uses mask row i1, dims 2/3 broadcast by
+    modulo (a.ne2 % M2 == 0, a.ne3 % M3 == 0). max_bias > 0 turns on ALiBi slopes per head (dim 2),
+    which multiply the mask, so it needs one. A row that is all -inf gives NaN, as in ggml.
+    pyggml differs from ggml: a and mask need packed rows only (ggml requires contiguous tensors),
+    and rows are split contiguously over threads (ggml interleaves them).
+    """
     cdef Tensor ta = _tensor("soft_max_ext", "a", a), tm
     _types("soft_max_ext", "a", ta, {Type.F32})
-    _contiguous("soft_max_ext", "a", ta)
+    _packed0("soft_max_ext", "a", ta)
+    fscale = _finite("soft_max_ext", "scale", scale)
+    fbias = _finite("soft_max_ext", "max_bias", max_bias)
+    if fbias < 0:
+        raise ValueError(f"soft_max_ext: max_bias must be >= 0, got {max_bias}")
     srcs = [ta]
     if mask is not None:
         tm = _tensor("soft_max_ext", "mask", mask)
         _types("soft_max_ext", "mask", tm, {Type.F16, Type.F32})
-        _contiguous("soft_max_ext", "mask", tm)
+        _packed0("soft_max_ext", "mask", tm)
         if tm.c.ne[0] != ta.c.ne[0]:
             raise ValueError(f"soft_max_ext: mask.ne[0] must equal a.ne[0] = {ta.c.ne[0]}, got {tm.c.ne[0]}")
         if tm.c.ne[1] < ta.c.ne[1]:
@@ -313,19 +323,17 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0):
         if ta.c.ne[2] % tm.c.ne[2] or ta.c.ne[3] % tm.c.ne[3]:
             raise ValueError(f"soft_max_ext: a.ne[2:4] = {ta.ne[2:]} must be multiples of mask.ne[2:4] = {tm.ne[2:]}")
         srcs.append(tm)
-    elif float(max_bias) > 0:
-        raise ValueError(f"soft_max_ext: max_bias > 0 (got {max_bias}) needs a mask")
-    if float(max_bias) < 0:
-        raise ValueError(f"soft_max_ext: max_bias must be >= 0, got {max_bias}")
+    elif fbias > 0:
+        raise ValueError(f"soft_max_ext: max_bias > 0 (got {max_bias}) needs a mask, got None")
     cdef Tensor t = new_node(ta.ctx, Type.F32, ta.ne, Op.SOFT_MAX, tuple(srcs))
-    set_param_f32(t, 0, _finite("soft_max_ext", "scale", scale))
-    set_param_f32(t, 1, _finite("soft_max_ext", "max_bias", max_bias))
+    set_param_f32(t, 0, fscale)
+    set_param_f32(t, 1, fbias)
     return t
 
 
 def soft_max_add_sinks(t, sinks):
-    """Attach F32 sinks [a.ne2] (one logit per head) to a soft_max_ext node: each joins the row's
-    max and denominator, not the output."""
+    """Attach F32 sinks [a.ne2] (one logit per head) to a soft_max_ext node (ggml_soft_max_add_sinks):
+    each joins its rows' max and denominator, not the output. Returns t."""
     cdef Tensor tt = _tensor("soft_max_add_sinks", "t", t), ts = _tensor("soft_max_add_sinks", "sinks", sinks)
     if tt.c.op != Op.SOFT_MAX:
         raise ValueError(f"soft_max_add_sinks: t must be a soft_max_ext result, got op {tt.op.name}")
@@ -343,13 +351,25 @@ def soft_max_add_sinks(t, sinks):
 _GLU_TYPES = {Type.F32, Type.F16}
 
 
+def _glu_op(str name, op):
+    try:
+        return GluOp(op)
+    except ValueError:
+        names = ", ".join(o.name for o in GluOp)
+        raise ValueError(f"{name}: op must be a pyggml.GluOp ({names}), got {op!r}") from None
+
+
 def glu(a, op, swapped=False):
-    """Gated unit on the two halves of each row of a: out = act(x) * g with x the first half and g
-    the second (reversed when swapped). Result ne0 = a.ne0 // 2."""
+    """Gated unit on the two halves of each row of a (ggml_glu): out = act(x) * g with x the first
+    half and g the second (exchanged when swapped); result [a.ne0 // 2, ...] of a's type (F32/F16;
+    an odd last element is ignored). GEGLU uses the tanh form computed in f32, where ggml's CPU reads
+    an fp16 table. a needs packed rows (ggml: contiguous_1)."""
     cdef Tensor ta = _tensor("glu", "a", a)
-    gop = _glu_op(op)
+    gop = _glu_op("glu", op)
     _types("glu", "a", ta, _GLU_TYPES)
     _packed0("glu", "a", ta)
+    if ta.c.ne[0] < 2:
+        raise ValueError(f"glu: a.ne[0] must be >= 2 to split into x and g, got {ta.c.ne[0]}")
     cdef Tensor t = new_node(ta.ctx, ta.c.type, (ta.c.ne[0] // 2,) + ta.ne[1:], Op.GLU, (ta,))
     set_param_i32(t, 0, gop)
     set_param_i32(t, 1, 1 if swapped else 0)
@@ -357,9 +377,10 @@ def glu(a, op, swapped=False):
 
 
 def glu_split(a, b, op):
-    """Gated unit with separate tensors: out = act(a) * b (same shape and type)."""
+    """Gated unit with separate tensors (ggml_glu_split): out = act(a) * b, same shape and type
+    (F32/F16)."""
     cdef Tensor ta = _tensor("glu_split", "a", a), tb = _tensor("glu_split", "b", b)
-    gop = _glu_op(op)
+    gop = _glu_op("glu_split", op)
     _types("glu_split", "a", ta, _GLU_TYPES)
     if tb.c.type != ta.c.type:
         raise TypeError(f"glu_split: b must have a's type {ta.type.name}, got {tb.type.name}")
@@ -371,20 +392,13 @@ def glu_split(a, b, op):
     return t
 
 
-def _glu_op(op):
-    try:
-        return GluOp(op)
-    except ValueError:
-        raise ValueError(f"glu: op must be a pyggml.GluOp, got {op!r}") from None
-
-
 def swiglu(a):
-    """silu(first half) * second half of each row."""
+    """silu(first half) * second half of each row (ggml_swiglu)."""
     return glu(a, GluOp.SWIGLU)
 
 
 def swiglu_split(a, b):
-    """silu(a) * b."""
+    """silu(a) * b (ggml_swiglu_split)."""
     return glu_split(a, b, GluOp.SWIGLU)
 
 

@@ -1,5 +1,7 @@
 """float64 numpy references written from ../shared/docs/ggml-semantics.md. No pyggml code here:
 tests build inputs with numpy, run pyggml, and compare against these functions."""
+import math
+
 import numpy as np
 
 
@@ -119,6 +121,87 @@ def broadcast_binary(a, b, op):
 # ================================================================================================
 # ---- activations, softmax, get_rows ----
 # ================================================================================================
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def silu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / (1.0 + np.exp(-x))
+
+
+def gelu(x):
+    """tanh approximation: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))."""
+    x = np.asarray(x, dtype=np.float64)
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_erf(x):
+    x = np.asarray(x, dtype=np.float64)
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def gelu_quick(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / (1.0 + np.exp(-1.702 * x))
+
+
+def relu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, x, 0.0)
+
+
+# GLU op value (ggml's enum) -> activation of x
+GLU_ACT = {0: relu, 1: gelu, 2: silu, 4: gelu_erf, 5: gelu_quick}
+
+
+def glu(a, op, swapped=False):
+    """Single-tensor GLU on numpy rows (last axis): x = first half, g = second (exchanged if swapped);
+    an odd last element is dropped."""
+    a = np.asarray(a, dtype=np.float64)
+    n = a.shape[-1] // 2
+    x, g = a[..., :n], a[..., n:2 * n]
+    if swapped:
+        x, g = g, x
+    return GLU_ACT[op](x) * g
+
+
+def glu_split(a, b, op):
+    return GLU_ACT[op](np.asarray(a, dtype=np.float64)) * np.asarray(b, dtype=np.float64)
+
+
+def alibi_slopes(n_head, max_bias):
+    """ALiBi slope per head: n2 = 2^floor(log2 H), m0^(h+1) for h < n2 else m1^(2(h-n2)+1)."""
+    if max_bias <= 0:
+        return np.ones(n_head)
+    n2 = 2 ** math.floor(math.log2(n_head))
+    m0 = 2.0 ** (-max_bias / n2)
+    m1 = 2.0 ** (-max_bias / 2.0 / n2)
+    h = np.arange(n_head)
+    return np.where(h < n2, m0 ** (h + 1), m1 ** (2 * (h - n2) + 1))
+
+
+def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
+    """a: numpy [S, H, R, n] (ggml ne reversed, 4-d); mask [M3, M2, >=R, n] (dims broadcast by
+    modulo, rows 0..R-1 used); sinks [H]. Softmax over the last axis, float64."""
+    a = np.asarray(a, dtype=np.float64)
+    S, H, R = a.shape[:3]
+    w = a * scale
+    if mask is not None:
+        m = np.asarray(mask, dtype=np.float64)[:, :, :R, :]
+        m = m[np.arange(S) % m.shape[0]][:, np.arange(H) % m.shape[1]]
+        with np.errstate(invalid="ignore"):
+            w = w + alibi_slopes(H, max_bias)[None, :, None, None] * m
+    mx = w.max(axis=-1, keepdims=True)
+    if sinks is not None:
+        sk = np.asarray(sinks, dtype=np.float64)[None, :, None, None]
+        mx = np.maximum(mx, sk)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(w - mx)
+        den = e.sum(axis=-1, keepdims=True)
+        if sinks is not None:
+            den = den + np.exp(sk - mx)
+        return e / den
 
 
 # ================================================================================================
