@@ -349,15 +349,7 @@ def rope(x, pos, n_dims, mode, n_ctx_orig=0, freq_base=10000.0, freq_scale=1.0, 
 # ---- attention ----
 # ================================================================================================
 
-def alibi_slopes(n_head, max_bias):
-    """ALiBi slope per head (ggml: m0^(h+1) below n2 = 2^floor(log2 n_head), else m1^(2(h-n2)+1))."""
-    if max_bias <= 0:
-        return np.ones(n_head)
-    n2 = 2 ** int(np.floor(np.log2(n_head)))
-    m0 = 2.0 ** (-max_bias / n2)
-    m1 = 2.0 ** (-max_bias / 2 / n2)
-    h = np.arange(n_head)
-    return np.where(h < n2, m0 ** (h + 1), m1 ** (2 * (h - n2) + 1))
+# alibi_slopes: shared with soft_max_ext above
 
 
 def flash_attn_ext(q, k, v, mask=None, scale=1.0, max_bias=0.0, softcap=0.0, sinks=None):

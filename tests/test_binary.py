@@ -1,10 +1,10 @@
 """add, mul (broadcast as ggml's can_repeat), scale; copies with conversion (cpy, cont, dup)."""
 import numpy as np
 import pytest
-
-import pyggml as gg
 import reference as ref
 from conftest import THREADS, run
+
+import pyggml as gg
 
 SHAPES = [  # (a numpy shape, b numpy shape): b repeats over a
     ((17,), (17,)),

@@ -1,9 +1,9 @@
 """CGraph: topological order, planning (threads, work buffer, memory of intermediates), compute."""
 import numpy as np
 import pytest
+from conftest import THREADS
 
 import pyggml as gg
-from conftest import THREADS
 
 
 def test_build_forward_expand_order(ctx):

@@ -3,9 +3,9 @@ import gc
 
 import numpy as np
 import pytest
+import reference as ref
 
 import pyggml as gg
-import reference as ref
 
 FLOATS = ["F32", "F16", "BF16", "Q8_0", "Q4_0"]
 
@@ -24,11 +24,11 @@ def test_new_tensor_layout(ctx):
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(type=gg.Type.Q8_0, ne=(33,)), "multiple of 32"),
-    (dict(type=gg.Type.F32, ne=(1, 2, 3, 4, 5)), "1 to 4 entries"),
-    (dict(type=gg.Type.F32, ne=(-1,)), ">= 0"),
-    (dict(type=99, ne=(4,)), "pyggml.Type"),
-    (dict(type=gg.Type.F32, ne=(1 << 40, 1 << 40)), "too large"),
+    ({"type": gg.Type.Q8_0, "ne": (33,)}, "multiple of 32"),
+    ({"type": gg.Type.F32, "ne": (1, 2, 3, 4, 5)}, "1 to 4 entries"),
+    ({"type": gg.Type.F32, "ne": (-1,)}, ">= 0"),
+    ({"type": 99, "ne": (4,)}, "pyggml.Type"),
+    ({"type": gg.Type.F32, "ne": (1 << 40, 1 << 40)}, "too large"),
 ])
 def test_new_tensor_errors(ctx, bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
