@@ -426,11 +426,17 @@ cdef class CGraph:
             self._raise_data_error(st.shared)
 
     cdef _raise_data_error(self, pg_shared * sh):
+        # the indices are src[1] of get_rows (range: a.ne[1]) and of set_rows (range: the destination's
+        # ne[1]); err_pos is the linear element position in the indices, shown as (i, j, k)
         cdef Tensor t
         for t in self._nodes:
             if &t.c == sh.err_node:
                 op = Op(t.c.op).name.lower()
-                raise IndexError(f"{op}: index {sh.err_val} at position {sh.err_pos} is out of range")
+                idx, limit = t._src[1], (t._src[0].ne[1] if t.c.op == Op.GET_ROWS else t.c.ne[1])
+                pos = (sh.err_pos % idx.ne[0], sh.err_pos // idx.ne[0] % idx.ne[1], sh.err_pos // (idx.ne[0] * idx.ne[1]))
+                what = "the destination was not written" if t.c.op == Op.SET_ROWS else "its row is zero"
+                raise IndexError(f"{op}: index {sh.err_val} at position {pos} of the indices is out of "
+                                 f"range [0, {limit}); {what}")
         raise IndexError(f"index {sh.err_val} at position {sh.err_pos} is out of range")
 
     def __repr__(self):
