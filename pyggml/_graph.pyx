@@ -433,7 +433,8 @@ cdef class CGraph:
             if &t.c == sh.err_node:
                 op = Op(t.c.op).name.lower()
                 idx, limit = t._src[1], (t._src[0].ne[1] if t.c.op == Op.GET_ROWS else t.c.ne[1])
-                pos = (sh.err_pos % idx.ne[0], sh.err_pos // idx.ne[0] % idx.ne[1], sh.err_pos // (idx.ne[0] * idx.ne[1]))
+                n0, n1 = idx.ne[0], idx.ne[1]
+                pos = (sh.err_pos % n0, sh.err_pos // n0 % n1, sh.err_pos // (n0 * n1))
                 what = "the destination was not written" if t.c.op == Op.SET_ROWS else "its row is zero"
                 raise IndexError(f"{op}: index {sh.err_val} at position {pos} of the indices is out of "
                                  f"range [0, {limit}); {what}")

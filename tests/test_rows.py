@@ -2,10 +2,10 @@
 byte with the reference converters (quantised rows included, exact .5 ties among the values)."""
 import numpy as np
 import pytest
+import reference as ref
 from conftest import THREADS, run
 
 import pyggml as gg
-import reference as ref
 
 DST_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0"]
 IDX_DTYPE = {"I32": np.int32, "I64": np.int64}
