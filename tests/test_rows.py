@@ -285,3 +285,70 @@ def test_kvcache_bad_input(ctx):
         step.cpy_k(0, ctx.new_tensor(gg.Type.F32, (64, 2, 3)))
     with pytest.raises(ValueError, match=r"n_tokens must be > 0"):
         cache.prepare(0)
+
+
+# ---- ROPE -> SET_ROWS fusion ----
+
+def _rope(x, pos, n_dims, mode, ext_factor=0.0):
+    return gg.rope_ext(x, pos, None, n_dims, mode, 4096, 10000.0, 1.0, ext_factor, 1.0, 32.0, 1.0)
+
+
+def _kv_write(ctx, x, typ, nth, n_dims, mode, fused, monkeypatch, pos0=3):
+    """rope(x) written through a KVCache step; returns (cache K bytes, plan)."""
+    hd, nh, nt = x.shape[2], x.shape[1], x.shape[0]
+    cache = gg.KVCache(ctx, 1, 16, hd, nh, type=gg.Type[typ])
+    cache.prepare(pos0)
+    step = cache.prepare(nt)
+    monkeypatch.setenv("PYGGML_DISABLE_FUSION", "0" if fused else "1")
+    g = gg.CGraph()
+    g.build_forward_expand(step.cpy_k(0, _rope(ctx.from_numpy(x), step.positions, n_dims, mode)))
+    plan = g.plan(nth)
+    g.compute(nth)
+    return _rows(cache.k[0], (16,)), plan
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+@pytest.mark.parametrize("nt", [1, 5])
+@pytest.mark.parametrize("mode,n_dims", [(gg.RopeType.NORMAL, 64), (gg.RopeType.NEOX, 64), (gg.RopeType.NEOX, 32)])
+@pytest.mark.parametrize("typ", DST_TYPES)
+def test_rope_set_rows_fused_equals_unfused(ctx, rng, monkeypatch, typ, mode, n_dims, nt, nth):
+    x = _values(rng, (nt, 3, 64)) * 10
+    fused, plan = _kv_write(ctx, x, typ, nth, n_dims, mode, True, monkeypatch)
+    assert [tuple(t.op for t in grp) for grp in plan.fused] == [(gg.Op.ROPE, gg.Op.SET_ROWS)]
+    assert plan.work_size == 2 * 3 * 64 * 4 * plan.n_threads
+    unfused, plan = _kv_write(ctx, x, typ, nth, n_dims, mode, False, monkeypatch)
+    assert plan.fused == []
+    np.testing.assert_array_equal(fused, unfused)
+    assert fused[3:3 + nt].any()
+
+
+@pytest.mark.parametrize("nth", THREADS)
+def test_rope_set_rows_fused_direct_and_bad_index(ctx, rng, nth):
+    """set_rows reading the rope result itself (rows = heads, dim 2 = tokens), YaRN angles; a bad
+    index leaves the destination as it was."""
+    x = ctx.from_numpy(_values(rng, (4, 3, 64)))
+    pos = ctx.from_numpy(np.array([7, 2, 9, 4], np.int32))
+    c = ctx.from_numpy(np.array([5, 0, 2], np.int64))
+    outs = []
+    for fuse in (True, False):
+        a = ctx.new_tensor(gg.Type.Q8_0, (64, 6, 4))
+        r = _rope(x, pos, 64, gg.RopeType.NEOX, ext_factor=0.5)
+        if not fuse:
+            r.name = "rope"
+            g = gg.CGraph()
+            g.build_forward_expand(r)           # an output: not fusable
+            g.build_forward_expand(gg.set_rows(a, r, c))
+        else:
+            g = gg.CGraph()
+            g.build_forward_expand(gg.set_rows(a, r, c))
+        assert len(g.plan(nth).fused) == (1 if fuse else 0)
+        g.compute(nth)
+        outs.append(_rows(a, (4, 6)))
+        if fuse:
+            before = outs[0].copy()
+            c.numpy()[1] = -3
+            with pytest.raises(IndexError, match=r"set_rows: index -3 at position \(1, 0, 0\)"):
+                g.compute(nth)
+            np.testing.assert_array_equal(_rows(a, (4, 6)), before)
+            c.numpy()[1] = 0
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -24,10 +24,18 @@
  * one thread in source order, so duplicates resolve to the last source row with any thread count,
  * and consecutive slots (a KV cache) spread evenly. With fewer rows than threads (decode writes one
  * row per layer) every thread converts its own range of blocks of each row, again in source order.
+ *
+ * Fused ROPE -> SET_ROWS (pyggml's; _graph.pyx checks the conditions): b is an F32 rope result (or a
+ * reshape of one) that nothing else reads. Each source row is made on the fly from the rope rows it
+ * consists of (E a multiple of the rope row ne0), rotated into the thread's scratch exactly as the
+ * ROPE kernel would write them, then converted into the destination: the rope result is never
+ * written, and the bytes equal the unfused pair's. Scratch: E floats of row plus the rope cos/sin
+ * cache (at most E floats) per thread.
  */
 #pragma once
 #include "convert.h"
 #include "barrier.h"
+#include "rope.h"
 
 /* elements per unit when a row is split across threads: a block, or 64 elements for the plain
  * types so that two threads never write into one cache line of an F16/BF16/F32 row */
@@ -66,6 +74,15 @@ static inline void pg_compute_get_rows(const pg_params * p, pg_tensor * dst) {
 
 /* ---- set_rows ---- */
 
+/* where a fused set_rows gets its rows: the ROPE node, its decoded parameters and the thread's
+ * cos/sin cache (valid for token `cached`) */
+typedef struct pg_rows_rope {
+    const pg_tensor * node;
+    pg_rope r;
+    float * cache;
+    int64_t cached;
+} pg_rows_rope;
+
 static inline bool pg_set_rows_widens(const pg_tensor * dst) {
     return dst->src[0]->type == PG_TYPE_F16 && dst->type != PG_TYPE_F16;
 }
@@ -74,14 +91,36 @@ static inline size_t pg_work_set_rows(const pg_tensor * dst, int nth) {
     return pg_set_rows_widens(dst) ? pg_per_thread(dst->ne[0] * sizeof(float), nth) : 0;
 }
 
+static inline size_t pg_work_rope_set_rows(const pg_tensor * dst, int nth) {
+    return pg_per_thread(2 * dst->ne[0] * sizeof(float), nth);
+}
+
+/* source row ir (linear over b's rows) of a fused set_rows as f32 in buf: rope rows
+ * ir*E/ne0 .. (ir+1)*E/ne0 - 1, each rotated with the cache of its token */
+static inline void pg_rope_source_row(pg_rows_rope * rr, int64_t ir, int64_t E, float * buf) {
+    const pg_tensor * rope = rr->node;
+    const int64_t ne0 = rope->ne[0], ne1 = rope->ne[1], ne2 = rope->ne[2];
+    for (int64_t j = ir * (E / ne0), k = 0; k < E; j++, k += ne0) {
+        const int64_t i1 = j % ne1, i2 = j / ne1 % ne2, i3 = j / (ne1 * ne2);
+        if (i2 != rr->cached) {
+            pg_rope_cache_init(&rr->r, rope->src[1], i2, rr->cache);
+            rr->cached = i2;
+        }
+        pg_rope_row_f32(&rr->r, rr->cache, (const float *) pg_row(rope->src[0], i1, i2, i3), buf + k);
+    }
+}
+
 /* elements [e0, e1) of source row (i, i2, i3) into destination row (r, i2, i3) */
-static inline void pg_set_row(const pg_tensor * dst, int64_t r, int64_t i, int64_t i2, int64_t i3,
-                              int64_t e0, int64_t e1, float * buf) {
+static inline void pg_set_row(const pg_tensor * dst, pg_rows_rope * rr, int64_t r, int64_t i, int64_t i2,
+                              int64_t i3, int64_t e0, int64_t e1, float * buf) {
     const pg_tensor * b = dst->src[0];
     const char * x = pg_row(b, i, i2, i3) + pg_row_size(b->type, e0);
     char * y = pg_row(dst, r, i2, i3) + pg_row_size(dst->type, e0);
     const int64_t m = e1 - e0;
-    if (b->type == dst->type) {
+    if (rr) {
+        pg_rope_source_row(rr, i + b->ne[1] * (i2 + b->ne[2] * i3), dst->ne[0], buf);
+        pg_traits[dst->type].from_float(buf + e0, y, m);
+    } else if (b->type == dst->type) {
         memcpy(y, x, pg_row_size(dst->type, m));
     } else if (b->type == PG_TYPE_F32) {
         pg_traits[dst->type].from_float((const float *) x, y, m);
@@ -91,7 +130,8 @@ static inline void pg_set_row(const pg_tensor * dst, int64_t r, int64_t i, int64
     }
 }
 
-static inline void pg_compute_set_rows(const pg_params * p, pg_tensor * dst) {
+/* set_rows, reading its source rows from b or, fused, from the ROPE node `rope` */
+static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const pg_tensor * rope) {
     const pg_tensor * b = dst->src[0];
     const pg_tensor * c = dst->src[1];
     const int64_t E = dst->ne[0], R = dst->ne[1];
@@ -112,13 +152,24 @@ static inline void pg_compute_set_rows(const pg_params * p, pg_tensor * dst) {
     if (__atomic_load_n(&p->shared->err, __ATOMIC_ACQUIRE)) return;
 
     /* 2. the writes, in source order within each thread */
-    float * buf = pg_set_rows_widens(dst) ? (float *) pg_scratch(p, E * sizeof(float)) : NULL;
+    float * buf = NULL;
+    pg_rows_rope rr, * prr = NULL;
+    if (rope) {
+        buf = (float *) pg_scratch(p, 2 * E * sizeof(float));
+        rr.node = rope;
+        pg_rope_init(&rr.r, rope);
+        rr.cache = buf + E;
+        rr.cached = -1;
+        prr = &rr;
+    } else if (pg_set_rows_widens(dst)) {
+        buf = (float *) pg_scratch(p, E * sizeof(float));
+    }
     const int64_t nr = n * A2 * A3;
     if (nr >= p->nth) {
         for (int64_t ir = 0; ir < nr; ir++) {
             const int64_t i = ir % n, i2 = ir / n % A2, i3 = ir / (n * A2);
             const int64_t r = pg_rows_index(c, i, i2 % C1, i3 % C2);
-            if ((r + i2 + A2 * i3) % p->nth == p->ith) pg_set_row(dst, r, i, i2, i3, 0, E, buf);
+            if ((r + i2 + A2 * i3) % p->nth == p->ith) pg_set_row(dst, prr, r, i, i2, i3, 0, E, buf);
         }
     } else {
         const int64_t unit = pg_traits[dst->type].blck > 1 ? pg_traits[dst->type].blck : PG_ROWS_SPLIT;
@@ -128,7 +179,13 @@ static inline void pg_compute_set_rows(const pg_params * p, pg_tensor * dst) {
         if (e0 >= e1) return;
         for (int64_t ir = 0; ir < nr; ir++) {
             const int64_t i = ir % n, i2 = ir / n % A2, i3 = ir / (n * A2);
-            pg_set_row(dst, pg_rows_index(c, i, i2 % C1, i3 % C2), i, i2, i3, e0, e1, buf);
+            pg_set_row(dst, prr, pg_rows_index(c, i, i2 % C1, i3 % C2), i, i2, i3, e0, e1, buf);
         }
     }
+}
+
+static inline void pg_compute_set_rows(const pg_params * p, pg_tensor * dst) { pg_set_rows_impl(p, dst, NULL); }
+
+static inline void pg_compute_rope_set_rows(const pg_params * p, const pg_tensor * rope, pg_tensor * dst) {
+    pg_set_rows_impl(p, dst, rope);
 }
