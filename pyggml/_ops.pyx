@@ -604,7 +604,9 @@ def set_rows(a, b, c):
     >= R makes compute() raise IndexError (op, position, value) with a left unchanged (ggml asserts).
     Duplicate indices are well defined: the last source row (in b's row order) wins, with any number
     of threads (ggml leaves it undefined). Rows are split across all threads, and a single row by
-    blocks (ggml runs set_rows on one thread)."""
+    blocks (ggml runs set_rows on one thread). When b is an F32 rope_ext/rope_multi result (or a reshape
+    of one) read by nothing else, the graph fuses the pair: rows are rotated and written converted
+    straight into a, bit-identical to the two nodes (ggml has no such fusion)."""
     cdef Tensor ta = _tensor("set_rows", "a", a), tb = _tensor("set_rows", "b", b)
     cdef Tensor tc = _tensor("set_rows", "c", c)
     _types("set_rows", "a", ta, _SET_ROWS_DST_TYPES)

@@ -10,7 +10,8 @@ out contiguously: a step of n tokens takes the next n free slots, so token t of 
     # per layer: k_cur, v_cur [head_dim, n_head_kv, n_tokens] (F32/F16, e.g. a rope_ext result)
     step.cpy_k(il, k_cur); step.cpy_v(il, v_cur)               # the set_rows nodes
     out = flash_attn_ext(q, step.get_k(il), step.get_v(il), step.mask, scale)
-    # step.positions (I32 [n_tokens]) are the positions to rotate k_cur/q with
+    # step.positions (I32 [n_tokens]) are the positions to rotate k_cur/q with; a rope_ext result
+    # passed to cpy_k is rotated and written into the cache by one fused node
 
 get_k/get_v are views over the filled slots [head_dim, n_kv, n_head_kv] built on the set_rows node of
 the step (when there is one), so a graph that uses them runs the write first. The mask is F16
