@@ -8,21 +8,12 @@ from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
 from pyggml._graph import CGraph, Plan, build_info, default_threads
 from pyggml._ops import *
 from pyggml._tensor import Context, Tensor
+from pyggml.kvcache import KVCache, KVStep
 
 __version__ = "0.1.0"
 
 __all__ = [
-           "CGraph",
-           "Context",
-           "GluOp",
-           "Op",
-           "Plan",
-           "Prec",
-           "RopeType",
-           "Tensor",
-           "Type",
-           "UnaryOp",
-           "build_info",
-           "default_threads",
+    "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "Tensor", "Type",
+    "UnaryOp", "build_info", "default_threads",
 ]
 __all__ += _ops.__all__

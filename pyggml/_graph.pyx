@@ -17,6 +17,8 @@ pattern is one table entry, one exec kind and one line in _compute_node.
     ADD -> RMS_NORM -> MUL   h = a + b, y = rms_norm(h) * w; h written, the norm's result not
     RMS_NORM -> MUL          ggml's one CPU fusion (ggml-semantics.md sections 6 and 9)
     ADD -> RMS_NORM          h = a + b, y = rms_norm(h) (pyggml's; h is still written)
+    ROPE -> SET_ROWS         rotated rows written converted straight into a cache (pyggml's; the
+                             rope result, read by the set_rows only, is not written)
 
 Matching depends only on the graph, so the memory planner treats a group as one step (no block is
 reused inside it, whether the group then runs fused or not). plan() applies the groups once per
@@ -57,6 +59,8 @@ cdef extern from "softmax.h" nogil:
 cdef extern from "rows.h" nogil:
     void pg_compute_get_rows(const pg_params * p, pg_tensor * dst)
     void pg_compute_set_rows(const pg_params * p, pg_tensor * dst)
+    void pg_compute_rope_set_rows(const pg_params * p, const pg_tensor * rope, pg_tensor * dst)
+    size_t pg_work_rope_set_rows(const pg_tensor * dst, int nth)
     size_t pg_work_get_rows(const pg_tensor * dst, int nth)
     size_t pg_work_set_rows(const pg_tensor * dst, int nth)
 
@@ -90,6 +94,7 @@ cdef enum:
     EXEC_RMS_NORM_MUL = 1       # aux[0] = rms_norm, node = mul
     EXEC_ADD_RMS_NORM = 2       # aux[0] = add, node = rms_norm
     EXEC_ADD_RMS_NORM_MUL = 3   # aux[0] = add, aux[1] = rms_norm, node = mul
+    EXEC_ROPE_SET_ROWS = 4      # aux[0] = rope, node = set_rows
 
 
 cdef struct pg_exec:
@@ -107,6 +112,8 @@ cdef void _compute_node(const pg_params * p, const pg_exec * e) noexcept nogil:
         pg_compute_rms_norm_fused(p, e.aux[0], t, NULL)
     elif e.kind == EXEC_ADD_RMS_NORM_MUL:
         pg_compute_rms_norm_fused(p, e.aux[0], e.aux[1], t)
+    elif e.kind == EXEC_ROPE_SET_ROWS:
+        pg_compute_rope_set_rows(p, e.aux[0], t)
     elif op == PG_OP_ADD:
         pg_compute_add(p, t)
     elif op == PG_OP_MUL:
@@ -261,11 +268,25 @@ def _add_norm(Tensor add, Tensor norm, dict uses):
             and a.type == Type.F32 and b.type == Type.F32 and b.ne[0] == add.c.ne[0])
 
 
+def _rope_set_rows(Tensor rope, Tensor sr, dict uses):
+    """ROPE -> SET_ROWS: the rope result is F32, is not a view or an output, and is read only by the
+    set_rows, directly or through one reshape (a KV cache writes [head_dim * n_head, n_tokens] rows);
+    a set_rows row is a whole number of rope rows."""
+    if uses.get(id(rope), 0) != 1 or rope._view_src is not None or rope.c.flags & FLAG_OUTPUT:
+        return False
+    cdef Tensor b = sr._src[0]
+    if b is not rope and (b.c.op != Op.RESHAPE or b._src[0] is not rope or uses.get(id(b), 0) != 1
+                          or b.c.flags & FLAG_OUTPUT):
+        return False
+    return rope.c.type == Type.F32 and b.c.ne[0] % rope.c.ne[0] == 0
+
+
 _PATTERNS = (
     ((Op.ADD, Op.RMS_NORM, Op.MUL), EXEC_ADD_RMS_NORM_MUL,
      lambda g, u: _add_norm(g[0], g[1], u) and _norm_mul(g[1], g[2], u)),
     ((Op.RMS_NORM, Op.MUL), EXEC_RMS_NORM_MUL, lambda g, u: _norm_mul(g[0], g[1], u)),
     ((Op.ADD, Op.RMS_NORM), EXEC_ADD_RMS_NORM, lambda g, u: _add_norm(g[0], g[1], u)),
+    ((Op.ROPE, Op.SET_ROWS), EXEC_ROPE_SET_ROWS, lambda g, u: _rope_set_rows(g[0], g[1], u)),
 )
 
 
@@ -504,6 +525,8 @@ cdef class CGraph:
         for n, kind, _, _ in entries:
             if kind == EXEC_OP:
                 work = max(work, _work_size(&n.c, plan_threads))
+            elif kind == EXEC_ROPE_SET_ROWS:
+                work = max(work, pg_work_rope_set_rows(&n.c, plan_threads))
         plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
                     bool(use_ref))
         self._plans[key] = (plan, entries)
@@ -542,11 +565,18 @@ cdef class CGraph:
             self._raise_data_error(st.shared)
 
     cdef _raise_data_error(self, pg_shared * sh):
+        # the indices are src[1] of get_rows (range: a.ne[1]) and of set_rows (range: the destination's
+        # ne[1]); err_pos is the linear element position in the indices, shown as (i, j, k)
         cdef Tensor t
         for t in self._nodes:
             if &t.c == sh.err_node:
                 op = Op(t.c.op).name.lower()
-                raise IndexError(f"{op}: index {sh.err_val} at position {sh.err_pos} is out of range")
+                idx, limit = t._src[1], (t._src[0].ne[1] if t.c.op == Op.GET_ROWS else t.c.ne[1])
+                n0, n1 = idx.ne[0], idx.ne[1]
+                pos = (sh.err_pos % n0, sh.err_pos // n0 % n1, sh.err_pos // (n0 * n1))
+                what = "the destination was not written" if t.c.op == Op.SET_ROWS else "its row is zero"
+                raise IndexError(f"{op}: index {sh.err_val} at position {pos} of the indices is out of "
+                                 f"range [0, {limit}); {what}")
         raise IndexError(f"index {sh.err_val} at position {sh.err_pos} is out of range")
 
     def __repr__(self):

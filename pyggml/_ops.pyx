@@ -599,6 +599,56 @@ def rope_set_offset(t, n_offs):
 # ================================================================================================
 # (each section appends its public names: __all__ += [...])
 
+__all__ += ["set_rows"]
+
+_SET_ROWS_DST_TYPES = FLOAT_TYPES | QUANT_TYPES
+
+
+def set_rows(a, b, c):
+    """Write the rows of b into a at the rows named by c and return a view of a (the node that
+    writes it; build on the view so later nodes run after the write).
+
+    a: destination [E, R, A2, A3], F32/F16/BF16/Q8_0/Q4_0 (E a multiple of the block size), rows
+    packed in dim 0, otherwise any strides (a KV-cache slice). b: source rows F32/F16 [E, n, A2, A3],
+    rows packed in dim 0. c: I32/I64 indices [n, C1, C2, 1], broadcast over dims 2/3 by modulo:
+    a[:, c[i, i2 % C1, i3 % C2], i2, i3] = convert(b[:, i, i2, i3]) with ggml's CPU conversions.
+    src slots as ggml: 0 = b, 1 = c, 2 = a.
+
+    Differs from ggml: every index is checked before any row is written, and one that is negative or
+    >= R makes compute() raise IndexError (op, position, value) with a left unchanged (ggml asserts).
+    Duplicate indices are well defined: the last source row (in b's row order) wins, with any number
+    of threads (ggml leaves it undefined). Rows are split across all threads, and a single row by
+    blocks (ggml runs set_rows on one thread). When b is an F32 rope_ext/rope_multi result (or a reshape
+    of one) read by nothing else, the graph fuses the pair: rows are rotated and written converted
+    straight into a, bit-identical to the two nodes (ggml has no such fusion)."""
+    cdef Tensor ta = _tensor("set_rows", "a", a), tb = _tensor("set_rows", "b", b)
+    cdef Tensor tc = _tensor("set_rows", "c", c)
+    _types("set_rows", "a", ta, _SET_ROWS_DST_TYPES)
+    _types("set_rows", "b", tb, {Type.F32, Type.F16})
+    _types("set_rows", "c", tc, {Type.I32, Type.I64})
+    _packed0("set_rows", "a", ta)
+    _packed0("set_rows", "b", tb)
+    blck = TYPE_TRAITS[ta.type][0]
+    if ta.c.ne[0] % blck:
+        raise ValueError(f"set_rows: a.ne[0] must be a multiple of the {ta.type.name} block size {blck}, "
+                         f"got {ta.c.ne[0]}")
+    if ta.c.ne[0] != tb.c.ne[0]:
+        raise ValueError(f"set_rows: b.ne[0] must equal a.ne[0] = {ta.c.ne[0]}, got {tb.c.ne[0]}")
+    if ta.c.ne[2] != tb.c.ne[2] or ta.c.ne[3] != tb.c.ne[3]:
+        raise ValueError(f"set_rows: b.ne[2:4] must equal a.ne[2:4] = {ta.ne[2:]}, got {tb.ne[2:]}")
+    if tc.c.ne[0] != tb.c.ne[1]:
+        raise ValueError(f"set_rows: c.ne[0] must equal b.ne[1] = {tb.c.ne[1]}, got {tc.c.ne[0]}")
+    if tc.c.ne[3] != 1:
+        raise ValueError(f"set_rows: c.ne[3] must be 1, got {tc.c.ne[3]}")
+    if tc.c.ne[1] == 0 or tc.c.ne[2] == 0 or tb.c.ne[2] % tc.c.ne[1] or tb.c.ne[3] % tc.c.ne[2]:
+        raise ValueError(f"set_rows: b.ne[2:4] = {tb.ne[2:]} must be multiples of c.ne[1:3] = {tc.ne[1:3]}")
+    cdef Tensor t = new_view(ta, ta.ne, ta.nb, 0, Op.SET_ROWS, ta._ndim)
+    t._src = (tb, tc, ta) + (None,) * 7
+    t.c.src[0] = &tb.c
+    t.c.src[1] = &tc.c
+    t.c.src[2] = &ta.c
+    return t
+
 
 # ================================================================================================
 # ---- attention: flash_attn_ext and friends ----

@@ -392,3 +392,47 @@ def flash_attn_ext(q, k, v, mask=None, scale=1.0, max_bias=0.0, softcap=0.0, sin
 # ================================================================================================
 # ---- set_rows ----
 # ================================================================================================
+
+def encode_rows(x, typ):
+    """Rows of x (last axis) stored as type name typ, as uint8 bytes per row (ggml's CPU conversions)."""
+    x = np.asarray(x, dtype=np.float32)
+    if typ == "F32":
+        b = x.copy()
+    elif typ == "F16":
+        b = f32_to_f16_bits(x)
+    elif typ == "BF16":
+        b = f32_to_bf16_bits(x)
+    elif typ == "Q8_0":
+        return quantize_q8_0(x)
+    elif typ == "Q4_0":
+        return quantize_q4_0(x)
+    else:
+        raise ValueError(typ)
+    return np.ascontiguousarray(b).view(np.uint8).reshape(x.shape[:-1] + (-1,))
+
+
+def set_rows(a, b, c):
+    """ggml_set_rows in numpy order: a [A3, A2, R, X] destination rows (any row representation, e.g.
+    bytes), b [A3, A2, n, X] the rows to write in the same representation, c [C2, C1, n] indices
+    broadcast over a's dims by modulo. Source rows are written in order, so the last duplicate wins.
+    Returns the new a."""
+    out = np.array(a, copy=True)
+    A3, A2, n = b.shape[:3]
+    C2, C1 = c.shape[:2]
+    for i3 in range(A3):
+        for i2 in range(A2):
+            for i in range(n):
+                out[i3, i2, c[i3 % C2, i2 % C1, i]] = b[i3, i2, i]
+    return out
+
+
+def get_rows(a, b):
+    """ggml_get_rows in numpy order: a [B2, B1, R, E] (stored values), b [B2, B1, n] indices ->
+    [B2, B1, n, E], row (k, j, i) = a[k, j, b[k, j, i]]."""
+    a = np.asarray(a)
+    B2, B1, n = b.shape
+    out = np.empty((B2, B1, n, a.shape[-1]), dtype=a.dtype)
+    for k in range(B2):
+        for j in range(B1):
+            out[k, j] = a[k, j, b[k, j]]
+    return out

@@ -27,16 +27,7 @@ static inline void pg_row_q8_0_to_f32(const void * vx, float * y, int64_t n) {
 }
 
 static inline void pg_row_q8_0_from_f32(const float * x, void * vy, int64_t n) {
-    pg_block_q8_0 * y = (pg_block_q8_0 *) vy;
-    for (int64_t ib = 0; ib < n / PG_QK8_0; ib++) {
-        const float * xb = x + ib * PG_QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < PG_QK8_0; j++) amax = PG_MAX(amax, fabsf(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        y[ib].d = pg_fp32_to_fp16(d);
-        for (int j = 0; j < PG_QK8_0; j++) y[ib].qs[j] = (int8_t) nearbyintf(xb[j] * id);
-    }
+    pg_vec_quantize_q8_0(n, x, (pg_block_q8_0 *) vy);
 }
 
 static inline void pg_row_q4_0_to_f32(const void * vx, float * y, int64_t n) {

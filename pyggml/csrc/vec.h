@@ -945,3 +945,56 @@ static inline void pg_vec_attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, const
 /* ==================================================================================== *
  * ---- set_rows primitives ----
  * ==================================================================================== */
+
+/* Q8_0 quantisation of n floats (n a multiple of 32), ggml's CPU quantiser: per block amax = max|x|,
+ * d = amax/127 stored as fp16, q = round-half-even(x * (amax ? 127/amax : 0)). The vector bodies do
+ * the same two f32 operations per element (one multiply, one rounding), so every path gives the same
+ * bytes as the scalar loop. */
+static inline void pg_vec_quantize_q8_0(int64_t n, const float * x, pg_block_q8_0 * y) {
+    for (int64_t ib = 0; ib < n / PG_QK8_0; ib++) {
+        const float * xb = x + ib * PG_QK8_0;
+        int8_t * q = y[ib].qs;
+#if defined(PG_SIMD_AVX512)
+        const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const __m512 vid = _mm512_set1_ps(id);
+        _mm_storeu_si128((__m128i *) q, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid))));
+        _mm_storeu_si128((__m128i *) (q + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid))));
+#elif defined(PG_SIMD_AVX2)
+        const __m256 sign = _mm256_set1_ps(-0.0f);
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+        }
+        const float amax = pg_avx2_hmax(m);
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i i[4];
+        for (int k = 0; k < 4; k++) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+        /* the packs work per 128-bit lane: dwords come out in the order 0 4 1 5 2 6 3 7 */
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        _mm256_storeu_si256((__m256i *) q, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+#elif defined(PG_SIMD_NEON)
+        float32x4_t v[8], m = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(xb + 4 * k);
+            m = vmaxq_f32(m, vabsq_f32(v[k]));
+        }
+        const float amax = vmaxvq_f32(m);
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int k = 0; k < 8; k += 2) {
+            const int16x8_t h = vcombine_s16(vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k], id))),
+                                             vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id))));
+            vst1_s8(q + 4 * k, vqmovn_s16(h));
+        }
+#else
+        float amax = 0.0f;
+        for (int j = 0; j < PG_QK8_0; j++) amax = PG_MAX(amax, fabsf(xb[j]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < PG_QK8_0; j++) q[j] = (int8_t) nearbyintf(xb[j] * id);
+#endif
+        y[ib].d = pg_fp32_to_fp16(amax / 127.0f);
+    }
+}
