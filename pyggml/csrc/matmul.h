@@ -14,9 +14,10 @@
  *     rounded to fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser; packed rows
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
- *  2. N < PG_MM_GEMM_MIN_N (GEMV, decode): each thread takes a contiguous range of weight rows and
- *     streams every row once, dotting it with the N activation rows (for F16/BF16 weights the
- *     converted activations are widened back to f32 once per thread, which is exact).
+ *  2. N < PG_MM_GEMM_MIN_N (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
+ *     of weight rows and streams every row once, dotting it with the N activation rows (for
+ *     F16/BF16 weights the converted activations are widened back to f32 once per thread, which
+ *     is exact).
  *     N >= PG_MM_GEMM_MIN_N (GEMM): the converted activations are widened (exact) into f32 panels
  *     of PG_MM_NR columns, k-major; then tiles of PG_MM_MR weight rows x up to PG_MM_NC columns
  *     come from the chunk counter. A thread widens or dequantises its tile of weight rows to f32
@@ -30,7 +31,9 @@
 #include "convert.h"
 #include "barrier.h"
 
-#define PG_MM_GEMM_MIN_N 8     /* columns per matrix from which the GEMM path pays off */
+/* columns per matrix from which the GEMM path pays off: a panel is PG_MM_NR columns wide, so below
+ * half a panel the padded micro-kernel does more work than streaming rows through dot products */
+#define PG_MM_GEMM_MIN_N PG_MAX(2, PG_MM_NR / 2)
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
 #define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
 #define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
