@@ -56,6 +56,19 @@ static inline float pg_mm_dot_q4_0(int64_t n, const void * a, const void * b) {
     return pg_vec_dot_q4_0_q8_0(n, (const pg_block_q4_0 *) a, (const pg_block_q8_0 *) b);
 }
 
+/* four activation rows at once (float weights; the activations are f32 there) */
+typedef void (*pg_mm_dot4_fn)(int64_t n, const void * a, const float * const * b, float * s);
+
+static inline void pg_mm_dot4_f32(int64_t n, const void * a, const float * const * b, float * s) {
+    pg_vec_dot4_f32(n, (const float *) a, b, s);
+}
+static inline void pg_mm_dot4_f16(int64_t n, const void * a, const float * const * b, float * s) {
+    pg_vec_dot4_f16_f32(n, (const pg_fp16_t *) a, b, s);
+}
+static inline void pg_mm_dot4_bf16(int64_t n, const void * a, const float * const * b, float * s) {
+    pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) a, b, s);
+}
+
 /* what both pg_work_mul_mat and the kernel derive from the shapes */
 typedef struct pg_mm_layout {
     int vt;                 /* vec_dot_type of a */
@@ -126,7 +139,11 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     const pg_tensor * b = dst->src[1];
     const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    static const pg_mm_dot4_fn dots4[PG_TYPE_COUNT] = {
+        [PG_TYPE_F32] = pg_mm_dot4_f32, [PG_TYPE_F16] = pg_mm_dot4_f16, [PG_TYPE_BF16] = pg_mm_dot4_bf16,
+    };
     const pg_mm_dot_fn dot = dots[a->type];
+    const pg_mm_dot4_fn dot4 = dots4[a->type];
     float * wide = (float *) pg_scratch(p, l->scratch);
     const void * brows[PG_MM_GEMM_MIN_N];
     int64_t r0, r1;
@@ -145,7 +162,15 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         }
         for (int64_t i = i0; i < i1; i++) {
             const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
-            for (int64_t j = 0; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = dot(K, arow, brows[j]);
+            int64_t j = 0;
+            if (dot4) {
+                float s4[4];
+                for (; j + 4 <= N; j += 4) {
+                    dot4(K, arow, (const float * const *) &brows[j], s4);
+                    for (int c = 0; c < 4; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
+                }
+            }
+            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = dot(K, arow, brows[j]);
         }
         r0 += i1 - i0;
     }
@@ -175,7 +200,9 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
     }
 }
 
-/* phase 2b, GEMM: chunks (matrix, tile of PG_MM_MR weight rows, group of PG_MM_NC columns) */
+/* phase 2b, GEMM: chunks (group of PG_MM_NC columns, matrix, tile of PG_MM_MR weight rows), the
+ * column group outermost so that all threads share one group's panels in cache while the weights
+ * (the cheaper reload: one tile per chunk) stream past */
 static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const float * pack) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
@@ -183,12 +210,12 @@ static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const int64_t ppg = PG_MAX(1, PG_MM_NC / PG_MM_NR);              /* panels per column group */
     const int64_t ntile = (M + PG_MM_MR - 1) / PG_MM_MR, ngroup = (l->npanel + ppg - 1) / ppg;
-    const int64_t nchunk = b->ne[2] * b->ne[3] * ntile * ngroup;
+    const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
     const pg_to_float_fn to_float = pg_traits[a->type].to_float;
     float * at = (float *) pg_scratch(p, l->scratch);
     float * ct = at + PG_MM_MR * K;
     for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
-        const int64_t group = c % ngroup, tile = c / ngroup % ntile, batch = c / (ngroup * ntile);
+        const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         const int64_t i0 = tile * PG_MM_MR, mr = PG_MIN(PG_MM_MR, M - i0);
         for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * K, K);

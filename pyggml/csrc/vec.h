@@ -384,6 +384,45 @@ static inline float pg_vec_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const fl
     PG_DOT_BODY(PG_F32V_LOAD_BF16, PG_F32V_LOAD)
 }
 
+/* s[c] = dot(x, y[c]) for c < 4: one weight row against four f32 activation rows, the row loaded
+ * (and widened) once for all four */
+#if PG_HAVE_F32V
+#define PG_DOT4_SIMD(LOADX)                                                                  \
+    {                                                                                        \
+        pg_f32v a0 = PG_F32V_ZERO(), a1 = PG_F32V_ZERO(), a2 = PG_F32V_ZERO(), a3 = PG_F32V_ZERO(); \
+        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {                                       \
+            const pg_f32v xv = LOADX(x + i);                                                 \
+            a0 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[0] + i), a0);                                \
+            a1 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[1] + i), a1);                                \
+            a2 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[2] + i), a2);                                \
+            a3 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[3] + i), a3);                                \
+        }                                                                                    \
+        s[0] = PG_F32V_REDUCE(a0); s[1] = PG_F32V_REDUCE(a1);                                \
+        s[2] = PG_F32V_REDUCE(a2); s[3] = PG_F32V_REDUCE(a3);                                \
+    }
+#else
+#define PG_DOT4_SIMD(LOADX)
+#endif
+
+#define PG_DOT4_BODY(LOADX)                                                                  \
+    int64_t i = 0;                                                                           \
+    s[0] = s[1] = s[2] = s[3] = 0.0f;                                                        \
+    PG_DOT4_SIMD(LOADX)                                                                      \
+    for (; i < n; i++) {                                                                     \
+        const float xs = LOADX##_S(x + i);                                                   \
+        for (int c = 0; c < 4; c++) s[c] += xs * y[c][i];                                    \
+    }
+
+static inline void pg_vec_dot4_f32(int64_t n, const float * x, const float * const * y, float * s) {
+    PG_DOT4_BODY(PG_F32V_LOAD)
+}
+static inline void pg_vec_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s) {
+    PG_DOT4_BODY(PG_F32V_LOAD_F16)
+}
+static inline void pg_vec_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s) {
+    PG_DOT4_BODY(PG_F32V_LOAD_BF16)
+}
+
 /* GEMM micro-kernel: a tile of PG_MM_MR rows of a times one panel of PG_MM_NR columns of b,
  *   c[r*NR + j] = sum_k a[r*lda + k] * b[k*NR + j]      (k < n; c overwritten)
  * a: PG_MM_MR f32 rows of stride lda; b: the panel packed k-major, NR floats per k.
