@@ -470,7 +470,7 @@ static inline void pg_vec_gemm_tile_f32(int64_t n, const float * a, int64_t lda,
     for (int64_t k = 0; k < n; k++) {
         for (int r = 0; r < PG_MM_MR; r++) {
             const float ar = a[r * lda + k];
-            for (int j = 0; j < PG_MM_NR; j++) acc[r][j] = fmaf(ar, b[k * PG_MM_NR + j], acc[r][j]);
+            for (int j = 0; j < PG_MM_NR; j++) acc[r][j] += ar * b[k * PG_MM_NR + j];
         }
     }
     for (int r = 0; r < PG_MM_MR; r++)
