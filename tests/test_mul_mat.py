@@ -17,10 +17,10 @@ BOUND = 1e-10
 # K: tails of every vector width for float weights, 1 to 5 blocks for quantized ones
 K_FLOAT = [1, 7, 33] if EMULATED else [1, 7, 33, 65]
 K_QUANT = [32, 96] if EMULATED else [32, 96, 160]
-# (M, N): N = 1 runs the dot path in every build, N >= 17 the GEMM path (N = 3: dot path with
-# SIMD, GEMM in the scalar build); tails in rows and columns
-SHAPES = ([(1, 1), (17, 3), (3, 17), (13, 9)] if EMULATED else
-          [(1, 1), (130, 1), (3, 3), (17, 3), (3, 17), (17, 130), (130, 17), (1, 130)])
+# (M, N): N <= 5 runs the dot path in every build (N = 5: four columns at once plus one), N >= 17
+# the GEMM path (the switch is at 6 to 16 columns, by SIMD width); tails in rows and columns
+SHAPES = ([(1, 1), (17, 5), (3, 17), (13, 9)] if EMULATED else
+          [(1, 1), (130, 1), (3, 3), (17, 5), (3, 17), (17, 130), (130, 17), (1, 130)])
 
 
 def weights(ctx, w, typ):

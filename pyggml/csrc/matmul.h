@@ -15,9 +15,9 @@
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
  *  2. N < PG_MM_GEMM_MIN_N (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
- *     of weight rows and streams every row once, dotting it with the N activation rows (for
- *     F16/BF16 weights the converted activations are widened back to f32 once per thread, which
- *     is exact).
+ *     of weight rows and streams every row once, dotting it with the N activation rows (four at
+ *     a time for float weights; for F16/BF16 the converted activations are widened back to f32
+ *     once per thread, which is exact).
  *     N >= PG_MM_GEMM_MIN_N (GEMM): the converted activations are widened (exact) into f32 panels
  *     of PG_MM_NR columns, k-major; then tiles of PG_MM_MR weight rows x up to PG_MM_NC columns
  *     come from the chunk counter. A thread widens or dequantises its tile of weight rows to f32
@@ -32,8 +32,9 @@
 #include "barrier.h"
 
 /* columns per matrix from which the GEMM path pays off: a panel is PG_MM_NR columns wide, so below
- * half a panel the padded micro-kernel does more work than streaming rows through dot products */
-#define PG_MM_GEMM_MIN_N PG_MAX(2, PG_MM_NR / 2)
+ * half a panel the padded micro-kernel does more work than streaming rows through dot products
+ * (which take four columns at a time) */
+#define PG_MM_GEMM_MIN_N PG_MAX(6, PG_MM_NR / 2)
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
 #define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
 #define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
@@ -135,13 +136,13 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         [PG_TYPE_F32] = pg_mm_dot_f32, [PG_TYPE_F16] = pg_mm_dot_f16, [PG_TYPE_BF16] = pg_mm_dot_bf16,
         [PG_TYPE_Q8_0] = pg_mm_dot_q8_0, [PG_TYPE_Q4_0] = pg_mm_dot_q4_0,
     };
+    static const pg_mm_dot4_fn dots4[PG_TYPE_COUNT] = {
+        [PG_TYPE_F32] = pg_mm_dot4_f32, [PG_TYPE_F16] = pg_mm_dot4_f16, [PG_TYPE_BF16] = pg_mm_dot4_bf16,
+    };
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    static const pg_mm_dot4_fn dots4[PG_TYPE_COUNT] = {
-        [PG_TYPE_F32] = pg_mm_dot4_f32, [PG_TYPE_F16] = pg_mm_dot4_f16, [PG_TYPE_BF16] = pg_mm_dot4_bf16,
-    };
     const pg_mm_dot_fn dot = dots[a->type];
     const pg_mm_dot4_fn dot4 = dots4[a->type];
     float * wide = (float *) pg_scratch(p, l->scratch);
@@ -164,9 +165,10 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
             const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
             int64_t j = 0;
             if (dot4) {
-                float s4[4];
                 for (; j + 4 <= N; j += 4) {
-                    dot4(K, arow, (const float * const *) &brows[j], s4);
+                    const float * y4[4] = {brows[j], brows[j + 1], brows[j + 2], brows[j + 3]};
+                    float s4[4];
+                    dot4(K, arow, y4, s4);
                     for (int c = 0; c < 4; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
                 }
             }
