@@ -10,9 +10,9 @@ import os
 import sys
 
 import numpy as np
+from common import best_time, machine, report, torch, torch_threads
 
 import pyggml as gg
-from common import best_time, machine, report, torch, torch_threads
 
 K = M = 4096
 
@@ -40,6 +40,14 @@ def read_time(nbytes):
     return best_time(lambda: a.sum())
 
 
+def time_case(g, nth, x, w, xt, wt, min_time):
+    """(pyggml, numpy, torch) seconds for one case at nth threads"""
+    t_pg = best_time(lambda: g.compute(n_threads=nth), min_time=min_time)
+    t_np = best_time(lambda: x @ w.T, min_time=min_time)
+    t_th = best_time(lambda: xt @ wt.T, min_time=min_time) if torch is not None else None
+    return t_pg, t_np, t_th
+
+
 def main(quick=False):
     rng = np.random.default_rng(0)
     w = rng.standard_normal((M, K)).astype(np.float32)
@@ -54,15 +62,13 @@ def main(quick=False):
         g = gg.CGraph()
         g.build_forward_expand(out)
         nbytes = len(a.tobytes())
-        t_read = read_time(nbytes) if n == 1 else None
         xt = torch.from_numpy(x) if torch is not None else None
         for nth in (1, 2):
             numpy_threads(nth)
             torch_threads(nth)
-            t_pg = best_time(lambda: g.compute(n_threads=nth), min_time=min_time)
-            t_np = best_time(lambda: x @ w.T, min_time=min_time)
-            t_th = best_time(lambda: xt @ wt.T, min_time=min_time) if torch is not None else None
+            t_pg, t_np, t_th = time_case(g, nth, x, w, xt, wt, min_time)
             if n == 1:
+                t_read = read_time(nbytes)   # next to the pyggml timing: the load on this machine drifts
                 note = (f"weights {nbytes / t_pg / 1e9:.1f} GB/s = {100 * t_read / t_pg:.0f}% of numpy read "
                         f"{nbytes / t_read / 1e9:.1f} GB/s")
             else:

@@ -3,10 +3,10 @@ weights' dot type as ggml does), odd sizes on the GEMV/dot path (small N) and th
 broadcast over dims 2/3, strided activations and weights, threads, bad input."""
 import numpy as np
 import pytest
-
-import pyggml as gg
 import reference as ref
 from conftest import EMULATED, THREADS, run
+
+import pyggml as gg
 
 T = gg.Type
 WTYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0"]
