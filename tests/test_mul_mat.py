@@ -140,6 +140,15 @@ def test_chain_and_recompute(ctx, rng):
         check(z, ref.mul_mat(hv, uv, "F32"))
 
 
+@pytest.mark.parametrize("n", [1, 40])
+@pytest.mark.parametrize("typ", ["F32", "F16", "Q8_0"])
+def test_empty_rows(ctx, typ, n):
+    """K = 0: every dot product is empty, the result is zeros (dot path and GEMM path)"""
+    out = gg.mul_mat(ctx.new_tensor(T[typ], (0, 5)), ctx.new_tensor(T.F32, (0, n)))
+    run(out, 2)
+    assert out.ne == (5, n, 1, 1) and not out.to_numpy().any()
+
+
 def test_errors(ctx):
     a = ctx.new_tensor(T.F16, (64, 8))
     b = ctx.new_tensor(T.F32, (64, 4))
