@@ -416,8 +416,9 @@ def mul_mat(a, b):
     _types("mul_mat", "b", tb, {Type.F32})
     if ta.c.ne[0] != tb.c.ne[0]:
         raise ValueError(f"mul_mat: a.ne[0] and b.ne[0] must match, got {ta.c.ne[0]} and {tb.c.ne[0]}")
-    if tb.c.ne[2] % ta.c.ne[2] or tb.c.ne[3] % ta.c.ne[3]:
-        raise ValueError(f"mul_mat: b.ne[2:4] = {tb.ne[2:]} must be multiples of a.ne[2:4] = {ta.ne[2:]}")
+    for d in (2, 3):
+        if (tb.c.ne[d] % ta.c.ne[d]) if ta.c.ne[d] else tb.c.ne[d]:
+            raise ValueError(f"mul_mat: b.ne[2:4] = {tb.ne[2:]} must be multiples of a.ne[2:4] = {ta.ne[2:]}")
     _packed0("mul_mat", "a", ta)
     _packed0("mul_mat", "b", tb)
     return new_node(ta.ctx, Type.F32, (ta.c.ne[1], tb.c.ne[1], tb.c.ne[2], tb.c.ne[3]), Op.MUL_MAT, (ta, tb))

@@ -208,6 +208,25 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
 # ---- mul_mat ----
 # ================================================================================================
 
+# what the activations are converted to before the dot product (ggml's CPU vec_dot_type)
+VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0"}
+
+
+def mul_mat(a, b, wtype):
+    """ggml_mul_mat in float64. a: the weights' values as stored (numpy [ne03, ne02, M, K], e.g.
+    roundtrip(w, wtype)); b: F32 activations [ne13, ne12, N, K], first rounded to the weights'
+    vec_dot type (F16 -> fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser). a is repeated
+    over dims 2/3 by integer division (b matrix i2 uses a matrix i2 // (ne12 // ne02)).
+    Returns [ne13, ne12, N, M] with as many leading dims as b has."""
+    a = np.asarray(a, dtype=np.float32)
+    b = np.asarray(b, dtype=np.float32)
+    shape = b.shape[:-1] + (a.shape[-2],)
+    a = a.reshape((1,) * (4 - a.ndim) + a.shape)
+    b = b.reshape((1,) * (4 - b.ndim) + b.shape)
+    bq = roundtrip(b, VEC_DOT_TYPE[wtype]).astype(np.float64)
+    a = np.repeat(np.repeat(a.astype(np.float64), b.shape[0] // a.shape[0], axis=0), b.shape[1] // a.shape[1], axis=1)
+    return (bq @ a.swapaxes(-1, -2)).reshape(shape)
+
 
 # ================================================================================================
 # ---- norm ----

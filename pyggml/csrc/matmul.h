@@ -1,8 +1,254 @@
-/* MUL_MAT
- * (kernels to be written: see the issue for this op family) */
+/* MUL_MAT (ggml_mul_mat): every row of a dotted with every row of b, per matrix.
+ *   a   [K, M, ne02, ne03]   weights: F32, F16, BF16, Q8_0, Q4_0; packed in dim 0, any row strides
+ *   b   [K, N, ne12, ne13]   activations: F32, packed in dim 0, any strides in dims 1..3
+ *   dst [M, N, ne12, ne13]   F32, dst[i, j, i2, i3] = dot(a[:, i, i2 / r2, i3 / r3], b[:, j, i2, i3])
+ *                            with r2 = ne12 / ne02, r3 = ne13 / ne03 (a repeated by integer division)
+ *
+ *             K                    K                          M
+ *        ┌─────────┐          ┌─────────┐               ┌─────────┐
+ *   a  M │ row i   │    b   N │ row j   │  ──►  dst   N │    (i,j)│     per (i2, i3)
+ *        └─────────┘          └─────────┘               └─────────┘
+ *
+ * Phases, every thread taking part, a barrier after each:
+ *  1. b is converted into the shared work area as ggml does, to vec_dot_type(a): F16 weights -> b
+ *     rounded to fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser; packed rows
+ *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
+ *     read b in place.
+ *  2. N < PG_MM_GEMM_MIN_N (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
+ *     of weight rows and streams every row once, dotting it with the N activation rows (four at
+ *     a time for float weights; for F16/BF16 the converted activations are widened back to f32
+ *     once per thread, which is exact).
+ *     N >= PG_MM_GEMM_MIN_N (GEMM): the converted activations are widened (exact) into f32 panels
+ *     of PG_MM_NR columns, k-major; then tiles of PG_MM_MR weight rows x up to PG_MM_NC columns
+ *     come from the chunk counter. A thread widens or dequantises its tile of weight rows to f32
+ *     once, into its scratch, and runs the register-blocked micro-kernel of vec.h over all of K
+ *     for each panel.
+ * Differs from ggml: on the GEMM path Q8_0/Q4_0 products are taken in f32 on the dequantised
+ * values (exact products, f32 sums) where ggml sums int8 products per block and scales; both
+ * differ from the exact result by f32 rounding of the sums only.
+ */
 #pragma once
 #include "convert.h"
 #include "barrier.h"
 
-static inline void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst) { (void) p; (void) dst; }
-static inline size_t pg_work_mul_mat(const pg_tensor * dst, int nth) { (void) dst; (void) nth; return 0; }
+/* columns per matrix from which the GEMM path pays off: a panel is PG_MM_NR columns wide, so below
+ * half a panel the padded micro-kernel does more work than streaming rows through dot products
+ * (which take four columns at a time) */
+#define PG_MM_GEMM_MIN_N PG_MAX(6, PG_MM_NR / 2)
+#define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
+#define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
+#define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
+
+typedef float (*pg_mm_dot_fn)(int64_t n, const void * a, const void * b);
+
+static inline float pg_mm_dot_f32(int64_t n, const void * a, const void * b) {
+    return pg_vec_dot_f32(n, (const float *) a, (const float *) b);
+}
+static inline float pg_mm_dot_f16(int64_t n, const void * a, const void * b) {
+    return pg_vec_dot_f16_f32(n, (const pg_fp16_t *) a, (const float *) b);
+}
+static inline float pg_mm_dot_bf16(int64_t n, const void * a, const void * b) {
+    return pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) a, (const float *) b);
+}
+static inline float pg_mm_dot_q8_0(int64_t n, const void * a, const void * b) {
+    return pg_vec_dot_q8_0_q8_0(n, (const pg_block_q8_0 *) a, (const pg_block_q8_0 *) b);
+}
+static inline float pg_mm_dot_q4_0(int64_t n, const void * a, const void * b) {
+    return pg_vec_dot_q4_0_q8_0(n, (const pg_block_q4_0 *) a, (const pg_block_q8_0 *) b);
+}
+
+/* four activation rows at once (float weights; the activations are f32 there) */
+typedef void (*pg_mm_dot4_fn)(int64_t n, const void * a, const float * const * b, float * s);
+
+static inline void pg_mm_dot4_f32(int64_t n, const void * a, const float * const * b, float * s) {
+    pg_vec_dot4_f32(n, (const float *) a, b, s);
+}
+static inline void pg_mm_dot4_f16(int64_t n, const void * a, const float * const * b, float * s) {
+    pg_vec_dot4_f16_f32(n, (const pg_fp16_t *) a, b, s);
+}
+static inline void pg_mm_dot4_bf16(int64_t n, const void * a, const float * const * b, float * s) {
+    pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) a, b, s);
+}
+
+/* what both pg_work_mul_mat and the kernel derive from the shapes */
+typedef struct pg_mm_layout {
+    int vt;                 /* vec_dot_type of a */
+    bool gemm;
+    bool widen;             /* dot path: converted activations widened to f32 per thread */
+    size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
+    size_t conv_bytes;      /* shared: converted b */
+    int64_t npanel;         /* GEMM: panels of PG_MM_NR columns per matrix */
+    size_t pack_bytes;      /* shared: f32 panels */
+    size_t scratch;         /* bytes per thread */
+} pg_mm_layout;
+
+static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], N = b->ne[1], nbatch = b->ne[2] * b->ne[3];
+    pg_mm_layout l;
+    l.vt = pg_traits[a->type].vec_dot_type;
+    l.gemm = N >= PG_MM_GEMM_MIN_N;
+    l.widen = !l.gemm && (l.vt == PG_TYPE_F16 || l.vt == PG_TYPE_BF16);
+    l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
+    l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
+    l.npanel = l.gemm ? (N + PG_MM_NR - 1) / PG_MM_NR : 0;
+    l.pack_bytes = (size_t) (l.npanel * PG_MM_NR * K * nbatch) * sizeof(float);
+    if (l.gemm) {
+        l.scratch = PG_MAX((size_t) PG_MM_MR * (size_t) (K + PG_MM_NR), (size_t) PG_MM_KB) * sizeof(float);
+    } else {
+        l.scratch = l.widen ? (size_t) (N * K) * sizeof(float) : 0;
+    }
+    return l;
+}
+
+static inline size_t pg_work_mul_mat(const pg_tensor * dst, int nth) {
+    const pg_mm_layout l = pg_mm_get_layout(dst);
+    return pg_per_thread(l.scratch, nth) + PG_PAD(l.conv_bytes, PG_CACHE_LINE) + l.pack_bytes;
+}
+
+/* activation row (j, i12, i13) in vec_dot_type: converted copy, or b itself for F32 weights */
+static inline const char * pg_mm_brow(const pg_tensor * b, const pg_mm_layout * l, const char * conv,
+                                      int64_t j, int64_t i12, int64_t i13) {
+    if (!l->conv_row) return pg_row(b, j, i12, i13);
+    return conv + (size_t) ((i13 * b->ne[2] + i12) * b->ne[1] + j) * l->conv_row;
+}
+
+/* phase 1: rows of b cut in PG_MM_CVT-element pieces, a contiguous range of pieces per thread */
+static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l, char * conv) {
+    const int64_t K = b->ne[0], npiece = (K + PG_MM_CVT - 1) / PG_MM_CVT;
+    const pg_from_float_fn from_float = pg_traits[l->vt].from_float;
+    int64_t u0, u1;
+    pg_split_rows(pg_nrows(b) * npiece, p->ith, p->nth, &u0, &u1);
+    while (u0 < u1) {
+        const int64_t row = u0 / npiece, uend = PG_MIN(u1, (row + 1) * npiece);
+        const int64_t k0 = (u0 - row * npiece) * PG_MM_CVT, k1 = PG_MIN(K, (uend - row * npiece) * PG_MM_CVT);
+        const int64_t j = row % b->ne[1], i12 = row / b->ne[1] % b->ne[2], i13 = row / (b->ne[1] * b->ne[2]);
+        const float * src = (const float *) pg_row(b, j, i12, i13) + k0;
+        from_float(src, conv + (size_t) row * l->conv_row + pg_row_size(l->vt, k0), k1 - k0);
+        u0 = uend;
+    }
+}
+
+/* phase 2, GEMV and few columns: contiguous ranges of weight rows, each streamed once */
+static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
+    static const pg_mm_dot_fn dots[PG_TYPE_COUNT] = {
+        [PG_TYPE_F32] = pg_mm_dot_f32, [PG_TYPE_F16] = pg_mm_dot_f16, [PG_TYPE_BF16] = pg_mm_dot_bf16,
+        [PG_TYPE_Q8_0] = pg_mm_dot_q8_0, [PG_TYPE_Q4_0] = pg_mm_dot_q4_0,
+    };
+    static const pg_mm_dot4_fn dots4[PG_TYPE_COUNT] = {
+        [PG_TYPE_F32] = pg_mm_dot4_f32, [PG_TYPE_F16] = pg_mm_dot4_f16, [PG_TYPE_BF16] = pg_mm_dot4_bf16,
+    };
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const pg_mm_dot_fn dot = dots[a->type];
+    const pg_mm_dot4_fn dot4 = dots4[a->type];
+    float * wide = (float *) pg_scratch(p, l->scratch);
+    const void * brows[PG_MM_GEMM_MIN_N];
+    int64_t r0, r1;
+    pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
+    while (r0 < r1) {
+        const int64_t batch = r0 / M, i0 = r0 % M, i1 = PG_MIN(M, i0 + (r1 - r0));
+        const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        for (int64_t j = 0; j < N; j++) {
+            const char * src = pg_mm_brow(b, l, conv, j, i12, i13);
+            if (l->widen) {
+                pg_traits[l->vt].to_float(src, wide + j * K, K);
+                brows[j] = wide + j * K;
+            } else {
+                brows[j] = src;
+            }
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
+            int64_t j = 0;
+            if (dot4) {
+                for (; j + 4 <= N; j += 4) {
+                    const float * y4[4] = {brows[j], brows[j + 1], brows[j + 2], brows[j + 3]};
+                    float s4[4];
+                    dot4(K, arow, y4, s4);
+                    for (int c = 0; c < 4; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
+                }
+            }
+            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = dot(K, arow, brows[j]);
+        }
+        r0 += i1 - i0;
+    }
+}
+
+/* phase 2a, GEMM: units (matrix, panel, piece of K) dealt round-robin; a panel holds columns
+ * [PG_MM_NR * panel, +PG_MM_NR) as f32, k-major, zeros past N */
+static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l,
+                                const char * conv, float * pack) {
+    const int64_t K = b->ne[0], N = b->ne[1];
+    const int64_t npiece = (K + PG_MM_KB - 1) / PG_MM_KB, nunit = b->ne[2] * b->ne[3] * l->npanel * npiece;
+    const pg_to_float_fn to_float = pg_traits[l->vt].to_float;
+    float * tmp = (float *) pg_scratch(p, l->scratch);
+    for (int64_t u = p->ith; u < nunit; u += p->nth) {
+        const int64_t piece = u % npiece, panel = u / npiece % l->npanel, batch = u / (npiece * l->npanel);
+        const int64_t k0 = piece * PG_MM_KB, kn = PG_MIN(PG_MM_KB, K - k0);
+        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * PG_MM_NR) + k0 * PG_MM_NR;
+        for (int64_t jj = 0; jj < PG_MM_NR; jj++) {
+            const int64_t j = panel * PG_MM_NR + jj;
+            if (j < N) {
+                to_float(pg_mm_brow(b, l, conv, j, batch % b->ne[2], batch / b->ne[2]) + pg_row_size(l->vt, k0), tmp, kn);
+                for (int64_t k = 0; k < kn; k++) dstp[k * PG_MM_NR + jj] = tmp[k];
+            } else {
+                for (int64_t k = 0; k < kn; k++) dstp[k * PG_MM_NR + jj] = 0.0f;
+            }
+        }
+    }
+}
+
+/* phase 2b, GEMM: chunks (group of PG_MM_NC columns, matrix, tile of PG_MM_MR weight rows), the
+ * column group outermost so that all threads share one group's panels in cache while the weights
+ * (the cheaper reload: one tile per chunk) stream past */
+static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const float * pack) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t ppg = PG_MAX(1, PG_MM_NC / PG_MM_NR);              /* panels per column group */
+    const int64_t ntile = (M + PG_MM_MR - 1) / PG_MM_MR, ngroup = (l->npanel + ppg - 1) / ppg;
+    const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
+    const pg_to_float_fn to_float = pg_traits[a->type].to_float;
+    float * at = (float *) pg_scratch(p, l->scratch);
+    float * ct = at + PG_MM_MR * K;
+    for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
+        const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
+        const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        const int64_t i0 = tile * PG_MM_MR, mr = PG_MIN(PG_MM_MR, M - i0);
+        for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * K, K);
+        if (mr < PG_MM_MR) memset(at + mr * K, 0, (size_t) ((PG_MM_MR - mr) * K) * sizeof(float));
+        const int64_t pend = PG_MIN(l->npanel, (group + 1) * ppg);
+        for (int64_t panel = group * ppg; panel < pend; panel++) {
+            pg_vec_gemm_tile_f32(K, at, K, pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * PG_MM_NR), ct);
+            const int64_t j0 = panel * PG_MM_NR, nr = PG_MIN(PG_MM_NR, N - j0);
+            for (int64_t jj = 0; jj < nr; jj++) {
+                float * y = (float *) pg_row(dst, j0 + jj, i12, i13) + i0;
+                for (int64_t r = 0; r < mr; r++) y[r] = ct[r * PG_MM_NR + jj];
+            }
+        }
+    }
+}
+
+static inline void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst) {
+    const pg_tensor * b = dst->src[1];
+    const pg_mm_layout l = pg_mm_get_layout(dst);
+    char * conv = (char *) p->wdata + pg_per_thread(l.scratch, p->nth);
+    float * pack = (float *) (conv + PG_PAD(l.conv_bytes, PG_CACHE_LINE));
+    if (l.conv_row) {
+        pg_mm_convert_b(p, b, &l, conv);
+        pg_barrier(p);
+    }
+    if (!l.gemm) {
+        pg_mm_dot_rows(p, dst, &l, conv);
+        return;
+    }
+    pg_mm_pack_b(p, b, &l, conv, pack);
+    if (p->ith == 0) pg_chunk_set(p, p->nth);
+    pg_barrier(p);
+    pg_mm_gemm(p, dst, &l, pack);
+}

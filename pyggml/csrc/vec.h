@@ -19,6 +19,9 @@ static inline uint32_t pg_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); ret
 static inline float pg_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 static inline float pg_fp16_to_fp32(pg_fp16_t h) {
+#if (defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)) && defined(__F16C__)
+    return _cvtsh_ss(h);  /* one instruction (block scales in quantized dots); the same exact widening */
+#else
     const uint32_t sign = (uint32_t) (h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
     if (exp == 0) {  /* zero or subnormal: man * 2^-24, exact in f32 */
@@ -27,6 +30,7 @@ static inline float pg_fp16_to_fp32(pg_fp16_t h) {
     }
     if (exp == 31) return pg_bits_f32(sign | 0x7f800000u | (man << 13));
     return pg_bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+#endif
 }
 
 static inline pg_fp16_t pg_fp32_to_fp16(float f) {
@@ -454,6 +458,105 @@ PG_VEC_GLU(gelu_quick)
 /* ==================================================================================== *
  * ---- matmul primitives ----
  * ==================================================================================== */
+
+/* mixed: bf16 row times f32 row (bf16 activations widened once, which is exact) */
+static inline float pg_vec_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y) {
+    PG_DOT_BODY(PG_F32V_LOAD_BF16, PG_F32V_LOAD)
+}
+
+/* s[c] = dot(x, y[c]) for c < 4: one weight row against four f32 activation rows, the row loaded
+ * (and widened) once for all four */
+#if PG_HAVE_F32V
+#define PG_DOT4_SIMD(LOADX)                                                                  \
+    {                                                                                        \
+        pg_f32v a0 = PG_F32V_ZERO(), a1 = PG_F32V_ZERO(), a2 = PG_F32V_ZERO(), a3 = PG_F32V_ZERO(); \
+        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {                                       \
+            const pg_f32v xv = LOADX(x + i);                                                 \
+            a0 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[0] + i), a0);                                \
+            a1 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[1] + i), a1);                                \
+            a2 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[2] + i), a2);                                \
+            a3 = PG_F32V_FMA(xv, PG_F32V_LOAD(y[3] + i), a3);                                \
+        }                                                                                    \
+        s[0] = PG_F32V_REDUCE(a0); s[1] = PG_F32V_REDUCE(a1);                                \
+        s[2] = PG_F32V_REDUCE(a2); s[3] = PG_F32V_REDUCE(a3);                                \
+    }
+#else
+#define PG_DOT4_SIMD(LOADX)
+#endif
+
+#define PG_DOT4_BODY(LOADX)                                                                  \
+    int64_t i = 0;                                                                           \
+    s[0] = s[1] = s[2] = s[3] = 0.0f;                                                        \
+    PG_DOT4_SIMD(LOADX)                                                                      \
+    for (; i < n; i++) {                                                                     \
+        const float xs = LOADX##_S(x + i);                                                   \
+        for (int c = 0; c < 4; c++) s[c] += xs * y[c][i];                                    \
+    }
+
+static inline void pg_vec_dot4_f32(int64_t n, const float * x, const float * const * y, float * s) {
+    PG_DOT4_BODY(PG_F32V_LOAD)
+}
+static inline void pg_vec_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s) {
+    PG_DOT4_BODY(PG_F32V_LOAD_F16)
+}
+static inline void pg_vec_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s) {
+    PG_DOT4_BODY(PG_F32V_LOAD_BF16)
+}
+
+/* GEMM micro-kernel: a tile of PG_MM_MR rows of a times one panel of PG_MM_NR columns of b,
+ *   c[r*NR + j] = sum_k a[r*lda + k] * b[k*NR + j]      (k < n; c overwritten)
+ * a: PG_MM_MR f32 rows of stride lda; b: the panel packed k-major, NR floats per k.
+ * The accumulators (MR x NR/EPR registers) stay in registers for the whole of k: each step loads
+ * NR/EPR vectors of b and broadcasts one value per row of a. MR fills the register file: 12 x 2
+ * accumulators with 32 registers (AVX-512, NEON), 6 x 2 with 16 (AVX2). */
+#if PG_HAVE_F32V
+#define PG_MM_NV 2
+#if defined(PG_SIMD_AVX2)
+#define PG_MM_MR 6
+#else
+#define PG_MM_MR 12
+#endif
+#define PG_MM_NR (PG_MM_NV * PG_F32_EPR)
+
+static inline void pg_vec_gemm_tile_f32(int64_t n, const float * a, int64_t lda, const float * b, float * c) {
+    pg_f32v acc[PG_MM_MR][PG_MM_NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < PG_MM_MR; r++) {
+        acc[r][0] = PG_F32V_ZERO();
+        acc[r][1] = PG_F32V_ZERO();
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const pg_f32v b0 = PG_F32V_LOAD(b + k * PG_MM_NR);
+        const pg_f32v b1 = PG_F32V_LOAD(b + k * PG_MM_NR + PG_F32_EPR);
+#pragma GCC unroll 16
+        for (int r = 0; r < PG_MM_MR; r++) {
+            const pg_f32v ar = PG_F32V_SET1(a[r * lda + k]);
+            acc[r][0] = PG_F32V_FMA(ar, b0, acc[r][0]);
+            acc[r][1] = PG_F32V_FMA(ar, b1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < PG_MM_MR; r++) {
+        PG_F32V_STORE(c + r * PG_MM_NR, acc[r][0]);
+        PG_F32V_STORE(c + r * PG_MM_NR + PG_F32_EPR, acc[r][1]);
+    }
+}
+#else
+#define PG_MM_MR 4
+#define PG_MM_NR 4
+
+static inline void pg_vec_gemm_tile_f32(int64_t n, const float * a, int64_t lda, const float * b, float * c) {
+    float acc[PG_MM_MR][PG_MM_NR] = {{0.0f}};
+    for (int64_t k = 0; k < n; k++) {
+        for (int r = 0; r < PG_MM_MR; r++) {
+            const float ar = a[r * lda + k];
+            for (int j = 0; j < PG_MM_NR; j++) acc[r][j] += ar * b[k * PG_MM_NR + j];
+        }
+    }
+    for (int r = 0; r < PG_MM_MR; r++)
+        for (int j = 0; j < PG_MM_NR; j++) c[r * PG_MM_NR + j] = acc[r][j];
+}
+#endif
 
 /* ==================================================================================== *
  * ---- norm primitives ----

@@ -1,0 +1,170 @@
+"""mul_mat: every weight type against the float64 reference (which rounds the activations to the
+weights' dot type as ggml does), odd sizes on the GEMV/dot path (small N) and the GEMM path,
+broadcast over dims 2/3, strided activations and weights, threads, bad input."""
+import numpy as np
+import pytest
+import reference as ref
+from conftest import EMULATED, THREADS, run
+
+import pyggml as gg
+
+T = gg.Type
+WTYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0"]
+QUANT = {"Q8_0", "Q4_0"}
+# the reference applies the same input rounding, so only f32 summation order is left
+BOUND = 1e-10
+
+# K: tails of every vector width for float weights, 1 to 5 blocks for quantized ones
+K_FLOAT = [1, 7, 33] if EMULATED else [1, 7, 33, 65]
+K_QUANT = [32, 96] if EMULATED else [32, 96, 160]
+# (M, N): N <= 5 runs the dot path in every build (N = 5: four columns at once plus one), N >= 17
+# the GEMM path (the switch is at 6 to 16 columns, by SIMD width); tails in rows and columns
+SHAPES = ([(1, 1), (17, 5), (3, 17), (13, 9)] if EMULATED else
+          [(1, 1), (130, 1), (3, 3), (17, 5), (3, 17), (17, 130), (130, 17), (1, 130)])
+
+
+def weights(ctx, w, typ):
+    """a tensor of type typ from f32 numpy w, and the values it stores"""
+    return ctx.from_numpy(w, type=T[typ]), ref.roundtrip(w, typ)
+
+
+def check(out, want):
+    got = out.to_numpy()
+    assert got.shape == want.shape
+    err = ref.nmse(got, want)
+    assert err < BOUND, err
+
+
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("mn", SHAPES)
+@pytest.mark.parametrize("typ", WTYPES)
+def test_types_and_sizes(ctx, rng, typ, mn, n_threads):
+    m, n = mn
+    for k in (K_QUANT if typ in QUANT else K_FLOAT):
+        w = rng.standard_normal((m, k)).astype(np.float32)
+        x = rng.standard_normal((n, k)).astype(np.float32)
+        a, av = weights(ctx, w, typ)
+        out = gg.mul_mat(a, ctx.from_numpy(x))
+        assert out.type == T.F32 and out.ne == (m, n, 1, 1)
+        run(out, n_threads)
+        check(out, ref.mul_mat(av, x, typ))
+
+
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("n", [1, 3, 19])
+@pytest.mark.parametrize("typ", WTYPES)
+def test_broadcast(ctx, rng, typ, n, n_threads):
+    """a [K, M, 2, 3] against b [K, N, 4, 6]: b matrix (i2, i3) uses a matrix (i2 // 2, i3 // 2)"""
+    k, m = 64, 21
+    w = rng.standard_normal((3, 2, m, k)).astype(np.float32)
+    x = rng.standard_normal((6, 4, n, k)).astype(np.float32)
+    a, av = weights(ctx, w, typ)
+    out = gg.mul_mat(a, ctx.from_numpy(x))
+    assert out.ne == (m, n, 4, 6)
+    run(out, n_threads)
+    want = ref.mul_mat(av, x, typ)
+    check(out, want)
+    # integer division, not modulo: the result would differ under np.tile
+    alt = ref.mul_mat(np.tile(av, (2, 2, 1, 1)), x, "F32")
+    assert ref.nmse(want, alt) > 1e-2
+
+
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("n", [1, 5, 24])
+@pytest.mark.parametrize("typ", WTYPES)
+def test_strided_activations(ctx, rng, typ, n, n_threads):
+    """b a permuted view with padded rows: nb1 = 3 rows of the base, dims 1 and 2 swapped"""
+    k = 96
+    base = rng.standard_normal((n, 3, 2, k + 8)).astype(np.float32)   # ne [k+8, 2, 3, n]
+    tb = ctx.from_numpy(base)
+    v = gg.view_4d(tb, k, 2, 3, n, tb.nb[1], tb.nb[2], tb.nb[3], 4 * 4)  # skip 4 floats per row
+    b = gg.permute(v, 0, 2, 1, 3)                                        # ne [k, 3, 2, n]
+    assert not b.is_contiguous() and b.ne == (k, 3, 2, n)
+    x = base[..., 4:4 + k].transpose(0, 2, 1, 3)                        # numpy [n, 2, 3, k]
+    w = rng.standard_normal((1, 2, 5, k)).astype(np.float32)
+    a, av = weights(ctx, w, typ)
+    out = gg.mul_mat(a, b)
+    run(out, n_threads)
+    check(out, ref.mul_mat(av, x, typ))
+
+
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("n", [1, 21])
+@pytest.mark.parametrize("typ", ["F32", "F16", "Q8_0"])
+def test_strided_weights(ctx, rng, typ, n, n_threads):
+    """a: every other row of a larger weight tensor (nb1 = 2 rows)"""
+    k, m = 64, 15
+    w = rng.standard_normal((2 * m, k)).astype(np.float32)
+    tw, wv = weights(ctx, w, typ)
+    a = gg.view_2d(tw, k, m, 2 * tw.nb[1], 0)
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    out = gg.mul_mat(a, ctx.from_numpy(x))
+    run(out, n_threads)
+    check(out, ref.mul_mat(wv[::2], x, typ))
+
+
+@pytest.mark.parametrize("typ", ["F16", "BF16", "Q8_0"])
+def test_activation_rounding(ctx, rng, typ):
+    """the activations are converted to the dot type first (a reference without it is far off)"""
+    k, m = 256, 8
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((9, k)).astype(np.float32)
+    a, av = weights(ctx, w, typ)
+    out = gg.mul_mat(a, ctx.from_numpy(x))
+    run(out, 2)
+    check(out, ref.mul_mat(av, x, typ))
+    assert ref.nmse(out.to_numpy(), ref.mul_mat(av, x, "F32")) > 1e-9
+
+
+def test_chain_and_recompute(ctx, rng):
+    """two GEMMs and a GEMV in one graph (barriers and the chunk counter between nodes, an
+    intermediate as weights); the graph computes again after its input changed in place"""
+    k, h, n = 64, 40, 20
+    w1 = rng.standard_normal((h, k)).astype(np.float32)
+    w2 = rng.standard_normal((24, h)).astype(np.float32)
+    uv = rng.standard_normal((1, h)).astype(np.float32)
+    x = ctx.from_numpy(rng.standard_normal((n, k)).astype(np.float32))
+    a1, a1v = weights(ctx, w1, "F16")
+    hid = gg.mul_mat(a1, x)                                  # [h, n]
+    y = gg.mul_mat(ctx.from_numpy(w2), hid)                  # [24, n]
+    z = gg.mul_mat(hid, ctx.from_numpy(uv))                  # [n, 1]: GEMV, F32 weights
+    g = gg.CGraph()
+    for t in (y, z):
+        g.build_forward_expand(t)
+    for _ in range(2):
+        xv = rng.standard_normal((n, k)).astype(np.float32)
+        x.set(xv)
+        g.compute(n_threads=2)
+        hv = ref.mul_mat(a1v, xv, "F16")
+        check(y, ref.mul_mat(w2, hv, "F32"))
+        check(z, ref.mul_mat(hv, uv, "F32"))
+
+
+@pytest.mark.parametrize("n", [1, 40])
+@pytest.mark.parametrize("typ", ["F32", "F16", "Q8_0"])
+def test_empty_rows(ctx, typ, n):
+    """K = 0: every dot product is empty, the result is zeros (dot path and GEMM path)"""
+    out = gg.mul_mat(ctx.new_tensor(T[typ], (0, 5)), ctx.new_tensor(T.F32, (0, n)))
+    run(out, 2)
+    assert out.ne == (5, n, 1, 1) and not out.to_numpy().any()
+
+
+def test_errors(ctx):
+    a = ctx.new_tensor(T.F16, (64, 8))
+    b = ctx.new_tensor(T.F32, (64, 4))
+    with pytest.raises(TypeError, match="mul_mat: a must be a pyggml.Tensor"):
+        gg.mul_mat(np.zeros((8, 64)), b)
+    with pytest.raises(TypeError, match="mul_mat: a must be of type .*got I32"):
+        gg.mul_mat(ctx.new_tensor(T.I32, (64, 8)), b)
+    with pytest.raises(TypeError, match="mul_mat: b must be of type F32, got F16"):
+        gg.mul_mat(a, ctx.new_tensor(T.F16, (64, 4)))
+    with pytest.raises(ValueError, match="mul_mat: a.ne.0. and b.ne.0. must match, got 64 and 32"):
+        gg.mul_mat(a, ctx.new_tensor(T.F32, (32, 4)))
+    with pytest.raises(ValueError, match=r"mul_mat: b.ne\[2:4\] = \(3, 1\) must be multiples of a.ne\[2:4\] = \(2, 1\)"):
+        gg.mul_mat(ctx.new_tensor(T.F16, (64, 8, 2)), ctx.new_tensor(T.F32, (64, 4, 3)))
+    with pytest.raises(ValueError, match="must be multiples"):
+        gg.mul_mat(ctx.new_tensor(T.F16, (64, 8, 0)), ctx.new_tensor(T.F32, (64, 4, 2)))
+    with pytest.raises(ValueError, match="mul_mat: b must be packed in dim 0"):
+        gg.mul_mat(ctx.new_tensor(T.F32, (4, 8)), gg.transpose(ctx.new_tensor(T.F32, (64, 4))))
+    with pytest.raises(ValueError, match="mul_mat: a must be packed in dim 0"):
+        gg.mul_mat(gg.transpose(ctx.new_tensor(T.F32, (8, 4))), ctx.new_tensor(T.F32, (4, 4)))
