@@ -105,6 +105,20 @@ build() {  # variant -> sets SITE to the installed package's directory
     SITE=$(dirname "$(find "$bdir/destdir" -type d -name pyggml -path '*-packages/*' | head -n1)")
 }
 
+# every vector instruction of the RVV build must sit in rvv.c's pg_rvv_* kernels: V anywhere else
+# (say, clang auto-vectorising Cython code) would kill the import on a CPU without V
+check_v_confined() {
+    local so bad
+    for so in "$ROOT"/build/riscv64-rvv/pyggml/*.so; do
+        bad=$(llvm-objdump-19 -d --no-show-raw-insn "$so" |
+              awk '/^[0-9a-f]+ <.*>:$/ {f = $2} $2 ~ /^v/ && f !~ /^<pg_rvv_/ {print f}' | sort -u)
+        if [[ -n $bad ]]; then
+            echo "riscv64.sh: V instructions outside the RVV kernels in $so:" $bad >&2
+            exit 1
+        fi
+    done
+}
+
 # ---- 5. tests under qemu ----
 V_CPU=rv64,v=true,vext_spec=v1.0,rvv_ta_all_1s=true,rvv_ma_all_1s=true
 run_tests() {  # name site cpu expect_simd expect_vlen [pytest args]
@@ -118,7 +132,7 @@ run_tests() {  # name site cpu expect_simd expect_vlen [pytest args]
 rvv_site='' scalar_site=''
 for stage in $STAGES; do
     case $stage in
-        rvv128 | rvv256 | rvv-nov) [[ -n $rvv_site ]] || { build rvv; rvv_site=$SITE; } ;;
+        rvv128 | rvv256 | rvv-nov) [[ -n $rvv_site ]] || { build rvv; check_v_confined; rvv_site=$SITE; } ;;
         scalar) [[ -n $scalar_site ]] || { build scalar; scalar_site=$SITE; } ;;
         *) echo "riscv64.sh: unknown stage '$stage'" >&2; exit 2 ;;
     esac

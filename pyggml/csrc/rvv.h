@@ -32,5 +32,22 @@ static inline int pg_rvv_on(void) {
 #define PG_RVV_RETURN(call) if (pg_rvv_on()) return call;
 #define PG_RVV_DO(call) if (pg_rvv_on()) { call; return; }
 
-/* ---- rvv.c; call only when pg_rvv_on() ---- */
+/* ---- rvv.c: call only when pg_rvv_on(); each does what vec.h's pg_vec_<name> does ---- */
+struct pg_block_q8_0;
 int pg_rvv_vlen(void);   /* VLEN in bits */
+void pg_rvv_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y);
+void pg_rvv_cvt_f32_f16(int64_t n, const float * x, pg_fp16_t * y);
+void pg_rvv_cvt_bf16_f32(int64_t n, const pg_bf16_t * x, float * y);
+void pg_rvv_cvt_f32_bf16(int64_t n, const float * x, pg_bf16_t * y);
+float pg_rvv_dot_f32(int64_t n, const float * x, const float * y);
+float pg_rvv_dot_f16(int64_t n, const pg_fp16_t * x, const pg_fp16_t * y);
+float pg_rvv_dot_bf16(int64_t n, const pg_bf16_t * x, const pg_bf16_t * y);
+float pg_rvv_dot_f16_f32(int64_t n, const pg_fp16_t * x, const float * y);
+float pg_rvv_dot_q8_0_q8_0(int64_t n, const struct pg_block_q8_0 * x, const struct pg_block_q8_0 * y);
+void pg_rvv_add_f32(int64_t n, float * z, const float * x, const float * y);
+void pg_rvv_mul_f32(int64_t n, float * z, const float * x, const float * y);
+void pg_rvv_mad_f32(int64_t n, float * y, const float * x, float v);
+void pg_rvv_scale_f32(int64_t n, float * y, const float * x, float v);
+float pg_rvv_max_f32(int64_t n, const float * x);
+double pg_rvv_sum_f32(int64_t n, const float * x);
+double pg_rvv_exp_sum_f32(int64_t n, float * y, const float * x, float m);

@@ -32,6 +32,11 @@
 #  define PG_SIMD_SCALAR 1
 #endif
 
+#if !defined(PG_SIMD_RVV)
+#  define PG_RVV_RETURN(call)
+#  define PG_RVV_DO(call)
+#endif
+
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #  include <immintrin.h>
 #elif defined(PG_SIMD_NEON)
