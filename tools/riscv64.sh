@@ -7,14 +7,18 @@
 #      packages through a private apt state (the system's apt sources are never touched);
 #      cached in .cache/riscv64/ and rebuilt only when the package list changes
 #   3. host build tools (meson, ninja, Cython) in a venv under .cache/riscv64/
-#   4. two cross builds: cross/riscv64-rvv.ini (RVV kernels chosen at run time) and
-#      cross/riscv64-scalar.ini (-Dsimd=none), each meson setup/compile/install --destdir
-#   5. pytest under qemu-riscv64: the RVV build at VLEN 128 and 256 with the tail/mask-agnostic
-#      lanes filled with ones (so a missing _tu policy shows), the RVV build on a CPU without V
-#      (it must fall back to the scalar kernels, not die with SIGILL), and the scalar build.
+#   4. cross builds, each meson setup/compile/install --destdir: cross/riscv64-rvv.ini (RVV kernels
+#      chosen at run time), the same plus cross/riscv64-zvfhmin.ini, and cross/riscv64-scalar.ini
+#   5. pytest under qemu-riscv64 (stages):
+#      rvv128, rvv256  the RVV build at VLEN 128 and 256, tail/mask-agnostic lanes filled with ones
+#                      (rvv_ta_all_1s, rvv_ma_all_1s), so a missing _tu policy shows as NaN
+#      rvv-nov         the RVV build on a CPU without V: scalar kernels, no SIGILL
+#      zvfhmin         the Zvfhmin build, row primitives only (the only code that differs); qemu 7.2
+#                      runs the e16 conversions once Zfh is on
+#      scalar          the -Dsimd=none build on a CPU without V
 #
 # Usage: bash tools/riscv64.sh [extra pytest args]      e.g. bash tools/riscv64.sh -k binary
-# Env:   PYGGML_RISCV64_STAGES  runs to do (default "rvv128 rvv256 rvv-nov scalar")
+# Env:   PYGGML_RISCV64_STAGES  stages to run (default "rvv128 rvv256 rvv-nov zvfhmin scalar")
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,7 +27,7 @@ SYSROOT=$CACHE/rootfs
 mkdir -p "$CACHE"
 TRIXIE_PKGS="python3.13 python3-numpy python3-pytest libpython3.13-dev libpython3-dev libgcc-14-dev libc6-dev"
 HOST_TOOLS="meson>=1.2 ninja Cython>=3.0"
-STAGES=${PYGGML_RISCV64_STAGES:-"rvv128 rvv256 rvv-nov scalar"}
+STAGES=${PYGGML_RISCV64_STAGES:-"rvv128 rvv256 rvv-nov zvfhmin scalar"}
 T0=$SECONDS
 
 log() { printf '\n== riscv64: %s (%ds)\n' "$*" $((SECONDS - T0)); }
@@ -93,11 +97,13 @@ fi
 export PATH=$hostenv/bin:$PATH
 
 # ---- 4. cross builds ----
-build() {  # variant -> sets SITE to the installed package's directory
-    local variant=$1 bdir=$ROOT/build/riscv64-$1
-    log "cross build $variant"
+build() {  # name cross-file... -> sets SITE to the installed package's directory
+    local name=$1 bdir=$ROOT/build/riscv64-$1 f; shift
+    local cross=()
+    for f in "$@"; do cross+=(--cross-file "$ROOT/cross/riscv64-$f.ini"); done
+    log "cross build $name"
     if [[ ! -f $bdir/build.ninja ]]; then
-        quiet meson setup "$bdir" "$ROOT" --cross-file "$ROOT/cross/riscv64-$variant.ini" -Dopenmp=disabled
+        quiet meson setup "$bdir" "$ROOT" "${cross[@]}" -Dopenmp=disabled
     fi
     quiet meson compile -C "$bdir"
     rm -rf "$bdir/destdir"
@@ -107,9 +113,9 @@ build() {  # variant -> sets SITE to the installed package's directory
 
 # every vector instruction of the RVV build must sit in rvv.c's pg_rvv_* kernels: V anywhere else
 # (say, clang auto-vectorising Cython code) would kill the import on a CPU without V
-check_v_confined() {
+check_v_confined() {  # build name
     local so bad
-    for so in "$ROOT"/build/riscv64-rvv/pyggml/*.so; do
+    for so in "$ROOT/build/riscv64-$1"/pyggml/*.so; do
         bad=$(llvm-objdump-19 -d --no-show-raw-insn "$so" |
               awk '/^[0-9a-f]+ <.*>:$/ {f = $2} $2 ~ /^v/ && f !~ /^<pg_rvv_/ {print f}' | sort -u)
         if [[ -n $bad ]]; then
@@ -121,26 +127,29 @@ check_v_confined() {
 
 # ---- 5. tests under qemu ----
 V_CPU=rv64,v=true,vext_spec=v1.0,rvv_ta_all_1s=true,rvv_ma_all_1s=true
-run_tests() {  # name site cpu expect_simd expect_vlen [pytest args]
+run_tests() {  # name site cpu expect_simd expect_vlen pytest-args...
     local name=$1 site=$2 cpu=$3 simd=$4 vlen=$5; shift 5
     log "pytest $name (QEMU_CPU=$cpu)"
     # -P: no cwd on sys.path, so the source tree's pyggml/ cannot shadow the installed one
     QEMU_CPU=$cpu PYTHONPATH=$site PYGGML_EXPECT_SIMD=$simd PYGGML_EXPECT_VLEN=$vlen \
-        "$ROOT/cross/riscv64-python" -P -m pytest "$ROOT/tests" -p no:cacheprovider "$@"
+        "$ROOT/cross/riscv64-python" -P -m pytest -p no:cacheprovider "$@"
 }
 
-rvv_site='' scalar_site=''
+rvv_site='' zvfh_site='' scalar_site=''
 for stage in $STAGES; do
     case $stage in
-        rvv128 | rvv256 | rvv-nov) [[ -n $rvv_site ]] || { build rvv; check_v_confined; rvv_site=$SITE; } ;;
-        scalar) [[ -n $scalar_site ]] || { build scalar; scalar_site=$SITE; } ;;
+        rvv128 | rvv256 | rvv-nov) [[ -n $rvv_site ]] || { build rvv rvv; check_v_confined rvv; rvv_site=$SITE; } ;;
+        zvfhmin) [[ -n $zvfh_site ]] || { build zvfhmin rvv zvfhmin; check_v_confined zvfhmin; zvfh_site=$SITE; } ;;
+        scalar) [[ -n $scalar_site ]] || { build scalar scalar; scalar_site=$SITE; } ;;
         *) echo "riscv64.sh: unknown stage '$stage'" >&2; exit 2 ;;
     esac
     case $stage in
-        rvv128) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=128" rvv 128 "$@" ;;
-        rvv256) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=256" rvv 256 "$@" ;;
-        rvv-nov) run_tests "$stage" "$rvv_site" rv64 scalar 0 "$@" ;;
-        scalar) run_tests "$stage" "$scalar_site" rv64 scalar 0 "$@" ;;
+        rvv128) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=128" rvv 128 "$ROOT/tests" "$@" ;;
+        rvv256) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=256" rvv 256 "$ROOT/tests" "$@" ;;
+        rvv-nov) run_tests "$stage" "$rvv_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
+        zvfhmin) run_tests "$stage" "$zvfh_site" "$V_CPU,vlen=256,Zfh=true" rvv 256 \
+                     "$ROOT/tests/test_build.py" "$ROOT/tests/test_vec.py" "$@" ;;
+        scalar) run_tests "$stage" "$scalar_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
     esac
 done
 log "done"
