@@ -2,6 +2,8 @@
 # riscv64 tests: cross-build pyggml for riscv64 with clang-19 and run the op-level pytest suite
 # under qemu-user, on a Debian 12 x86-64 machine (as root).
 #
+# The builds use OpenMP (libomp from the sysroot), so the threaded paths run on riscv64 too.
+#
 #   1. host packages: clang-19, lld-19, llvm-19, qemu-user-static (apt, only when missing)
 #   2. a riscv64 sysroot with Python 3.13, numpy and pytest unpacked from Debian trixie riscv64
 #      packages through a private apt state (the system's apt sources are never touched);
@@ -25,7 +27,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=$ROOT/.cache/riscv64          # cross/*.ini and cross/riscv64-python expect the sysroot here
 SYSROOT=$CACHE/rootfs
 mkdir -p "$CACHE"
-TRIXIE_PKGS="python3.13 python3-numpy python3-pytest libpython3.13-dev libpython3-dev libgcc-14-dev libc6-dev"
+TRIXIE_PKGS="python3.13 python3-numpy python3-pytest libpython3.13-dev libpython3-dev libgcc-14-dev libc6-dev libomp-19-dev"
 HOST_TOOLS="meson>=1.2 ninja Cython>=3.0"
 STAGES=${PYGGML_RISCV64_STAGES:-"rvv128 rvv256 rvv-nov zvfhmin scalar"}
 T0=$SECONDS
@@ -51,7 +53,7 @@ fi
 # ---- 2. riscv64 sysroot from Debian trixie ----
 stamp="trixie riscv64: $TRIXIE_PKGS"
 if [[ ! -f $SYSROOT/.pyggml-sysroot || $(cat "$SYSROOT/.pyggml-sysroot") != "$stamp" ]]; then
-    log "building the riscv64 sysroot ($TRIXIE_PKGS)"
+    log "building the riscv64 sysroot from trixie riscv64 packages"
     apt_dir=$CACHE/apt
     rm -rf "$SYSROOT" "$apt_dir"
     mkdir -p "$apt_dir"/{lists/partial,cache/archives/partial,none,prefs.d} "$SYSROOT"
@@ -102,8 +104,11 @@ build() {  # name cross-file... -> sets SITE to the installed package's director
     local cross=()
     for f in "$@"; do cross+=(--cross-file "$ROOT/cross/riscv64-$f.ini"); done
     log "cross build $name"
+    for f in "$@"; do   # a changed cross file: configure anew
+        if [[ $ROOT/cross/riscv64-$f.ini -nt $bdir/build.ninja ]]; then rm -rf "$bdir"; fi
+    done
     if [[ ! -f $bdir/build.ninja ]]; then
-        quiet meson setup "$bdir" "$ROOT" "${cross[@]}" -Dopenmp=disabled
+        quiet meson setup "$bdir" "$ROOT" "${cross[@]}" -Dopenmp=enabled
     fi
     quiet meson compile -C "$bdir"
     rm -rf "$bdir/destdir"
@@ -130,8 +135,9 @@ V_CPU=rv64,v=true,vext_spec=v1.0,rvv_ta_all_1s=true,rvv_ma_all_1s=true
 run_tests() {  # name site cpu expect_simd expect_vlen pytest-args...
     local name=$1 site=$2 cpu=$3 simd=$4 vlen=$5; shift 5
     log "pytest $name (QEMU_CPU=$cpu)"
-    # -P: no cwd on sys.path, so the source tree's pyggml/ cannot shadow the installed one
-    QEMU_CPU=$cpu PYTHONPATH=$site PYGGML_EXPECT_SIMD=$simd PYGGML_EXPECT_VLEN=$vlen \
+    # -P: no cwd on sys.path, so the source tree's pyggml/ cannot shadow the installed one;
+    # passive OpenMP waits: emulated threads spinning at a barrier would starve the others
+    QEMU_CPU=$cpu OMP_WAIT_POLICY=passive PYTHONPATH=$site PYGGML_EXPECT_SIMD=$simd PYGGML_EXPECT_VLEN=$vlen \
         "$ROOT/cross/riscv64-python" -P -m pytest -p no:cacheprovider "$@"
 }
 
