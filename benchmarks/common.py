@@ -51,13 +51,14 @@ def report(rows, header=("case", "threads", "pyggml", "numpy", "torch", "np/pg",
     (>1 means pyggml is faster)."""
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for case, nth, t_pg, t_np, t_th, note in rows:
-        def us(t):
-            return "-" if t is None else f"{t * 1e6:.1f} us"
+    def us(t):
+        return "-" if t is None else f"{t * 1e6:.1f} us"
 
-        def ratio(t):
-            return "-" if t is None or not t_pg else f"{t / t_pg:.2f}"
-        print(f"| {case} | {nth} | {us(t_pg)} | {us(t_np)} | {us(t_th)} | {ratio(t_np)} | {ratio(t_th)} | {note} |")
+    def ratio(t, t_pg):
+        return "-" if t is None or not t_pg else f"{t / t_pg:.2f}"
+
+    for case, nth, t_pg, t_np, t_th, note in rows:
+        print(f"| {case} | {nth} | {us(t_pg)} | {us(t_np)} | {us(t_th)} | {ratio(t_np, t_pg)} | {ratio(t_th, t_pg)} | {note} |")
 
 
 def bandwidth_line(nbytes, threads=1):

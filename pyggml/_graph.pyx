@@ -1,6 +1,28 @@
 """CGraph: nodes in topological order, the plan (threads, work buffer, fusion, memory of the
 intermediate tensors) and compute: one parallel region in which every thread walks every node with
-(ith, nth) and a barrier separates the nodes. The single dispatch switch is _compute_node()."""
+(ith, nth) and a barrier separates the nodes. The single dispatch switch is _compute_node().
+
+Fusion. plan() turns the nodes into exec entries (struct pg_exec: node, kind, aux[2]). An entry of
+kind EXEC_OP runs node.op; a fused kind runs a group of consecutive executed nodes as one kernel:
+`node` is the group's last node, aux[] the earlier ones in order, and the nodes absorbed into aux[]
+get no entry of their own. The groups come from _PATTERNS, a table of
+
+    (ops of the consecutive nodes, exec kind, check(group, uses) -> bool)
+
+tried longest first at every node; `uses` counts how often each tensor is a source in this graph.
+The check holds exactly when the fused kernel gives the nodes' own results bit for bit, e.g. that an
+intermediate it never writes has no other reader (one use, not a view, not a graph output). A new
+pattern is one table entry, one exec kind and one line in _compute_node.
+
+    ADD -> RMS_NORM -> MUL   h = a + b, y = rms_norm(h) * w; h written, the norm's result not
+    RMS_NORM -> MUL          ggml's one CPU fusion (ggml-semantics.md sections 6 and 9)
+    ADD -> RMS_NORM          h = a + b, y = rms_norm(h) (pyggml's; h is still written)
+
+Matching depends only on the graph, so the memory planner treats a group as one step (no block is
+reused inside it, whether the group then runs fused or not). plan() applies the groups once per
+(graph, n_threads, use_ref) and lists them in Plan.fused; use_ref=True, or the environment variable
+PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns fusion off.
+"""
 import os
 
 from libc.stdint cimport int32_t, int64_t
@@ -10,7 +32,7 @@ from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_max_threads, pg_paral
 from pyggml._tensor cimport Memory, Tensor, tensor_nbytes
 from pyggml._typedefs cimport *
 
-from pyggml._enums import NO_COMPUTE_OPS, Op
+from pyggml._enums import NO_COMPUTE_OPS, Op, Type
 
 cdef extern from "binary.h" nogil:
     void pg_compute_add(const pg_params * p, pg_tensor * dst)
@@ -43,6 +65,8 @@ cdef extern from "matmul.h" nogil:
     size_t pg_work_mul_mat(const pg_tensor * dst, int nth)
 
 cdef extern from "norm.h" nogil:
+    void pg_compute_rms_norm_fused(const pg_params * p, const pg_tensor * add, const pg_tensor * norm,
+                                   const pg_tensor * mul)
     void pg_compute_rms_norm(const pg_params * p, pg_tensor * dst)
     void pg_compute_norm(const pg_params * p, pg_tensor * dst)
     size_t pg_work_rms_norm(const pg_tensor * dst, int nth)
@@ -62,7 +86,10 @@ FLAG_OUTPUT = 2
 
 # what an exec entry does
 cdef enum:
-    EXEC_OP = 0      # run node.op
+    EXEC_OP = 0                 # run node.op
+    EXEC_RMS_NORM_MUL = 1       # aux[0] = rms_norm, node = mul
+    EXEC_ADD_RMS_NORM = 2       # aux[0] = add, node = rms_norm
+    EXEC_ADD_RMS_NORM_MUL = 3   # aux[0] = add, aux[1] = rms_norm, node = mul
 
 
 cdef struct pg_exec:
@@ -74,7 +101,13 @@ cdef struct pg_exec:
 cdef void _compute_node(const pg_params * p, const pg_exec * e) noexcept nogil:
     cdef pg_tensor * t = e.node
     cdef int op = t.op
-    if op == PG_OP_ADD:
+    if e.kind == EXEC_RMS_NORM_MUL:
+        pg_compute_rms_norm_fused(p, NULL, e.aux[0], t)
+    elif e.kind == EXEC_ADD_RMS_NORM:
+        pg_compute_rms_norm_fused(p, e.aux[0], t, NULL)
+    elif e.kind == EXEC_ADD_RMS_NORM_MUL:
+        pg_compute_rms_norm_fused(p, e.aux[0], e.aux[1], t)
+    elif op == PG_OP_ADD:
         pg_compute_add(p, t)
     elif op == PG_OP_MUL:
         pg_compute_mul(p, t)
@@ -196,9 +229,56 @@ cdef inline Tensor _root(Tensor t):
     return t._view_src if t._view_src is not None else t
 
 
+cdef inline bint _executed(Tensor t):
+    return t.c.op not in NO_COMPUTE_OPS and t.nelements != 0
+
+
+# ops whose kernels split whole rows: more threads than rows would only wait
+_ROW_SPLIT_OPS = frozenset({Op.SOFT_MAX, Op.RMS_NORM, Op.NORM, Op.ADD, Op.MUL})
+
+
+cdef int _n_tasks(Tensor t, int nth):
+    if t.c.op in _ROW_SPLIT_OPS:
+        return min(nth, max(1, t.c.ne[1] * t.c.ne[2] * t.c.ne[3]))
+    return nth
+
+
+# ---- fusion patterns (see the module docstring) ----
+
+def _norm_mul(Tensor norm, Tensor mul, dict uses):
+    """RMS_NORM -> MUL, ggml's conditions: the norm's result is read by the mul only and is not a
+    view or an output; same shape; the weight is F32 with packed rows of the norm's width."""
+    if uses.get(id(norm), 0) != 1 or norm._view_src is not None or norm.c.flags & FLAG_OUTPUT:
+        return False
+    w = mul._src[1] if mul._src[0] is norm else mul._src[0] if mul._src[1] is norm else None
+    return (w is not None and mul.ne == norm.ne and mul.c.type == Type.F32 and w.type == Type.F32
+            and w.nb[0] == 4 and w.ne[0] == norm.c.ne[0])
+
+
+def _add_norm(Tensor add, Tensor norm, dict uses):
+    """ADD -> RMS_NORM: the norm reads the sum itself (not a view of it), the norm is not in place,
+    all F32 and the addend's rows are as wide as the sum's (no repeat within a row)."""
+    a, b = add._src[0], add._src[1]
+    return (norm._src[0] is add and norm._view_src is None and add.c.type == Type.F32
+            and a.type == Type.F32 and b.type == Type.F32 and b.ne[0] == add.c.ne[0])
+
+
+_PATTERNS = (
+    ((Op.ADD, Op.RMS_NORM, Op.MUL), EXEC_ADD_RMS_NORM_MUL,
+     lambda g, u: _add_norm(g[0], g[1], u) and _norm_mul(g[1], g[2], u)),
+    ((Op.RMS_NORM, Op.MUL), EXEC_RMS_NORM_MUL, lambda g, u: _norm_mul(g[0], g[1], u)),
+    ((Op.ADD, Op.RMS_NORM), EXEC_ADD_RMS_NORM, lambda g, u: _add_norm(g[0], g[1], u)),
+)
+
+
+cdef inline pg_tensor * _c(t):
+    return NULL if t is None else &(<Tensor> t).c
+
+
 class Plan:
-    """What plan() decided: thread count, work buffer bytes, tasks per node, fused groups and the
-    memory planned for intermediate tensors (mem_bytes, against mem_bytes_naive without reuse)."""
+    """What plan() decided: thread count, work buffer bytes, tasks per node, fused groups (tuples of
+    the Tensors each fused kernel computes, in graph order) and the memory planned for intermediate
+    tensors (mem_bytes, against mem_bytes_naive without reuse)."""
 
     def __init__(self, n_threads, work_size, n_tasks, fused, mem_bytes, mem_bytes_naive, use_ref):
         self.n_threads = n_threads
@@ -260,9 +340,11 @@ cdef class CGraph:
         n0 = len(self._nodes) + len(self._leafs)
         self._visit(tensor)
         (<Tensor> tensor).c.flags |= FLAG_OUTPUT
-        if all(o is not tensor for o in self._outputs):
+        new_output = all(o is not tensor for o in self._outputs)
+        if new_output:
             self._outputs.append(tensor)
-        if len(self._nodes) + len(self._leafs) != n0 or not self._mem_planned:
+        # a new output changes what may be reused or fused
+        if len(self._nodes) + len(self._leafs) != n0 or new_output or not self._mem_planned:
             self._invalidate()
 
     def _visit(self, Tensor root):
@@ -298,11 +380,39 @@ cdef class CGraph:
         self._mem_planned = False
         self._plans = {}
 
+    def _fusions(self):
+        """[(exec kind, (Tensor, ...))]: the groups of consecutive executed nodes that _PATTERNS fuse."""
+        cdef Tensor n
+        uses = {}
+        for n in self._nodes:
+            for s in n._src:
+                if s is not None:
+                    uses[id(s)] = uses.get(id(s), 0) + 1
+        nodes = [n for n in self._nodes if _executed(n)]
+        found = []
+        i = 0
+        while i < len(nodes):
+            for ops, kind, ok in _PATTERNS:
+                g = tuple(nodes[i:i + len(ops)])
+                if tuple(t.op for t in g) == ops and ok(g, uses):
+                    found.append((kind, g))
+                    i += len(g)
+                    break
+            else:
+                i += 1
+        return found
+
     def _plan_memory(self):
         """Give every node without memory a place in one arena; a block is reused once the last
-        consumer of its tensor has run. Inputs (leafs), outputs and tensors that already have memory
-        are never reused. Returns (arena bytes, bytes without reuse)."""
+        consumer of its tensor has run, and a fusable group counts as one step (a fused kernel
+        reads its inputs while it writes its outputs). Inputs (leafs), outputs and tensors that
+        already have memory are never reused. Returns (arena bytes, bytes without reuse)."""
         cdef Tensor n, s, r
+        index = {id(n): i for i, n in enumerate(self._nodes)}
+        in_group = set()    # nodes after which a group still goes on
+        for _, g in self._fusions():
+            in_group.update(range(index[id(g[0])], index[id(g[-1])]))
+        pending = []        # sources whose release waits for the end of the step
         remaining = {}
         for n in self._nodes:
             for s in n._src:
@@ -331,9 +441,10 @@ cdef class CGraph:
                     off = top
                     top += size
                 offsets[id(n)] = (n, off, size)
-            for s in n._src:
-                if s is None:
-                    continue
+            pending.extend(s for s in n._src if s is not None)
+            if index[id(n)] in in_group:
+                continue
+            for s in pending:
                 r = _root(s)
                 remaining[id(r)] -= 1
                 if remaining[id(r)] == 0 and id(r) in offsets and id(r) not in protected:
@@ -349,6 +460,7 @@ cdef class CGraph:
                     free = merged
                     if free and free[-1][0] + free[-1][1] == top:
                         top = free.pop()[0]
+            pending = []
         # the arena is as large as the highest block ever handed out
         high = 0
         for _, off, size in offsets.values():
@@ -367,8 +479,8 @@ cdef class CGraph:
         self._mem = (high, naive)
 
     def plan(self, n_threads=None, use_ref=False):
-        """Decide threads, work buffer, fusion and the memory of intermediates (once per graph and
-        thread count). Returns a Plan."""
+        """Decide threads, work buffer, fusion and the memory of intermediates (once per graph,
+        thread count and use_ref). Returns a Plan."""
         key = _plan_key(n_threads, use_ref)
         nth = key[0]
         if key in self._plans:
@@ -376,40 +488,44 @@ cdef class CGraph:
         if not self._mem_planned:
             self._plan_memory()
         cdef Tensor n
-        exec_nodes = []
+        groups = [] if use_ref or os.environ.get("PYGGML_DISABLE_FUSION", "") not in ("", "0") else self._fusions()
+        group_of = {id(t): (kind, g) for kind, g in groups for t in g}
+        entries = []     # (node, exec kind, aux0, aux1) in execution order
         n_tasks = []
         for n in self._nodes:
-            if n.c.op in NO_COMPUTE_OPS or n.nelements == 0:
+            if not _executed(n):
                 n_tasks.append(1)
                 continue
-            tasks = min(nth, max(1, n.c.ne[1] * n.c.ne[2] * n.c.ne[3])) if n.c.op == Op.SOFT_MAX else nth
-            n_tasks.append(tasks)
-            exec_nodes.append(n)
+            n_tasks.append(_n_tasks(n, nth))
+            kind, g = group_of.get(id(n), (EXEC_OP, (n,)))
+            if n is g[-1]:
+                aux = g[:-1] + (None, None)
+                entries.append((n, kind, aux[0], aux[1]))
         plan_threads = min(nth, max(n_tasks, default=1))
         work = 0
-        for n in exec_nodes:
-            work = max(work, _work_size(&n.c, plan_threads))
-        fused = []
-        plan = Plan(plan_threads, work, tuple(n_tasks), fused, self._mem[0], self._mem[1], bool(use_ref))
-        self._plans[key] = (plan, exec_nodes)
+        for n, kind, _, _ in entries:
+            if kind == EXEC_OP:
+                work = max(work, _work_size(&n.c, plan_threads))
+        plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
+                    bool(use_ref))
+        self._plans[key] = (plan, entries)
         return plan
 
     def compute(self, n_threads=None, use_ref=False):
         """Run every node; the GIL is released for the whole compute. Indices found out of range
         while running (get_rows, set_rows) raise IndexError afterwards."""
         plan = self.plan(n_threads, use_ref)
-        exec_nodes = self._plans[_plan_key(n_threads, use_ref)][1]
-        cdef int n = len(exec_nodes)
-        cdef Tensor t
+        entries = self._plans[_plan_key(n_threads, use_ref)][1]
+        cdef int n = len(entries)
         cdef _run_state st
         if self._exec_mem is None or self._exec_mem.size < max(n, 1) * sizeof(pg_exec):
             self._exec_mem = Memory(max(n, 1) * sizeof(pg_exec))
         cdef pg_exec * ex = <pg_exec *> self._exec_mem.ptr
-        for i, t in enumerate(exec_nodes):
-            ex[i].node = &t.c
-            ex[i].kind = EXEC_OP
-            ex[i].aux[0] = NULL
-            ex[i].aux[1] = NULL
+        for i, (node, kind, aux0, aux1) in enumerate(entries):
+            ex[i].node = _c(node)
+            ex[i].kind = kind
+            ex[i].aux[0] = _c(aux0)
+            ex[i].aux[1] = _c(aux1)
         if self._work is None or self._work.size < plan.work_size:
             self._work = Memory(plan.work_size)
         if self._shared_mem is None:

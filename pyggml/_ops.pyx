@@ -117,17 +117,18 @@ cdef Tensor _unary(str op, int code, a):
 
 
 def silu(a):
-    """x * sigmoid(x) elementwise (F32/F16)."""
+    """x / (1 + exp(-x)) elementwise (F32/F16; F16 computed in f32 and rounded once)."""
     return _unary("silu", UnaryOp.SILU, a)
 
 
 def gelu(a):
-    """GELU, tanh approximation (F32/F16)."""
+    """GELU, tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (F32/F16). pyggml
+    computes it in f32; ggml's CPU reads an fp16 lookup table (GGML_GELU_FP16)."""
     return _unary("gelu", UnaryOp.GELU, a)
 
 
 def gelu_erf(a):
-    """GELU with the exact erf (F32/F16)."""
+    """GELU with erf: 0.5x(1 + erf(x/sqrt(2))) (F32/F16)."""
     return _unary("gelu_erf", UnaryOp.GELU_ERF, a)
 
 
@@ -295,17 +296,26 @@ def get_rows(a, b):
 # ---- softmax ----
 
 def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0):
-    """softmax(a*scale + slope*mask) over dim 0 (ggml_soft_max_ext). mask: F16/F32 [a.ne0, >=a.ne1, ...]
-    broadcast over dims 2/3 by modulo; ALiBi slopes from max_bias (needs a mask). A row that is all
-    -inf gives NaN, as in ggml."""
+    """softmax(a*scale + slope*mask) over dim 0 (ggml_soft_max_ext), F32 result of a's shape.
+
+    mask: F16/F32 [a.ne0, >= a.ne1, M2, M3]; row i1 of a uses mask row i1, dims 2/3 broadcast by
+    modulo (a.ne2 % M2 == 0, a.ne3 % M3 == 0). max_bias > 0 turns on ALiBi slopes per head (dim 2),
+    which multiply the mask, so it needs one. A row that is all -inf gives NaN, as in ggml.
+    pyggml differs from ggml: a and mask need packed rows only (ggml requires contiguous tensors),
+    and rows are split contiguously over threads (ggml interleaves them).
+    """
     cdef Tensor ta = _tensor("soft_max_ext", "a", a), tm
     _types("soft_max_ext", "a", ta, {Type.F32})
-    _contiguous("soft_max_ext", "a", ta)
+    _packed0("soft_max_ext", "a", ta)
+    fscale = _finite("soft_max_ext", "scale", scale)
+    fbias = _finite("soft_max_ext", "max_bias", max_bias)
+    if fbias < 0:
+        raise ValueError(f"soft_max_ext: max_bias must be >= 0, got {max_bias}")
     srcs = [ta]
     if mask is not None:
         tm = _tensor("soft_max_ext", "mask", mask)
         _types("soft_max_ext", "mask", tm, {Type.F16, Type.F32})
-        _contiguous("soft_max_ext", "mask", tm)
+        _packed0("soft_max_ext", "mask", tm)
         if tm.c.ne[0] != ta.c.ne[0]:
             raise ValueError(f"soft_max_ext: mask.ne[0] must equal a.ne[0] = {ta.c.ne[0]}, got {tm.c.ne[0]}")
         if tm.c.ne[1] < ta.c.ne[1]:
@@ -313,19 +323,17 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0):
         if ta.c.ne[2] % tm.c.ne[2] or ta.c.ne[3] % tm.c.ne[3]:
             raise ValueError(f"soft_max_ext: a.ne[2:4] = {ta.ne[2:]} must be multiples of mask.ne[2:4] = {tm.ne[2:]}")
         srcs.append(tm)
-    elif float(max_bias) > 0:
-        raise ValueError(f"soft_max_ext: max_bias > 0 (got {max_bias}) needs a mask")
-    if float(max_bias) < 0:
-        raise ValueError(f"soft_max_ext: max_bias must be >= 0, got {max_bias}")
+    elif fbias > 0:
+        raise ValueError(f"soft_max_ext: max_bias > 0 (got {max_bias}) needs a mask, got None")
     cdef Tensor t = new_node(ta.ctx, Type.F32, ta.ne, Op.SOFT_MAX, tuple(srcs))
-    set_param_f32(t, 0, _finite("soft_max_ext", "scale", scale))
-    set_param_f32(t, 1, _finite("soft_max_ext", "max_bias", max_bias))
+    set_param_f32(t, 0, fscale)
+    set_param_f32(t, 1, fbias)
     return t
 
 
 def soft_max_add_sinks(t, sinks):
-    """Attach F32 sinks [a.ne2] (one logit per head) to a soft_max_ext node: each joins the row's
-    max and denominator, not the output."""
+    """Attach F32 sinks [a.ne2] (one logit per head) to a soft_max_ext node (ggml_soft_max_add_sinks):
+    each joins its rows' max and denominator, not the output. Returns t."""
     cdef Tensor tt = _tensor("soft_max_add_sinks", "t", t), ts = _tensor("soft_max_add_sinks", "sinks", sinks)
     if tt.c.op != Op.SOFT_MAX:
         raise ValueError(f"soft_max_add_sinks: t must be a soft_max_ext result, got op {tt.op.name}")
@@ -343,13 +351,25 @@ def soft_max_add_sinks(t, sinks):
 _GLU_TYPES = {Type.F32, Type.F16}
 
 
+def _glu_op(str name, op):
+    try:
+        return GluOp(op)
+    except ValueError:
+        names = ", ".join(o.name for o in GluOp)
+        raise ValueError(f"{name}: op must be a pyggml.GluOp ({names}), got {op!r}") from None
+
+
 def glu(a, op, swapped=False):
-    """Gated unit on the two halves of each row of a: out = act(x) * g with x the first half and g
-    the second (reversed when swapped). Result ne0 = a.ne0 // 2."""
+    """Gated unit on the two halves of each row of a (ggml_glu): out = act(x) * g with x the first
+    half and g the second (exchanged when swapped); result [a.ne0 // 2, ...] of a's type (F32/F16;
+    an odd last element is ignored). GEGLU uses the tanh form computed in f32, where ggml's CPU reads
+    an fp16 table. a needs packed rows (ggml: contiguous_1)."""
     cdef Tensor ta = _tensor("glu", "a", a)
-    gop = _glu_op(op)
+    gop = _glu_op("glu", op)
     _types("glu", "a", ta, _GLU_TYPES)
     _packed0("glu", "a", ta)
+    if ta.c.ne[0] < 2:
+        raise ValueError(f"glu: a.ne[0] must be >= 2 to split into x and g, got {ta.c.ne[0]}")
     cdef Tensor t = new_node(ta.ctx, ta.c.type, (ta.c.ne[0] // 2,) + ta.ne[1:], Op.GLU, (ta,))
     set_param_i32(t, 0, gop)
     set_param_i32(t, 1, 1 if swapped else 0)
@@ -357,9 +377,10 @@ def glu(a, op, swapped=False):
 
 
 def glu_split(a, b, op):
-    """Gated unit with separate tensors: out = act(a) * b (same shape and type)."""
+    """Gated unit with separate tensors (ggml_glu_split): out = act(a) * b, same shape and type
+    (F32/F16)."""
     cdef Tensor ta = _tensor("glu_split", "a", a), tb = _tensor("glu_split", "b", b)
-    gop = _glu_op(op)
+    gop = _glu_op("glu_split", op)
     _types("glu_split", "a", ta, _GLU_TYPES)
     if tb.c.type != ta.c.type:
         raise TypeError(f"glu_split: b must have a's type {ta.type.name}, got {tb.type.name}")
@@ -371,20 +392,13 @@ def glu_split(a, b, op):
     return t
 
 
-def _glu_op(op):
-    try:
-        return GluOp(op)
-    except ValueError:
-        raise ValueError(f"glu: op must be a pyggml.GluOp, got {op!r}") from None
-
-
 def swiglu(a):
-    """silu(first half) * second half of each row."""
+    """silu(first half) * second half of each row (ggml_swiglu)."""
     return glu(a, GluOp.SWIGLU)
 
 
 def swiglu_split(a, b):
-    """silu(a) * b."""
+    """silu(a) * b (ggml_swiglu_split)."""
     return glu_split(a, b, GluOp.SWIGLU)
 
 
@@ -413,12 +427,171 @@ def mul_mat(a, b):
 # ---- norm: rms_norm, norm ----
 # ================================================================================================
 # (each section appends its public names: __all__ += [...])
+__all__ += ["rms_norm", "rms_norm_inplace", "norm", "norm_inplace"]
+
+
+cdef Tensor _norm(str op, int code, a, eps, bint inplace):
+    cdef Tensor ta = _tensor(op, "a", a)
+    _types(op, "a", ta, {Type.F32})
+    _packed0(op, "a", ta)
+    cdef float e = _finite(op, "eps", eps)
+    if not 0.0 <= e < float("inf"):
+        raise ValueError(f"{op}: eps must be finite and >= 0, got {eps!r}")
+    cdef Tensor t
+    if inplace:
+        t = new_view(ta, ta.ne, ta.nb, 0, code, ta._ndim)
+    else:
+        t = new_node(ta.ctx, Type.F32, ta.ne, code, (ta,), ta._ndim)
+    set_param_f32(t, 0, e)
+    return t
+
+
+def rms_norm(a, eps):
+    """Each row (dim 0) of a divided by its root mean square: y = x / sqrt(mean(x*x) + eps), F32
+    with packed rows (any stride in dims 1-3). As ggml, the squares are summed in double and the rest
+    is ggml's f32 formula, bit for bit. A graph may fuse it with a residual ADD before it and a
+    weight MUL after it (CGraph.plan): pyggml's ADD fusion goes beyond ggml, results are identical."""
+    return _norm("rms_norm", Op.RMS_NORM, a, eps, False)
+
+
+def rms_norm_inplace(a, eps):
+    """rms_norm writing into a (the result is a view of a)."""
+    return _norm("rms_norm_inplace", Op.RMS_NORM, a, eps, True)
+
+
+def norm(a, eps):
+    """Each row (dim 0) of a made zero-mean and unit-variance: y = (x - mean) / sqrt(var + eps), no
+    affine part (ggml_norm). F32 with packed rows. Sums in double as ggml, the rest ggml's f32 steps."""
+    return _norm("norm", Op.NORM, a, eps, False)
+
+
+def norm_inplace(a, eps):
+    """norm writing into a (the result is a view of a)."""
+    return _norm("norm_inplace", Op.NORM, a, eps, True)
 
 
 # ================================================================================================
 # ---- rope: rope_ext, rope_multi, rope_set_offset ----
 # ================================================================================================
 # (each section appends its public names: __all__ += [...])
+
+from pyggml._enums import RopeType
+
+__all__ += ["rope_ext", "rope_multi", "rope_set_offset"]
+
+_ROPE_MODES = {int(m) for m in RopeType}
+_ROPE_MULTI = int(RopeType.MROPE)      # the mode bit of the multi modes (MROPE, VISION, IMROPE)
+
+
+cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale,
+                  ext_factor, attn_factor, beta_fast, beta_slow):
+    cdef Tensor ta = _tensor(op, "a", a), tb = _tensor(op, "b", b), tc
+    _types(op, "a", ta, {Type.F32, Type.F16})
+    _packed0(op, "a", ta)
+    mode = int(mode)
+    if mode not in _ROPE_MODES:
+        raise ValueError(f"{op}: mode must be one of {sorted(_ROPE_MODES)} (pyggml.RopeType), got {mode}")
+    multi = bool(mode & _ROPE_MULTI)
+    if multi and sections is None:
+        raise ValueError(f"{op}: mode {RopeType(mode).name} needs sections: use rope_multi")
+    n_dims = int(n_dims)
+    ne0 = ta.c.ne[0]
+    if n_dims <= 0 or n_dims % 2:
+        raise ValueError(f"{op}: n_dims must be even and > 0, got {n_dims}")
+    if n_dims > ne0:
+        raise ValueError(f"{op}: n_dims must be <= a.ne[0] = {ne0}, got {n_dims}")
+    if mode == RopeType.VISION and 2 * n_dims != ne0:
+        raise ValueError(f"{op}: VISION rotates (k, k + n_dims) over the whole row, so n_dims must be "
+                         f"a.ne[0] / 2 = {ne0 / 2}, got {n_dims}")
+    secs = (0, 0, 0, 0)
+    if multi:
+        secs = tuple(int(x) for x in sections)
+        if len(secs) != 4 or any(x < 0 for x in secs):
+            raise ValueError(f"{op}: sections must be 4 integers >= 0, got {tuple(sections)}")
+        if not (secs[0] > 0 or secs[1] > 0 or secs[2] > 0):
+            raise ValueError(f"{op}: one of sections[0:3] must be > 0, got {secs}")
+        if sum(secs) > ne0:
+            raise ValueError(f"{op}: sections {secs} sum to {sum(secs)}, more than the row a.ne[0] = {ne0}")
+    _types(op, "b", tb, {Type.I32})
+    _contiguous(op, "b", tb)
+    n_pos = ta.c.ne[2] * (4 if multi else 1)
+    if tb.c.ne[1] != 1 or tb.c.ne[2] != 1 or tb.c.ne[3] != 1 or tb.c.ne[0] != n_pos:
+        what = "4 * a.ne[2] (blocks t, h, w, e)" if multi else "a.ne[2]"
+        raise ValueError(f"{op}: b must be a vector of {what} = {n_pos} positions, got ne={tb.ne}")
+    srcs = [ta, tb]
+    if c is not None:
+        tc = _tensor(op, "c", c)
+        _types(op, "c", tc, {Type.F32})
+        _contiguous(op, "c", tc)
+        n_pairs = n_dims if mode == RopeType.VISION else n_dims // 2
+        if tc.nelements < n_pairs:
+            raise ValueError(f"{op}: c must hold one frequency factor per rotated pair ({n_pairs}), "
+                             f"got {tc.nelements}")
+        srcs.append(tc)
+    floats = {"freq_base": freq_base, "freq_scale": freq_scale, "ext_factor": ext_factor,
+              "attn_factor": attn_factor, "beta_fast": beta_fast, "beta_slow": beta_slow}
+    vals = [_finite(op, k, v) for k, v in floats.items()]
+    if vals[0] <= 0:
+        raise ValueError(f"{op}: freq_base must be > 0, got {freq_base}")
+    if vals[2] != 0 and vals[1] <= 0:
+        raise ValueError(f"{op}: freq_scale must be > 0 when ext_factor != 0, got {freq_scale}")
+    cdef Tensor t = new_node(ta.ctx, ta.c.type, ta.ne, Op.ROPE, tuple(srcs), ta._ndim)
+    set_param_i32(t, 0, 0)
+    set_param_i32(t, 1, n_dims)
+    set_param_i32(t, 2, mode)
+    set_param_i32(t, 3, 0)
+    set_param_i32(t, 4, int(n_ctx_orig))
+    for i, v in enumerate(vals):
+        set_param_f32(t, 5 + i, v)
+    for i in range(4):
+        set_param_i32(t, 11 + i, secs[i])
+    return t
+
+
+def rope_ext(a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+             beta_fast, beta_slow):
+    """Rotary position embedding (ggml_rope_ext) of a [ne0, n_head, n_tokens, ne3] (F32/F16, dims 1-3
+    any stride) at the I32 positions b [n_tokens]; c: None or F32 frequency factors (the angle of
+    pair k is divided by c[k]). mode: RopeType.NORMAL (pairs (2k, 2k+1)) or NEOX (pairs (k, k+n_dims/2));
+    the multi modes need rope_multi. n_dims < ne0 rotates the first n_dims elements (from n_offs, see
+    rope_set_offset) and copies the rest. YaRN: ext_factor > 0 mixes interpolated (freq_scale) and
+    extrapolated angles between the correction dims from beta_fast/beta_slow and n_ctx_orig.
+    Differs from ggml: only the factors of rotated pairs are read (ggml's cache loop reads ne0/2 of
+    them even when n_dims < ne0)."""
+    return _rope("rope_ext", a, b, c, n_dims, None, mode, n_ctx_orig, freq_base, freq_scale,
+                 ext_factor, attn_factor, beta_fast, beta_slow)
+
+
+def rope_multi(a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
+               attn_factor, beta_fast, beta_slow):
+    """Multimodal RoPE (ggml_rope_multi): b holds 4 * n_tokens positions, four blocks t | h | w | e.
+    sections (4 ints) give how many pairs each block drives: MROPE contiguous sections in the NEOX
+    layout, IMROPE interleaved t h w t h w ..., VISION restarts the frequency index per section and
+    rotates (k, k + n_dims) over the whole row (n_dims = ne0 / 2). With NORMAL/NEOX the sections are
+    ignored (stored as zeros) and b holds n_tokens positions, as in ggml.
+    Differs from ggml: VISION needs ne0 == 2 * n_dims exactly, and c one factor per pair (n_dims of
+    them; ggml checks for n_dims / 2 and reads past them)."""
+    return _rope("rope_multi", a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale,
+                 ext_factor, attn_factor, beta_fast, beta_slow)
+
+
+def rope_set_offset(t, n_offs):
+    """Rotate from element n_offs on (ggml_rope_set_offset): the pairs of a rope_ext/rope_multi result t
+    start at n_offs, elements before and after the rotated span are copied. Returns t."""
+    cdef Tensor tt = _tensor("rope_set_offset", "t", t)
+    if tt.c.op != Op.ROPE:
+        raise ValueError(f"rope_set_offset: t must be a rope_ext/rope_multi result, got op {tt.op.name}")
+    n_offs = int(n_offs)
+    n_dims, mode, ne0 = tt.c.op_params[1], tt.c.op_params[2], tt.c.ne[0]
+    if mode == RopeType.VISION and n_offs != 0:
+        raise ValueError(f"rope_set_offset: n_offs must be 0 with mode VISION, got {n_offs}")
+    if n_offs < 0 or n_offs % 2:
+        raise ValueError(f"rope_set_offset: n_offs must be even and >= 0, got {n_offs}")
+    if n_offs + n_dims > ne0:
+        raise ValueError(f"rope_set_offset: n_offs + n_dims must be <= a.ne[0] = {ne0}, got "
+                         f"{n_offs} + {n_dims}")
+    set_param_i32(tt, 15, n_offs)
+    return tt
 
 
 # ================================================================================================
@@ -433,3 +606,128 @@ def mul_mat(a, b):
 # (each section appends its public names: __all__ += [...])
 
 
+__all__ += ["flash_attn_ext", "flash_attn_ext_set_prec", "flash_attn_ext_add_sinks",
+            "flash_attn_ext_set_path", "flash_attn_ext_get_path", "FA_PATHS"]
+
+from pyggml._enums import Prec
+
+_FA_KV_TYPES = FLOAT_TYPES | QUANT_TYPES
+# op_params slot 4 = forced path (index in FA_PATHS), slot 5 = path taken by the last compute
+FA_PATHS = ("auto", "one_chunk", "tiled", "split")
+cdef int _FA_PARAM_PATH = 4
+cdef int _FA_PARAM_TAKEN = 5
+
+
+def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
+    """Fused attention (ggml_flash_attn_ext): for each query row, softmax over the keys of
+    scale*q.k (with logit_softcap: softcap*tanh(scale*q.k/softcap)) plus slope*mask, times v.
+
+    q F32 [DK, N, Hq, S]; k [DK, L, Hkv, S] and v [DV, L, Hkv, S] of type F32, F16, BF16, Q8_0 or Q4_0
+    (rows packed in dim 0, other strides free, e.g. views of a KV cache); Hq % Hkv == 0 (GQA: query
+    head h reads KV head h // (Hq // Hkv)); mask None or F16 contiguous [>= L, >= N, M2, M3] with
+    Hq % M2 == 0 and S % M3 == 0; ALiBi slopes from max_bias (needs a mask). Result F32
+    [DV, Hq, N, S] (heads before queries). A key with slope*mask == -inf gets no weight; a row with
+    every key masked is exactly 0.
+
+    Paths (see csrc/flash-attn.h; force one with flash_attn_ext_set_path, read the one taken with
+    flash_attn_ext_get_path): one_chunk (per row; compute(use_ref=True) always takes it), tiled
+    (64 x 64 tiles, automatic from N >= 64), split (split-KV decode, automatic for N == S == 1 and
+    L >= PG_FA_SPLIT_MIN_L = 64, csrc/flash-attn.h).
+
+    Differences from ggml: every path accumulates in f32 (ggml keeps an fp16 accumulator for F16 V
+    on one_chunk and split); split-KV also runs for BF16/Q8_0/Q4_0 and mixed K/V types and reads
+    each K/V row once for all the query heads sharing it (tiled too, up to 4 heads); tiled also runs
+    for any K/V type and any DV; short last KV tiles never leak weight to padding keys under softcap."""
+    op = "flash_attn_ext"
+    cdef Tensor tq = _tensor(op, "q", q), tk = _tensor(op, "k", k), tv = _tensor(op, "v", v), tm
+    _types(op, "q", tq, {Type.F32})
+    _types(op, "k", tk, _FA_KV_TYPES)
+    _types(op, "v", tv, _FA_KV_TYPES)
+    _packed0(op, "q", tq)
+    _packed0(op, "k", tk)
+    _packed0(op, "v", tv)
+    DK, N, Hq, S = tq.ne
+    if tk.c.ne[0] != DK:
+        raise ValueError(f"{op}: k.ne[0] must equal q.ne[0] = {DK} (DK), got {tk.c.ne[0]}")
+    L, Hkv = tk.c.ne[1], tk.c.ne[2]
+    if tv.c.ne[1] != L or tv.c.ne[2] != Hkv:
+        raise ValueError(f"{op}: v.ne[1:3] must equal k.ne[1:3] = {(L, Hkv)}, got {tv.ne[1:3]}")
+    if tk.c.ne[3] != S or tv.c.ne[3] != S:
+        raise ValueError(f"{op}: k.ne[3] and v.ne[3] must equal q.ne[3] = {S}, got {tk.c.ne[3]} and {tv.c.ne[3]}")
+    if Hkv == 0 or Hq % Hkv:
+        raise ValueError(f"{op}: q.ne[2] (Hq = {Hq}) must be a multiple of k.ne[2] (Hkv = {Hkv})")
+    srcs = [tq, tk, tv]
+    if mask is not None:
+        tm = _tensor(op, "mask", mask)
+        _types(op, "mask", tm, {Type.F16})
+        _contiguous(op, "mask", tm)
+        if tm.c.ne[0] < L:
+            raise ValueError(f"{op}: mask.ne[0] must be >= L = {L}, got {tm.c.ne[0]}")
+        if tm.c.ne[1] < N:
+            raise ValueError(f"{op}: mask.ne[1] must be >= N = {N}, got {tm.c.ne[1]}")
+        if Hq % tm.c.ne[2] or S % tm.c.ne[3]:
+            raise ValueError(f"{op}: (Hq, S) = {(Hq, S)} must be multiples of mask.ne[2:4] = {tm.ne[2:]}")
+        srcs.append(tm)
+    mb = _finite(op, "max_bias", max_bias)
+    if mb < 0:
+        raise ValueError(f"{op}: max_bias must be >= 0, got {max_bias}")
+    if mb > 0 and mask is None:
+        raise ValueError(f"{op}: max_bias > 0 (got {max_bias}) needs a mask")
+    cdef Tensor t = new_node(tq.ctx, Type.F32, (tv.c.ne[0], Hq, N, S), Op.FLASH_ATTN_EXT, tuple(srcs))
+    set_param_f32(t, 0, _finite(op, "scale", scale))
+    set_param_f32(t, 1, mb)
+    set_param_f32(t, 2, _finite(op, "logit_softcap", logit_softcap))
+    return t
+
+
+cdef Tensor _fa_node(str op, t):
+    cdef Tensor tt = _tensor(op, "t", t)
+    if tt.c.op != Op.FLASH_ATTN_EXT:
+        raise ValueError(f"{op}: t must be a flash_attn_ext result, got op {tt.op.name}")
+    return tt
+
+
+def flash_attn_ext_set_prec(t, prec):
+    """Precision request (op_params[3]); DEFAULT and F32 are identical on the CPU (always f32)."""
+    cdef Tensor tt = _fa_node("flash_attn_ext_set_prec", t)
+    try:
+        p = Prec(prec)
+    except ValueError:
+        raise ValueError(f"flash_attn_ext_set_prec: prec must be a pyggml.Prec, got {prec!r}") from None
+    set_param_i32(tt, 3, p)
+    return tt
+
+
+def flash_attn_ext_add_sinks(t, sinks):
+    """Attach F32 sinks [Hq]: head h's logit sinks[h] joins its softmax denominator (no value row)."""
+    op = "flash_attn_ext_add_sinks"
+    cdef Tensor tt = _fa_node(op, t), ts = _tensor(op, "sinks", sinks)
+    _types(op, "sinks", ts, {Type.F32})
+    _contiguous(op, "sinks", ts)
+    if ts.ne != (tt.c.ne[1], 1, 1, 1):
+        raise ValueError(f"{op}: sinks must have ne=({tt.c.ne[1]}, 1, 1, 1) (one per query head), got {ts.ne}")
+    tt._src = tt._src[:4] + (ts,) + tt._src[5:]
+    tt.c.src[4] = &ts.c
+    return tt
+
+
+def flash_attn_ext_set_path(t, path):
+    """Force the execution path of a flash_attn_ext node: one of FA_PATHS ("auto", "one_chunk",
+    "tiled", "split"); "split" needs N == 1 and S == 1. compute(use_ref=True) still runs one_chunk.
+    pyggml only (ggml picks the path itself)."""
+    op = "flash_attn_ext_set_path"
+    cdef Tensor tt = _fa_node(op, t)
+    if path not in FA_PATHS:
+        raise ValueError(f"{op}: path must be one of {FA_PATHS}, got {path!r}")
+    if path == "split" and (tt.c.ne[2] != 1 or tt.c.ne[3] != 1):
+        raise ValueError(f"{op}: the split path needs N == 1 and S == 1, got N={tt.c.ne[2]} S={tt.c.ne[3]}")
+    set_param_i32(tt, _FA_PARAM_PATH, FA_PATHS.index(path))
+    return tt
+
+
+def flash_attn_ext_get_path(t):
+    """The path the last compute of this flash_attn_ext node took ("one_chunk", "tiled", "split"),
+    or None before it has run. pyggml only."""
+    cdef Tensor tt = _fa_node("flash_attn_ext_get_path", t)
+    taken = tt.c.op_params[_FA_PARAM_TAKEN]
+    return FA_PATHS[taken] if taken else None

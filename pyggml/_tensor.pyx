@@ -1,6 +1,8 @@
 """Tensor, Context and memory: ggml's tensor object (ne/nb, views without copies) with numpy interop."""
 from cpython.buffer cimport PyBUF_WRITABLE
-from libc.stdint cimport int64_t, uint16_t, uintptr_t
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -14,6 +16,49 @@ from pyggml._enums import INT_TYPES, QUANT_TYPES, TYPE_TRAITS, Op, Type
 cdef extern from "stdlib.h" nogil:
     void * aligned_alloc(size_t alignment, size_t size)
 
+cdef extern from "dlpack.h" nogil:
+    enum:
+        PG_DLPACK_MAJOR
+        PG_DLPACK_MINOR
+        PG_DL_CPU
+        PG_DL_INT
+        PG_DL_FLOAT
+    const uint64_t PG_DL_FLAG_IS_COPIED
+
+    ctypedef struct pg_DLDevice:
+        int32_t device_type
+        int32_t device_id
+
+    ctypedef struct pg_DLDataType:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+
+    ctypedef struct pg_DLTensor:
+        void * data
+        pg_DLDevice device
+        int32_t ndim
+        pg_DLDataType dtype
+        int64_t * shape
+        int64_t * strides
+        uint64_t byte_offset
+
+    ctypedef struct pg_DLManagedTensor:
+        pg_DLTensor dl_tensor
+        void * manager_ctx
+        void (*deleter)(pg_DLManagedTensor * self) noexcept nogil
+
+    ctypedef struct pg_DLPackVersion:
+        uint32_t major
+        uint32_t minor
+
+    ctypedef struct pg_DLManagedTensorVersioned:
+        pg_DLPackVersion version
+        void * manager_ctx
+        void (*deleter)(pg_DLManagedTensorVersioned * self) noexcept nogil
+        uint64_t flags
+        pg_DLTensor dl_tensor
+
 _NP_DTYPE = {
     Type.F32: np.dtype(np.float32), Type.F16: np.dtype(np.float16), Type.BF16: np.dtype(np.uint16),
     Type.I8: np.dtype(np.int8), Type.I16: np.dtype(np.int16), Type.I32: np.dtype(np.int32),
@@ -22,6 +67,78 @@ _NP_DTYPE = {
 _FROM_DTYPE = {np.dtype(np.float32): Type.F32, np.dtype(np.float16): Type.F16,
                np.dtype(np.int32): Type.I32, np.dtype(np.int64): Type.I64}
 _CONVERTIBLE = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0)
+
+
+# DLPack: element types that can be exported, as (type code, bits)
+_DL_DTYPE = {Type.F32: (PG_DL_FLOAT, 32), Type.F16: (PG_DL_FLOAT, 16),
+             Type.I32: (PG_DL_INT, 32), Type.I64: (PG_DL_INT, 64)}
+
+
+cdef void _dl_release(void * owner) noexcept nogil:
+    # consumers may call the deleter from any thread, with or without the GIL
+    with gil:
+        Py_DECREF(<object> owner)
+
+
+cdef void _dl_deleter(pg_DLManagedTensor * m) noexcept nogil:
+    _dl_release(m.manager_ctx)
+    free(m)
+
+
+cdef void _dl_deleter_versioned(pg_DLManagedTensorVersioned * m) noexcept nogil:
+    _dl_release(m.manager_ctx)
+    free(m)
+
+
+cdef void _dl_capsule_free(object capsule) noexcept:
+    # a capsule still carrying its original name was never consumed: the producer deletes it
+    cdef pg_DLManagedTensor * m
+    cdef pg_DLManagedTensorVersioned * mv
+    if PyCapsule_IsValid(capsule, "dltensor"):
+        m = <pg_DLManagedTensor *> PyCapsule_GetPointer(capsule, "dltensor")
+        m.deleter(m)
+    elif PyCapsule_IsValid(capsule, "dltensor_versioned"):
+        mv = <pg_DLManagedTensorVersioned *> PyCapsule_GetPointer(capsule, "dltensor_versioned")
+        mv.deleter(mv)
+
+
+cdef object _dl_capsule(object owner, char * data, tuple shape, tuple strides, uint8_t code, uint8_t bits,
+                        bint versioned, uint64_t flags):
+    """A DLPack capsule for CPU memory at data (strides in elements) that holds a reference to owner
+    until the consumer (or the capsule, if never consumed) calls the deleter."""
+    cdef int nd = len(shape), i
+    cdef size_t head = max(sizeof(pg_DLManagedTensor), sizeof(pg_DLManagedTensorVersioned))
+    cdef char * block = <char *> malloc(head + 2 * max(nd, 1) * sizeof(int64_t))
+    if block == NULL:
+        raise MemoryError("__dlpack__: cannot allocate the DLPack header")
+    cdef pg_DLManagedTensor * m = <pg_DLManagedTensor *> block
+    cdef pg_DLManagedTensorVersioned * mv = <pg_DLManagedTensorVersioned *> block
+    cdef pg_DLTensor * dl = &mv.dl_tensor if versioned else &m.dl_tensor
+    cdef int64_t * dims = <int64_t *> (block + head)
+    for i in range(nd):
+        dims[i] = shape[i]
+        dims[nd + i] = strides[i]
+    dl.data = data
+    dl.device.device_type = PG_DL_CPU
+    dl.device.device_id = 0
+    dl.ndim = nd
+    dl.dtype.code = code
+    dl.dtype.bits = bits
+    dl.dtype.lanes = 1
+    dl.shape = dims
+    dl.strides = dims + nd
+    dl.byte_offset = 0
+    Py_INCREF(owner)
+    if versioned:
+        mv.version.major = PG_DLPACK_MAJOR
+        mv.version.minor = PG_DLPACK_MINOR
+        mv.manager_ctx = <void *> owner
+        mv.deleter = _dl_deleter_versioned
+        mv.flags = flags
+        return PyCapsule_New(mv, "dltensor_versioned", _dl_capsule_free)
+    m.manager_ctx = <void *> owner
+    m.deleter = _dl_deleter
+    return PyCapsule_New(m, "dltensor", _dl_capsule_free)
 
 
 cdef class Memory:
@@ -357,6 +474,46 @@ cdef class Tensor:
         offset = <size_t> (<char *> self.c.data - self._mem.ptr)
         return np.ndarray(self.ne[::-1][4 - nd:], dtype=_NP_DTYPE[typ], buffer=self._mem, offset=offset,
                           strides=self.nb[::-1][4 - nd:])
+
+    def __dlpack_device__(self):
+        """(kDLCPU, 0): pyggml tensors live in host memory."""
+        return (PG_DL_CPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the tensor through DLPack without a copy (F32, F16, I32, I64), so that
+        np.from_dlpack(t) and torch.from_dlpack(t) share its memory; the consumer keeps the memory
+        alive. Shape is ne[::-1], strides nb[::-1] in elements. copy=True exports a packed copy."""
+        typ = Type(self.c.type)
+        if typ not in _DL_DTYPE:
+            raise BufferError(f"__dlpack__: a {typ.name} tensor cannot be exported; DLPack export "
+                              f"supports F32, F16, I32 and I64")
+        if self.c.data == NULL:
+            raise BufferError(f"__dlpack__: tensor {self!r} has no memory yet; "
+                              f"compute a graph that contains it")
+        if stream is not None:
+            raise BufferError(f"__dlpack__: stream must be None for a CPU tensor, got {stream!r}")
+        if dl_device is not None and tuple(dl_device) != (PG_DL_CPU, 0):
+            raise BufferError(f"__dlpack__: only export to the CPU (dl_device=({PG_DL_CPU}, 0)) is "
+                              f"possible, got {tuple(dl_device)}")
+        versioned = max_version is not None and max_version[0] >= 1
+        code, bits = _DL_DTYPE[typ]
+        nd = self._ndim
+        cdef size_t ts = bits // 8
+        cdef char * data
+        if copy:
+            owner = np.array(self.numpy(), order="C", copy=True)
+            data = <char *> <uintptr_t> owner.ctypes.data
+            strides = tuple(st // ts for st in owner.strides)
+        else:
+            nbs = self.nb[::-1][4 - nd:]
+            if any(nb % ts for nb in nbs):
+                raise BufferError(f"__dlpack__: byte strides {self.nb} are not multiples of the element "
+                                  f"size {ts}; export with copy=True")
+            owner = self._mem
+            data = <char *> self.c.data
+            strides = tuple(nb // ts for nb in nbs)
+        return _dl_capsule(owner, data, self.shape, strides, code, bits, versioned,
+                           PG_DL_FLAG_IS_COPIED if copy else 0)
 
     def to_numpy(self):
         """A new C-contiguous array: float32 for float and quantized types, the integer dtype otherwise."""

@@ -1,5 +1,7 @@
 """float64 numpy references written from ../shared/docs/ggml-semantics.md. No pyggml code here:
 tests build inputs with numpy, run pyggml, and compare against these functions."""
+import math
+
 import numpy as np
 
 
@@ -16,7 +18,8 @@ def nmse(got, ref):
 
 def f32_to_f16_bits(x):
     """IEEE round-to-nearest-even to binary16, as uint16 bits (numpy's cast is exact RNE)."""
-    return np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
 
 
 def f32_to_bf16_bits(x):
@@ -32,7 +35,8 @@ def bf16_bits_to_f32(b):
 
 
 def round_f16(x):
-    return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
 
 
 def round_bf16(x):
@@ -109,6 +113,7 @@ def broadcast_binary(a, b, op):
     """ggml's repeat of b over a (numpy order: shapes reversed), float64."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
+    b = b.reshape((1,) * (a.ndim - b.ndim) + b.shape)
     reps = tuple(sa // sb for sa, sb in zip(a.shape, b.shape))
     return op(a, np.tile(b, reps))
 
@@ -116,6 +121,87 @@ def broadcast_binary(a, b, op):
 # ================================================================================================
 # ---- activations, softmax, get_rows ----
 # ================================================================================================
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def silu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / (1.0 + np.exp(-x))
+
+
+def gelu(x):
+    """tanh approximation: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))."""
+    x = np.asarray(x, dtype=np.float64)
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_erf(x):
+    x = np.asarray(x, dtype=np.float64)
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def gelu_quick(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / (1.0 + np.exp(-1.702 * x))
+
+
+def relu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, x, 0.0)
+
+
+# GLU op value (ggml's enum) -> activation of x
+GLU_ACT = {0: relu, 1: gelu, 2: silu, 4: gelu_erf, 5: gelu_quick}
+
+
+def glu(a, op, swapped=False):
+    """Single-tensor GLU on numpy rows (last axis): x = first half, g = second (exchanged if swapped);
+    an odd last element is dropped."""
+    a = np.asarray(a, dtype=np.float64)
+    n = a.shape[-1] // 2
+    x, g = a[..., :n], a[..., n:2 * n]
+    if swapped:
+        x, g = g, x
+    return GLU_ACT[op](x) * g
+
+
+def glu_split(a, b, op):
+    return GLU_ACT[op](np.asarray(a, dtype=np.float64)) * np.asarray(b, dtype=np.float64)
+
+
+def alibi_slopes(n_head, max_bias):
+    """ALiBi slope per head: n2 = 2^floor(log2 H), m0^(h+1) for h < n2 else m1^(2(h-n2)+1)."""
+    if max_bias <= 0:
+        return np.ones(n_head)
+    n2 = 2 ** math.floor(math.log2(n_head))
+    m0 = 2.0 ** (-max_bias / n2)
+    m1 = 2.0 ** (-max_bias / 2.0 / n2)
+    h = np.arange(n_head)
+    return np.where(h < n2, m0 ** (h + 1), m1 ** (2 * (h - n2) + 1))
+
+
+def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
+    """a: numpy [S, H, R, n] (ggml ne reversed, 4-d); mask [M3, M2, >=R, n] (dims broadcast by
+    modulo, rows 0..R-1 used); sinks [H]. Softmax over the last axis, float64."""
+    a = np.asarray(a, dtype=np.float64)
+    S, H, R = a.shape[:3]
+    w = a * scale
+    if mask is not None:
+        m = np.asarray(mask, dtype=np.float64)[:, :, :R, :]
+        m = m[np.arange(S) % m.shape[0]][:, np.arange(H) % m.shape[1]]
+        with np.errstate(invalid="ignore"):
+            w = w + alibi_slopes(H, max_bias)[None, :, None, None] * m
+    mx = w.max(axis=-1, keepdims=True)
+    if sinks is not None:
+        sk = np.asarray(sinks, dtype=np.float64)[None, :, None, None]
+        mx = np.maximum(mx, sk)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(w - mx)
+        den = e.sum(axis=-1, keepdims=True)
+        if sinks is not None:
+            den = den + np.exp(sk - mx)
+        return e / den
 
 
 # ================================================================================================
@@ -127,15 +213,180 @@ def broadcast_binary(a, b, op):
 # ---- norm ----
 # ================================================================================================
 
+def rms_norm(x, eps):
+    """x / sqrt(mean(x^2) + eps) over the last axis (dim 0 in ggml order), float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+
+
+def norm(x, eps):
+    """(x - mean) / sqrt(var + eps) over the last axis, no affine part (ggml_norm), float64."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + eps)
+
+
+def rms_norm_ggml(x, eps):
+    """ggml's f32 steps (semantics section 6): f32 squares summed in double, mean = (float)(sum/n),
+    scale = 1.0f/sqrtf(mean + eps), y = x*scale. Equal to ggml bit for bit up to the summation order
+    of the double sum."""
+    x = np.asarray(x, dtype=np.float32)
+    s = (x * x).astype(np.float64).sum(axis=-1, keepdims=True)
+    mean = (s / x.shape[-1]).astype(np.float32)
+    scale = np.float32(1) / np.sqrt(mean + np.float32(eps))
+    return x * scale
+
+
+def norm_ggml(x, eps):
+    """ggml_compute_forward_norm_f32's steps: sum in double rounded to f32, mean = sum/(float)n in
+    f32, d = x - mean, var = (float)(sum of f32 d*d in double / n), y = d * (1.0f/sqrtf(var + eps))."""
+    x = np.asarray(x, dtype=np.float32)
+    n = x.shape[-1]
+    mean = x.astype(np.float64).sum(axis=-1, keepdims=True).astype(np.float32) / np.float32(n)
+    d = x - mean
+    var = ((d * d).astype(np.float64).sum(axis=-1, keepdims=True) / n).astype(np.float32)
+    return d * (np.float32(1) / np.sqrt(var + np.float32(eps)))
+
 
 # ================================================================================================
 # ---- rope ----
 # ================================================================================================
 
+ROPE_NORMAL, ROPE_NEOX, ROPE_MROPE, ROPE_VISION, ROPE_IMROPE = 0, 2, 8, 24, 40
+
+
+def rope_theta_scale(freq_base, n_dims):
+    """powf(freq_base, -2.0f/n_dims): the exponent is an f32 division, the power correctly rounded."""
+    e = np.float32(-2.0) / np.float32(n_dims)
+    return np.float32(np.float64(np.float32(freq_base)) ** np.float64(e))
+
+
+def rope_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow):
+    def corr(nr):
+        with np.errstate(divide="ignore"):
+            return n_dims * np.log(np.float64(n_ctx_orig) / (nr * 2 * np.pi)) / (2 * np.log(freq_base))
+    return max(0.0, np.floor(corr(beta_fast))), min(n_dims - 1.0, np.ceil(corr(beta_slow)))
+
+
+def rope_angles(pos, n_tok, n_pairs, mode, n_dims, freq_base, freq_factors, sections):
+    """Unscaled angles theta_extrap [n_tok, n_pairs] (float32) per the spec: the running thetas start
+    at the positions and are multiplied by theta_scale in f32 at every pair, then divided by ff[k]."""
+    pos = np.asarray(pos, dtype=np.int64)
+    ts = rope_theta_scale(freq_base, n_dims)
+    blocks = pos.reshape(4, n_tok) if mode & ROPE_MROPE else pos.reshape(1, n_tok)
+    base = blocks.astype(np.float32)
+    run = base.copy()                               # running theta per block
+    out = np.empty((n_tok, n_pairs), dtype=np.float32)
+    s = list(sections) if sections is not None else [0, 0, 0, 0]
+    sect = sum(s)
+    for k in range(n_pairs):
+        if not mode & ROPE_MROPE:
+            j = 0
+        else:
+            sector = k % sect
+            if mode == ROPE_VISION:
+                starts = [0, s[0], s[0] + s[1], s[0] + s[1] + s[2]]
+                if sector in starts:
+                    r = starts.index(sector)        # first matching start wins
+                    run[r] = base[r]
+            if mode == ROPE_IMROPE:
+                if sector % 3 == 1 and sector < 3 * s[1]:
+                    j = 1
+                elif sector % 3 == 2 and sector < 3 * s[2]:
+                    j = 2
+                elif sector % 3 == 0 and sector < 3 * s[0]:
+                    j = 0
+                else:
+                    j = 3
+            else:
+                j = 0 if sector < s[0] else 1 if sector < s[0] + s[1] else 2 if sector < s[0] + s[1] + s[2] else 3
+        th = run[j]
+        if freq_factors is not None:
+            th = (th / np.float32(freq_factors[k])).astype(np.float32)
+        out[:, k] = th
+        run = (run * ts).astype(np.float32)
+    return out
+
+
+def rope(x, pos, n_dims, mode, n_ctx_orig=0, freq_base=10000.0, freq_scale=1.0, ext_factor=0.0,
+         attn_factor=1.0, beta_fast=32.0, beta_slow=1.0, freq_factors=None, sections=None, n_offs=0):
+    """ROPE of x (numpy order [ne3, n_tok, n_head, ne0]) in float64 from the f32 angles."""
+    x = np.asarray(x, dtype=np.float64)
+    n_tok = x.shape[-3]
+    vision = mode == ROPE_VISION
+    n_pairs = n_dims if vision else n_dims // 2
+    t_ext = rope_angles(pos, n_tok, n_pairs, mode, n_dims, freq_base, freq_factors, sections)
+    t_int = (np.float32(freq_scale) * t_ext).astype(np.float64)     # one f32 product, as the kernel
+    t_ext = t_ext.astype(np.float64)
+    mscale = float(np.float32(attn_factor))
+    if ext_factor != 0:
+        lo, hi = rope_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
+        y = (np.arange(n_pairs) - lo) / max(0.001, hi - lo)
+        mix = (1 - np.clip(y, 0, 1)) * np.float32(ext_factor)
+        theta = t_int * (1 - mix) + t_ext * mix
+        mscale *= 1 + 0.1 * np.log(1 / np.float64(np.float32(freq_scale)))
+    else:
+        theta = t_int
+    cos = (np.cos(theta) * mscale)[:, None, :]      # [n_tok, 1 (heads), n_pairs]
+    sin = (np.sin(theta) * mscale)[:, None, :]
+    out = x.copy()
+    if mode == ROPE_NORMAL:
+        i0 = n_offs + 2 * np.arange(n_pairs)
+        i1 = i0 + 1
+    elif vision:
+        i0 = np.arange(n_pairs)
+        i1 = i0 + n_dims
+    else:
+        i0 = n_offs + np.arange(n_pairs)
+        i1 = i0 + n_dims // 2
+    x0, x1 = x[..., i0], x[..., i1]
+    out[..., i0] = x0 * cos - x1 * sin
+    out[..., i1] = x0 * sin + x1 * cos
+    return out
+
 
 # ================================================================================================
 # ---- attention ----
 # ================================================================================================
+
+# alibi_slopes: shared with soft_max_ext above
+
+
+def flash_attn_ext(q, k, v, mask=None, scale=1.0, max_bias=0.0, softcap=0.0, sinks=None):
+    """Attention in float64, numpy order: q [S, Hq, N, DK], k [S, Hkv, L, DK], v [S, Hkv, L, DV],
+    mask [M3, M2, >=N, >=L] (the F16 values) or None, sinks [Hq] or None.
+    Returns [S, N, Hq, DV] (ggml's output [DV, Hq, N, S]). Rows with every key masked are 0."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    S, Hq, N, _ = q.shape
+    L = k.shape[2]
+    g = Hq // k.shape[1]
+    k = np.repeat(k, g, axis=1)
+    v = np.repeat(v, g, axis=1)
+    x = np.einsum("shnd,shld->shnl", q, k)
+    if softcap:
+        x = softcap * np.tanh(x * (scale / softcap))
+    else:
+        x = x * scale
+    if mask is not None:
+        m = np.asarray(mask, dtype=np.float64)
+        m = m[np.arange(S) % m.shape[0]]                                 # [S, M2, Nm, Lm]
+        m = m[:, np.arange(Hq) % m.shape[1]][:, :, :N, :L]               # [S, Hq, N, L]
+        with np.errstate(invalid="ignore"):
+            x = x + alibi_slopes(Hq, max_bias)[None, :, None, None] * m
+    mx = x.max(axis=-1)
+    if sinks is not None:
+        mx = np.maximum(mx, np.asarray(sinks, dtype=np.float64)[None, :, None])
+    dead = ~np.isfinite(mx)
+    mx = np.where(dead, 0.0, mx)
+    e = np.exp(x - mx[..., None])
+    den = e.sum(axis=-1)
+    if sinks is not None:
+        den = den + np.exp(np.asarray(sinks, dtype=np.float64)[None, :, None] - mx)
+    out = np.einsum("shnl,shld->shnd", e, v)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where((den > 0)[..., None], out / den[..., None], 0.0)
+    return out.transpose(0, 2, 1, 3)
+
 
 
 # ================================================================================================

@@ -1,8 +1,413 @@
-/* FLASH_ATTN_EXT
- * (kernels to be written: see the issue for this op family) */
+/* FLASH_ATTN_EXT: per query row, softmax(scale * q.k (softcapped) + slope * mask) over the keys,
+ * weighted sum of the value rows. f32 accumulation on every path.
+ *
+ *   q     F32                         [DK, N,  Hq,  S]
+ *   k     F32/F16/BF16/Q8_0/Q4_0      [DK, L,  Hkv, S]   rows packed in dim 0; nb1..nb3 free
+ *   v     F32/F16/BF16/Q8_0/Q4_0      [DV, L,  Hkv, S]   (KV-cache views: honour the strides)
+ *   mask  F16, optional               [>=L, >=N, M2, M3] head h reads slice h % M2, sequence s % M3
+ *   sinks F32, optional               [Hq]               one extra logit per head (denominator only)
+ *   out   F32                         [DV, Hq, N,  S]    heads before queries
+ *
+ *   GQA: query head h reads KV head h / (Hq / Hkv). ALiBi: slope_h multiplies the mask value.
+ *   A key whose slope*mask is -inf never gets weight; a row with no key left is exactly 0.
+ *
+ * op_params: [0] scale [1] max_bias [2] logit_softcap [3] prec (DEFAULT/F32, identical on CPU)
+ *            [4] forced path (0 = automatic)   [5] path the last compute took (written here)
+ *
+ * Paths (use_ref forces one_chunk):
+ *   one_chunk  one query row at a time, key by key (ggml's reference path). Q is converted to the
+ *              K type's dot type (fp16, bf16, Q8_0) as ggml does.
+ *   tiled      prefill: up to 64 query rows x 64 keys of the PG_FA_TILE_HEADS query heads that share a
+ *              KV head. The K tile is converted to f32 once and stored transposed (key index = SIMD
+ *              lane), V rows once to f32 padded to whole vectors (any DV); S = Q K^T and O += P V
+ *              are f32 micro-GEMMs; a tile whose mask is all -inf for a head is skipped before any
+ *              dot product. Padding keys of a short last tile are -inf after softcap (no leak).
+ *   split      decode (N == 1, S == 1): thread t owns a contiguous key segment and computes the
+ *              partial (M, S, acc[DV]) of every head over it, GQA-packed: each K and V row is read
+ *              once for all the query heads that share it. Barrier, then the partials of each head
+ *              are merged (parallel over heads). Any K/V type.
+ */
 #pragma once
 #include "convert.h"
 #include "barrier.h"
 
-static inline void pg_compute_flash_attn_ext(const pg_params * p, pg_tensor * dst) { (void) p; (void) dst; }
-static inline size_t pg_work_flash_attn_ext(const pg_tensor * dst, int nth) { (void) dst; (void) nth; return 0; }
+#define PG_FA_TILE_Q 64
+#define PG_FA_TILE_KV 64
+#define PG_FA_TILE_HEADS 4      /* query heads of one KV head processed together on the tiled path */
+#define PG_FA_BLOCK_KV 32       /* keys per softmax block on the split path */
+#define PG_FA_SPLIT_HEADS 8     /* query heads per K/V sweep on the split path */
+/* the automatic choice takes split-KV for decode from this many keys on (chosen from the sweep in
+ * docs/bench/flash_attn.md: bench_flash_attn.py --sweep) and the tiled path from PG_FA_TILE_Q rows on */
+#define PG_FA_SPLIT_MIN_L 64
+
+enum { PG_FA_PATH_AUTO = 0, PG_FA_PATH_ONE_CHUNK = 1, PG_FA_PATH_TILED = 2, PG_FA_PATH_SPLIT = 3 };
+#define PG_FA_PARAM_PATH 4
+#define PG_FA_PARAM_TAKEN 5
+
+typedef struct pg_fa_ctx {
+    const pg_tensor * q, * k, * v, * mask, * sinks;
+    int64_t DK, DV, DVp, N, L, Hq, Hkv, S, G;
+    float scale, softcap, max_bias, m0, m1;
+    int64_t n_head_log2;
+} pg_fa_ctx;
+
+static inline void pg_fa_init(pg_fa_ctx * c, const pg_tensor * dst) {
+    c->q = dst->src[0]; c->k = dst->src[1]; c->v = dst->src[2]; c->mask = dst->src[3]; c->sinks = dst->src[4];
+    c->DK = c->q->ne[0]; c->DV = c->v->ne[0]; c->DVp = PG_PAD(c->DV, PG_F32_EPR);
+    c->N = c->q->ne[1]; c->Hq = c->q->ne[2]; c->S = c->q->ne[3];
+    c->L = c->k->ne[1]; c->Hkv = c->k->ne[2]; c->G = c->Hq / c->Hkv;
+    c->scale = pg_op_param_f32(dst, 0);
+    c->max_bias = pg_op_param_f32(dst, 1);
+    c->softcap = pg_op_param_f32(dst, 2);
+    if (c->softcap != 0.0f) c->scale /= c->softcap;
+    c->n_head_log2 = 1;
+    while (c->n_head_log2 * 2 <= c->Hq) c->n_head_log2 *= 2;
+    c->m0 = powf(2.0f, -c->max_bias / (float) c->n_head_log2);
+    c->m1 = powf(2.0f, -c->max_bias / 2.0f / (float) c->n_head_log2);
+}
+
+static inline float pg_fa_slope(const pg_fa_ctx * c, int64_t h) {
+    if (c->max_bias <= 0.0f) return 1.0f;
+    return h < c->n_head_log2 ? powf(c->m0, (float) (h + 1)) : powf(c->m1, (float) (2 * (h - c->n_head_log2) + 1));
+}
+
+static inline const pg_fp16_t * pg_fa_mask_row(const pg_fa_ctx * c, int64_t i, int64_t h, int64_t s) {
+    if (!c->mask) return NULL;
+    return (const pg_fp16_t *) pg_row(c->mask, i, h % c->mask->ne[2], s % c->mask->ne[3]);
+}
+
+/* x[j] (q.k, already scaled) -> softcapped logit plus mv[j] (slope*mask, -inf for skipped keys) */
+static inline void pg_fa_logits(const pg_fa_ctx * c, int64_t n, float * x, const float * mv) {
+    if (c->softcap != 0.0f) for (int64_t j = 0; j < n; j++) x[j] = c->softcap * tanhf(x[j]);
+    for (int64_t j = 0; j < n; j++) x[j] += mv[j];
+}
+
+/* s[r*lds] = dot(q_r, k row) for nr f32 query rows; quantized K rows are dequantised to tmp first */
+static inline void pg_fa_dot(const pg_tensor * k, int nr, int64_t n, const float * q, int64_t ldq,
+                             const char * krow, float * s, int64_t lds, float * tmp) {
+    switch (k->type) {
+    case PG_TYPE_F32: pg_vec_attn_dot_f32(nr, n, q, ldq, (const float *) krow, s, lds); break;
+    case PG_TYPE_F16: pg_vec_attn_dot_f16(nr, n, q, ldq, (const pg_fp16_t *) krow, s, lds); break;
+    case PG_TYPE_BF16: pg_vec_attn_dot_bf16(nr, n, q, ldq, (const pg_bf16_t *) krow, s, lds); break;
+    default:
+        pg_traits[k->type].to_float(krow, tmp, n);
+        pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);
+    }
+}
+
+/* acc_r += sum_{j<nk} p[r*ldp + j] * v row j (rows from vrows at stride v->nb[1]); quantized V rows
+ * are dequantised to tmp (nk x DV floats) first */
+static inline void pg_fa_acc(const pg_tensor * v, int nr, float * acc, int64_t lda, int64_t nk,
+                             const float * p, int64_t ldp, const char * vrows, float * tmp) {
+    const int64_t n = v->ne[0];
+    const size_t nbv = v->nb[1];
+    switch (v->type) {
+    case PG_TYPE_F32: pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, (const float *) vrows, nbv); break;
+    case PG_TYPE_F16: pg_vec_attn_acc_f16(nr, n, acc, lda, nk, p, ldp, (const pg_fp16_t *) vrows, nbv); break;
+    case PG_TYPE_BF16: pg_vec_attn_acc_bf16(nr, n, acc, lda, nk, p, ldp, (const pg_bf16_t *) vrows, nbv); break;
+    default:
+        for (int64_t j = 0; j < nk; j++) pg_traits[v->type].to_float(vrows + j * nbv, tmp + j * n, n);
+        pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float));
+    }
+}
+
+/* out = acc / S with the head's sink logit joining the denominator; 0 when nothing had weight */
+static inline void pg_fa_finalize(const pg_fa_ctx * c, int64_t h, float M, float S, const float * acc, float * out) {
+    float f = 1.0f;
+    if (c->sinks) {
+        const float sk = ((const float *) c->sinks->data)[h];
+        if (sk > M) {
+            f = pg_expf(M - sk);
+            S = S * f + 1.0f;
+        } else {
+            S += pg_expf(sk - M);
+        }
+    }
+    pg_vec_scale_f32(c->DV, out, acc, S == 0.0f ? 0.0f : f / S);
+}
+
+/* ---- scratch (floats per thread) ---- */
+
+static inline int64_t pg_fa_one_chunk_floats(const pg_fa_ctx * c) { return 2 * c->DV + c->DK + 16; }
+
+static inline int64_t pg_fa_tile_heads(const pg_fa_ctx * c) { return PG_MIN(c->G, PG_FA_TILE_HEADS); }
+
+static inline int64_t pg_fa_tiled_floats(const pg_fa_ctx * c) {
+    const int64_t hn = pg_fa_tile_heads(c), T = PG_FA_TILE_Q, K = PG_FA_TILE_KV;
+    return hn * T * (c->DK + c->DVp + 2) + c->DK * K + 2 * T * K + K * c->DVp + c->DK;
+}
+
+static inline bool pg_fa_split_ok(const pg_fa_ctx * c) { return c->N == 1 && c->S == 1; }
+
+/* partial state of one head on one thread: [M, S, pad][acc DVp], acc on its own cache line */
+static inline int64_t pg_fa_part_floats(const pg_fa_ctx * c) { return PG_PAD(16 + c->DVp, 16); }
+
+static inline int64_t pg_fa_split_floats(const pg_fa_ctx * c) {
+    const int64_t B = PG_FA_BLOCK_KV, H = PG_FA_SPLIT_HEADS;
+    return c->Hq * c->DK + H * B + 2 * B + c->DK + B * c->DV + c->DVp;
+}
+
+static inline size_t pg_fa_thread_bytes(const pg_fa_ctx * c) {
+    int64_t n = PG_MAX(pg_fa_one_chunk_floats(c), pg_fa_tiled_floats(c));
+    if (pg_fa_split_ok(c)) n = PG_MAX(n, pg_fa_split_floats(c));
+    return (size_t) n * sizeof(float);
+}
+
+static inline size_t pg_work_flash_attn_ext(const pg_tensor * dst, int nth) {
+    pg_fa_ctx c;
+    pg_fa_init(&c, dst);
+    size_t w = pg_per_thread(pg_fa_thread_bytes(&c), nth);
+    if (pg_fa_split_ok(&c)) w += (size_t) (c.Hq * nth * pg_fa_part_floats(&c)) * sizeof(float);
+    return w;
+}
+
+/* ---- one_chunk ---- */
+
+static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
+    const pg_tensor * k = c->k;
+    float * acc = (float *) pg_scratch(p, pg_fa_thread_bytes(c));
+    float * vtmp = acc + c->DV;
+    void * qc = vtmp + c->DV;
+    const int kdt = pg_traits[k->type].vec_dot_type;
+    const int64_t nr = c->N * c->Hq * c->S;
+    /* ggml's chunking: about 4 chunks per thread, taken dynamically */
+    int64_t nchunk = p->nth;
+    if (p->nth > 1) {
+        const int64_t chunk = (nr + 4 * p->nth - 1) / (4 * p->nth);
+        nchunk = PG_MAX((nr + chunk - 1) / chunk, p->nth);
+    }
+    const int64_t dr = (nr + nchunk - 1) / nchunk;
+    if (p->ith == 0) pg_chunk_set(p, p->nth);
+    pg_barrier(p);
+    for (int64_t ch = p->ith; ch < nchunk; ch = pg_chunk_add(p, 1)) {
+        for (int64_t ir = ch * dr; ir < PG_MIN(nr, (ch + 1) * dr); ir++) {
+            const int64_t i = ir % c->N, h = ir / c->N % c->Hq, s = ir / (c->N * c->Hq);
+            const int64_t kh = h / c->G;
+            const float * qrow = (const float *) pg_row(c->q, i, h, s);
+            if (kdt != PG_TYPE_F32) pg_traits[kdt].from_float(qrow, qc, c->DK);
+            const pg_fp16_t * mrow = pg_fa_mask_row(c, i, h, s);
+            const float slope = pg_fa_slope(c, h);
+            float M = -INFINITY, S = 0.0f;
+            memset(acc, 0, (size_t) c->DV * sizeof(float));
+            for (int64_t j = 0; j < c->L; j++) {
+                const float mv = mrow ? slope * pg_fp16_to_fp32(mrow[j]) : 0.0f;
+                if (mv == -INFINITY) continue;
+                const char * krow = pg_row(k, j, kh, s);
+                float x;
+                switch (k->type) {
+                case PG_TYPE_F32: x = pg_vec_dot_f32(c->DK, (const float *) krow, qrow); break;
+                case PG_TYPE_F16: x = pg_vec_dot_f16(c->DK, (const pg_fp16_t *) krow, (const pg_fp16_t *) qc); break;
+                case PG_TYPE_BF16: x = pg_vec_dot_bf16(c->DK, (const pg_bf16_t *) krow, (const pg_bf16_t *) qc); break;
+                case PG_TYPE_Q8_0: x = pg_vec_dot_q8_0_q8_0(c->DK, (const pg_block_q8_0 *) krow, (const pg_block_q8_0 *) qc); break;
+                default: x = pg_vec_dot_q4_0_q8_0(c->DK, (const pg_block_q4_0 *) krow, (const pg_block_q8_0 *) qc); break;
+                }
+                x *= c->scale;
+                pg_fa_logits(c, 1, &x, &mv);
+                const float ms = pg_vec_attn_softmax_f32(1, &x, &M, &S);
+                if (ms != 1.0f) pg_vec_scale_f32(c->DV, acc, acc, ms);
+                pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), vtmp);
+            }
+            pg_fa_finalize(c, h, M, S, acc, (float *) pg_row(dst, h, i, s));
+        }
+    }
+}
+
+/* ---- split-KV decode ---- */
+
+static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
+    const int64_t B = PG_FA_BLOCK_KV, DK = c->DK, DV = c->DV, PS = pg_fa_part_floats(c);
+    const size_t tb = pg_fa_thread_bytes(c);
+    float * qs = (float *) pg_scratch(p, tb);        /* [Hq][DK] q * scale */
+    float * sc = qs + c->Hq * DK;                    /* [PG_FA_SPLIT_HEADS][B] scores, then weights */
+    float * mv = sc + PG_FA_SPLIT_HEADS * B;         /* [B] slope*mask of one head */
+    float * live = mv + B;                           /* [B] 1 when some head of the sweep needs the key */
+    float * ktmp = live + B;                         /* [DK] a dequantised K row */
+    float * vtmp = ktmp + DK;                        /* [B][DV] dequantised V rows */
+    float * racc = vtmp + B * DV;                    /* [DVp] reduction accumulator */
+    float * part = (float *) ((char *) p->wdata + PG_PAD(tb, PG_CACHE_LINE) * p->nth);
+    const int nth = p->nth, ith = p->ith;
+
+    const int64_t seg = (c->L + nth - 1) / nth;
+    const int64_t j0 = PG_MIN(c->L, ith * seg), j1 = PG_MIN(c->L, j0 + seg);
+    for (int64_t h = 0; h < c->Hq; h++) pg_vec_scale_f32(DK, qs + h * DK, (const float *) pg_row(c->q, 0, h, 0), c->scale);
+
+    for (int64_t kh = 0; kh < c->Hkv; kh++) {
+        for (int64_t g0 = 0; g0 < c->G; g0 += PG_FA_SPLIT_HEADS) {
+            const int ng = (int) PG_MIN(PG_FA_SPLIT_HEADS, c->G - g0);
+            const int64_t h0 = kh * c->G + g0;
+            float M[PG_FA_SPLIT_HEADS], S[PG_FA_SPLIT_HEADS], slope[PG_FA_SPLIT_HEADS];
+            const pg_fp16_t * mrow[PG_FA_SPLIT_HEADS];
+            float * acc = part + (h0 * nth + ith) * PS + 16;
+            for (int g = 0; g < ng; g++) {
+                M[g] = -INFINITY; S[g] = 0.0f;
+                slope[g] = pg_fa_slope(c, h0 + g);
+                mrow[g] = pg_fa_mask_row(c, 0, h0 + g, 0);
+                memset(acc + g * nth * PS, 0, (size_t) DV * sizeof(float));
+            }
+            for (int64_t jb = j0; jb < j1; jb += B) {
+                const int64_t nk = PG_MIN(B, j1 - jb);
+                int any = 0;
+                for (int64_t jj = 0; jj < nk; jj++) {
+                    live[jj] = 0.0f;
+                    for (int g = 0; g < ng && !live[jj]; g++)
+                        live[jj] = !mrow[g] || slope[g] * pg_fp16_to_fp32(mrow[g][jb + jj]) != -INFINITY;
+                    any |= live[jj] != 0.0f;
+                }
+                if (!any) continue;
+                for (int64_t jj = 0; jj < nk; jj++) {
+                    if (live[jj] != 0.0f) {
+                        pg_fa_dot(c->k, ng, DK, qs + h0 * DK, DK, pg_row(c->k, jb + jj, kh, 0), sc + jj, B, ktmp);
+                    } else {
+                        for (int g = 0; g < ng; g++) sc[g * B + jj] = -INFINITY;
+                    }
+                }
+                for (int g = 0; g < ng; g++) {
+                    float * x = sc + g * B;
+                    for (int64_t jj = 0; jj < nk; jj++)
+                        mv[jj] = mrow[g] ? slope[g] * pg_fp16_to_fp32(mrow[g][jb + jj]) : 0.0f;
+                    pg_fa_logits(c, nk, x, mv);
+                    const float ms = pg_vec_attn_softmax_f32(nk, x, &M[g], &S[g]);
+                    if (ms != 1.0f) pg_vec_scale_f32(DV, acc + g * nth * PS, acc + g * nth * PS, ms);
+                }
+                pg_fa_acc(c->v, ng, acc, nth * PS, nk, sc, B, pg_row(c->v, jb, kh, 0), vtmp);
+            }
+            for (int g = 0; g < ng; g++) {
+                float * st = part + ((h0 + g) * nth + ith) * PS;
+                st[0] = M[g];
+                st[1] = S[g];
+            }
+        }
+    }
+
+    pg_barrier(p);
+
+    for (int64_t h = ith; h < c->Hq; h += nth) {
+        float M = -INFINITY, S = 0.0f;
+        memset(racc, 0, (size_t) DV * sizeof(float));
+        for (int t = 0; t < nth; t++) {
+            const float * st = part + (h * nth + t) * PS;
+            if (st[1] == 0.0f) continue;        /* empty or fully masked segment */
+            const float m = PG_MAX(M, st[0]);
+            const float f0 = pg_expf(M - m), f1 = pg_expf(st[0] - m);
+            pg_vec_scale_f32(DV, racc, racc, f0);
+            pg_vec_mad_f32(DV, racc, st + 16, f1);
+            S = S * f0 + st[1] * f1;
+            M = m;
+        }
+        pg_fa_finalize(c, h, M, S, racc, (float *) pg_row(dst, h, 0, 0));
+    }
+}
+
+/* ---- tiled prefill ---- */
+
+static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
+    const int64_t T = PG_FA_TILE_Q, K = PG_FA_TILE_KV, DK = c->DK, DV = c->DV, DVp = c->DVp;
+    const int64_t hn = pg_fa_tile_heads(c);
+    float * qt = (float *) pg_scratch(p, pg_fa_thread_bytes(c));   /* [hn][T][DK] q * scale */
+    float * ot = qt + hn * T * DK;                                   /* [hn][T][DVp] accumulators */
+    float * ms = ot + hn * T * DVp;                                  /* [hn][T] running max */
+    float * ss = ms + hn * T;                                        /* [hn][T] running sum */
+    float * kt = ss + hn * T;                                        /* [DK][K] K tile, transposed */
+    float * st = kt + DK * K;                                        /* [T][K] scores, then weights */
+    float * mt = st + T * K;                                         /* [T][K] slope*mask */
+    float * vt = mt + T * K;                                         /* [K][DVp] V tile */
+    float * ktmp = vt + K * DVp;                                     /* [DK] one K row */
+    const pg_to_float_fn k_to_f32 = pg_traits[c->k->type].to_float;
+    const pg_to_float_fn v_to_f32 = pg_traits[c->v->type].to_float;
+
+    /* padding columns of the V tile stay zero; padding keys are dropped via nk */
+    for (int64_t j = 0; j < K; j++) memset(vt + j * DVp + DV, 0, (size_t) (DVp - DV) * sizeof(float));
+
+    const int64_t ntq = (c->N + T - 1) / T, nhg = (c->G + hn - 1) / hn;
+    const int64_t nunits = c->S * c->Hkv * nhg * ntq;
+    if (p->ith == 0) pg_chunk_set(p, p->nth);
+    pg_barrier(p);
+    for (int64_t u = p->ith; u < nunits; u = pg_chunk_add(p, 1)) {
+        const int64_t tq = u % ntq, hg = u / ntq % nhg, kh = u / (ntq * nhg) % c->Hkv, s = u / (ntq * nhg * c->Hkv);
+        const int64_t i0 = tq * T, nq = PG_MIN(T, c->N - i0);
+        const int64_t h0 = kh * c->G + hg * hn, nh = PG_MIN(hn, c->G - hg * hn);
+        for (int64_t hh = 0; hh < nh; hh++) {
+            for (int64_t r = 0; r < nq; r++) {
+                pg_vec_scale_f32(DK, qt + (hh * T + r) * DK, (const float *) pg_row(c->q, i0 + r, h0 + hh, s), c->scale);
+                memset(ot + (hh * T + r) * DVp, 0, (size_t) DVp * sizeof(float));
+                ms[hh * T + r] = -INFINITY;
+                ss[hh * T + r] = 0.0f;
+            }
+        }
+        for (int64_t j0 = 0; j0 < c->L; j0 += K) {
+            const int64_t nk = PG_MIN(K, c->L - j0);
+            bool k_ready = false, v_ready = false, any = false;
+            int64_t mt_slice = -1;
+            for (int64_t hh = 0; hh < nh; hh++) {
+                const int64_t h = h0 + hh;
+                /* the mask tile is shared by the heads that read the same slice with slope 1 */
+                const int64_t slice = c->mask ? h % c->mask->ne[2] : 0;
+                if (slice != mt_slice || c->max_bias > 0.0f) {
+                    const float slope = pg_fa_slope(c, h);
+                    any = !c->mask;
+                    for (int64_t r = 0; r < nq; r++) {
+                        const pg_fp16_t * mrow = pg_fa_mask_row(c, i0 + r, h, s);
+                        float * m = mt + r * K;
+                        if (!mrow) {
+                            memset(m, 0, (size_t) nk * sizeof(float));
+                            continue;
+                        }
+                        pg_vec_cvt_f16_f32(nk, mrow + j0, m);
+                        if (slope != 1.0f) pg_vec_scale_f32(nk, m, m, slope);
+                        any |= pg_vec_max_f32(nk, m) != -INFINITY;
+                    }
+                    mt_slice = slice;
+                }
+                if (!any) continue;            /* every key of the tile is masked for this head */
+                if (!k_ready) {
+                    for (int64_t j = 0; j < nk; j++) {
+                        k_to_f32(pg_row(c->k, j0 + j, kh, s), ktmp, DK);
+                        for (int64_t d = 0; d < DK; d++) kt[d * K + j] = ktmp[d];
+                    }
+                    for (int64_t j = nk; j < K; j++)
+                        for (int64_t d = 0; d < DK; d++) kt[d * K + j] = 0.0f;
+                    k_ready = true;
+                }
+                pg_vec_attn_gemm_qk_f32((int) nq, K, DK, qt + hh * T * DK, DK, kt, K, st, K);
+                for (int64_t r = 0; r < nq; r++) {
+                    float * x = st + r * K;
+                    pg_fa_logits(c, nk, x, mt + r * K);
+                    for (int64_t j = nk; j < K; j++) x[j] = -INFINITY;
+                    const float f = pg_vec_attn_softmax_f32(K, x, &ms[hh * T + r], &ss[hh * T + r]);
+                    if (f != 1.0f) pg_vec_scale_f32(DVp, ot + (hh * T + r) * DVp, ot + (hh * T + r) * DVp, f);
+                }
+                if (!v_ready) {
+                    for (int64_t j = 0; j < nk; j++) v_to_f32(pg_row(c->v, j0 + j, kh, s), vt + j * DVp, DV);
+                    v_ready = true;
+                }
+                pg_vec_attn_acc_f32((int) nq, DVp, ot + hh * T * DVp, DVp, nk, st, K, vt, (size_t) DVp * sizeof(float));
+            }
+        }
+        for (int64_t hh = 0; hh < nh; hh++)
+            for (int64_t r = 0; r < nq; r++)
+                pg_fa_finalize(c, h0 + hh, ms[hh * T + r], ss[hh * T + r], ot + (hh * T + r) * DVp,
+                               (float *) pg_row(dst, h0 + hh, i0 + r, s));
+    }
+}
+
+static inline int pg_fa_choose_path(const pg_params * p, const pg_fa_ctx * c, const pg_tensor * dst) {
+    if (p->use_ref) return PG_FA_PATH_ONE_CHUNK;
+    const int forced = dst->op_params[PG_FA_PARAM_PATH];
+    if (forced == PG_FA_PATH_SPLIT && !pg_fa_split_ok(c)) return PG_FA_PATH_ONE_CHUNK;
+    if (forced != PG_FA_PATH_AUTO) return forced;
+    if (pg_fa_split_ok(c) && c->L >= PG_FA_SPLIT_MIN_L) return PG_FA_PATH_SPLIT;
+    if (c->N >= PG_FA_TILE_Q) return PG_FA_PATH_TILED;
+    return PG_FA_PATH_ONE_CHUNK;
+}
+
+static inline void pg_compute_flash_attn_ext(const pg_params * p, pg_tensor * dst) {
+    pg_fa_ctx c;
+    pg_fa_init(&c, dst);
+    const int path = pg_fa_choose_path(p, &c, dst);
+    if (p->ith == 0) dst->op_params[PG_FA_PARAM_TAKEN] = path;
+    switch (path) {
+    case PG_FA_PATH_SPLIT: pg_fa_split(p, &c, dst); break;
+    case PG_FA_PATH_TILED: pg_fa_tiled(p, &c, dst); break;
+    default: pg_fa_one_chunk(p, &c, dst); break;
+    }
+}

@@ -58,6 +58,9 @@ typedef struct pg_tensor {
 /* state shared by the threads of one compute; each counter on its own cache line */
 typedef struct pg_shared {
     _Alignas(PG_CACHE_LINE) int chunk;
+    /* the barrier between nodes (barrier.h): arrivals, and completed barriers */
+    _Alignas(PG_CACHE_LINE) int n_barrier;
+    _Alignas(PG_CACHE_LINE) int n_barrier_passed;
     /* a kernel that finds bad data (an index out of range) records it here instead of crashing;
      * the first report wins and Python raises after the compute */
     _Alignas(PG_CACHE_LINE) int err;

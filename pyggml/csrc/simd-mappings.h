@@ -6,7 +6,7 @@
  *   PG_F32V_LOAD_F16(p)          PG_F32_EPR fp16 values widened to f32 (exact)
  *   PG_F32V_STORE_F16(p, v)      narrowed to fp16 with round-to-nearest-even
  *   PG_F32V_LOAD_BF16(p)         bf16 widened (shift left by 16)
- *   PG_F32V_SET1, ZERO, ADD, SUB, MUL, FMA(a, b, c) = a*b + c, MAX, REDUCE (horizontal sum), REDUCE_MAX
+ *   PG_F32V_SET1, ZERO, ADD, SUB, MUL, DIV, FMA(a, b, c) = a*b + c, MAX, REDUCE (horizontal sum), REDUCE_MAX
  *
  * PG_HAVE_F32V is 0 for the scalar build (-Dsimd=none, or an ISA without a mapping): every row
  * primitive in vec.h then runs its scalar loop only. PG_SIMD_NAME is the ISA compiled; vec.h's
@@ -61,6 +61,7 @@ typedef __m512 pg_f32v;
 #define PG_F32V_ADD(a, b)        _mm512_add_ps(a, b)
 #define PG_F32V_SUB(a, b)        _mm512_sub_ps(a, b)
 #define PG_F32V_MUL(a, b)        _mm512_mul_ps(a, b)
+#define PG_F32V_DIV(a, b)        _mm512_div_ps(a, b)
 #define PG_F32V_FMA(a, b, c)     _mm512_fmadd_ps(a, b, c)
 #define PG_F32V_MAX(a, b)        _mm512_max_ps(a, b)
 #define PG_F32V_REDUCE(v)        _mm512_reduce_add_ps(v)
@@ -94,6 +95,7 @@ static inline float pg_avx2_hmax(__m256 v) {
 #define PG_F32V_ADD(a, b)        _mm256_add_ps(a, b)
 #define PG_F32V_SUB(a, b)        _mm256_sub_ps(a, b)
 #define PG_F32V_MUL(a, b)        _mm256_mul_ps(a, b)
+#define PG_F32V_DIV(a, b)        _mm256_div_ps(a, b)
 #define PG_F32V_FMA(a, b, c)     _mm256_fmadd_ps(a, b, c)
 #define PG_F32V_MAX(a, b)        _mm256_max_ps(a, b)
 #define PG_F32V_REDUCE(v)        pg_avx2_hsum(v)
@@ -114,6 +116,7 @@ typedef float32x4_t pg_f32v;
 #define PG_F32V_ADD(a, b)        vaddq_f32(a, b)
 #define PG_F32V_SUB(a, b)        vsubq_f32(a, b)
 #define PG_F32V_MUL(a, b)        vmulq_f32(a, b)
+#define PG_F32V_DIV(a, b)        vdivq_f32(a, b)
 #define PG_F32V_FMA(a, b, c)     vfmaq_f32(c, a, b)
 #define PG_F32V_MAX(a, b)        vmaxq_f32(a, b)
 #define PG_F32V_REDUCE(v)        vaddvq_f32(v)

@@ -388,6 +388,86 @@ static inline double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, f
  * ---- activations (GLU, unary, softmax) primitives ----
  * ==================================================================================== */
 
+/* The sigmoid-gated activations share one form, x / (1 + exp(-z)), so one SIMD exp serves them:
+ *   silu(x)       = x / (1 + exp(-x))
+ *   gelu(x)       = 0.5x(1 + tanh(z)), z = sqrt(2/pi)(x + 0.044715x^3)   ==   x / (1 + exp(-2z))
+ *   gelu_quick(x) = x / (1 + exp(-1.702x))
+ *   relu(x)       = x > 0 ? x : 0
+ *   gelu_erf(x)   = 0.5x(1 + erf(x/sqrt(2)))
+ * gelu is computed by its formula in f32; ggml's CPU reads it from an fp16 table instead
+ * (GGML_GELU_FP16), which is less accurate; gelu_erf uses erfc(-x/sqrt(2)) for 1 + erf(x/sqrt(2)),
+ * which keeps its relative accuracy for negative x where ggml's 1 + erff(...) cancels. Scalar paths
+ * use libm (expf, erfcf). */
+#define PG_GELU_COEF_A     0.044715f
+#define PG_SQRT_2_OVER_PI  0.79788456080286535587989211986876f
+#define PG_GELU_QUICK_COEF 1.702f
+#define PG_SQRT_2_INV      0.70710678118654752440084436210484f
+
+static inline float pg_silu_f32(float x) { return x / (1.0f + expf(-x)); }
+static inline float pg_gelu_f32(float x) {
+    return x / (1.0f + expf(-2.0f * PG_SQRT_2_OVER_PI * x * (1.0f + PG_GELU_COEF_A * x * x)));
+}
+static inline float pg_gelu_quick_f32(float x) { return x / (1.0f + expf(-PG_GELU_QUICK_COEF * x)); }
+static inline float pg_relu_f32(float x) { return x > 0.0f ? x : 0.0f; }
+static inline float pg_gelu_erf_f32(float x) { return 0.5f * x * erfcf(-x * PG_SQRT_2_INV); }
+
+#if PG_HAVE_F32V
+/* x / (1 + exp(-z)); exp overflow gives x/inf = 0, the right limit */
+static inline pg_f32v pg_f32v_sigmul(pg_f32v x, pg_f32v z) {
+    return PG_F32V_DIV(x, PG_F32V_ADD(PG_F32V_SET1(1.0f), pg_f32v_exp(PG_F32V_SUB(PG_F32V_ZERO(), z))));
+}
+static inline pg_f32v pg_f32v_silu(pg_f32v x) { return pg_f32v_sigmul(x, x); }
+static inline pg_f32v pg_f32v_gelu(pg_f32v x) {
+    const pg_f32v p = PG_F32V_FMA(PG_F32V_MUL(x, x), PG_F32V_SET1(PG_GELU_COEF_A), PG_F32V_SET1(1.0f));
+    return pg_f32v_sigmul(x, PG_F32V_MUL(PG_F32V_MUL(x, PG_F32V_SET1(2.0f * PG_SQRT_2_OVER_PI)), p));
+}
+static inline pg_f32v pg_f32v_gelu_quick(pg_f32v x) {
+    return pg_f32v_sigmul(x, PG_F32V_MUL(x, PG_F32V_SET1(PG_GELU_QUICK_COEF)));
+}
+static inline pg_f32v pg_f32v_relu(pg_f32v x) { return PG_F32V_MAX(x, PG_F32V_ZERO()); }
+/* 1 + erf(u) = erfc(-u) with u = x/sqrt(2); erfc(t) for t = |u| by the Chebyshev fit
+ * erfc(t) = s*exp(-t^2 + P(s)), s = 1/(1 + t/2) (Numerical Recipes' erfcc, relative error < 1.2e-7
+ * for all t >= 0), and erfc(-t) = 2 - erfc(t): no cancellation on either side. */
+static inline pg_f32v pg_f32v_gelu_erf(pg_f32v x) {
+    static const float c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+    const pg_f32v u = PG_F32V_MUL(x, PG_F32V_SET1(PG_SQRT_2_INV));
+    const pg_f32v t = PG_F32V_MAX(u, PG_F32V_SUB(PG_F32V_ZERO(), u));
+    const pg_f32v s = PG_F32V_DIV(PG_F32V_SET1(1.0f), PG_F32V_FMA(t, PG_F32V_SET1(0.5f), PG_F32V_SET1(1.0f)));
+    pg_f32v q = PG_F32V_SET1(c[0]);
+    for (int k = 1; k < 10; k++) q = PG_F32V_FMA(q, s, PG_F32V_SET1(c[k]));
+    const pg_f32v e = PG_F32V_MUL(s, pg_f32v_exp(PG_F32V_SUB(q, PG_F32V_MUL(t, t))));   /* erfc(t) */
+    const pg_f32v h = PG_F32V_MUL(e, PG_F32V_SET1(0.5f));
+    return PG_F32V_MUL(x, PG_F32V_SEL_LT(x, PG_F32V_ZERO(), h, PG_F32V_SUB(PG_F32V_SET1(1.0f), h)));
+}
+#define PG_VEC_ACT_SIMD(STORE_EXPR) for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) STORE_EXPR;
+#else
+#define PG_VEC_ACT_SIMD(STORE_EXPR)
+#endif
+
+/* pg_vec_<act>_f32(n, y, x): y = act(x) (in place when y == x) */
+#define PG_VEC_ACT(ACT)                                                                          \
+static inline void pg_vec_##ACT##_f32(int64_t n, float * y, const float * x) {                  \
+    int64_t i = 0;                                                                               \
+    PG_VEC_ACT_SIMD(PG_F32V_STORE(y + i, pg_f32v_##ACT(PG_F32V_LOAD(x + i))))                    \
+    for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]);                                              \
+}
+/* pg_vec_<act>_glu_f32(n, y, x, g): y = act(x) * g, one pass (y may alias x or g) */
+#define PG_VEC_GLU(ACT)                                                                          \
+static inline void pg_vec_##ACT##_glu_f32(int64_t n, float * y, const float * x, const float * g) { \
+    int64_t i = 0;                                                                               \
+    PG_VEC_ACT_SIMD(PG_F32V_STORE(y + i, PG_F32V_MUL(pg_f32v_##ACT(PG_F32V_LOAD(x + i)), PG_F32V_LOAD(g + i)))) \
+    for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]) * g[i];                                       \
+}
+PG_VEC_ACT(silu)
+PG_VEC_ACT(gelu)
+PG_VEC_ACT(gelu_erf)
+PG_VEC_GLU(relu)
+PG_VEC_GLU(gelu)
+PG_VEC_GLU(silu)
+PG_VEC_GLU(gelu_erf)
+PG_VEC_GLU(gelu_quick)
+
 /* ==================================================================================== *
  * ---- matmul primitives ----
  * ==================================================================================== */
@@ -396,13 +476,488 @@ static inline double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, f
  * ---- norm primitives ----
  * ==================================================================================== */
 
+/* Row reductions in double, as ggml's norms (which add every term to a double): f32 values v,
+ * squared in f32 where the op squares, widened and added to double lanes. The lane order differs
+ * from ggml's sequential sum only by double rounding, far below what the f32 results can show.
+ * Every primitive below shares one loop (PG_NORM_ACC), so the same values give the same sum bit for
+ * bit whether they arrive from a tensor, from x + r or from x - mean. */
+#if defined(PG_SIMD_AVX512)
+typedef struct { __m512d lo, hi; } pg_f64acc;
+static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { _mm512_setzero_pd(), _mm512_setzero_pd() }; return a; }
+static inline pg_f64acc pg_f64acc_add(pg_f64acc a, __m512 v) {
+    const __m256 hi = _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1));
+    a.lo = _mm512_add_pd(a.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    a.hi = _mm512_add_pd(a.hi, _mm512_cvtps_pd(hi));
+    return a;
+}
+static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a.lo, b.lo), _mm512_add_pd(a.hi, b.hi)));
+}
+#elif defined(PG_SIMD_AVX2)
+typedef struct { __m256d lo, hi; } pg_f64acc;
+static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { _mm256_setzero_pd(), _mm256_setzero_pd() }; return a; }
+static inline pg_f64acc pg_f64acc_add(pg_f64acc a, __m256 v) {
+    a.lo = _mm256_add_pd(a.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    a.hi = _mm256_add_pd(a.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    return a;
+}
+static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
+    const __m256d s = _mm256_add_pd(_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi));
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+#elif defined(PG_SIMD_NEON)
+typedef struct { float64x2_t lo, hi; } pg_f64acc;
+static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { vdupq_n_f64(0.0), vdupq_n_f64(0.0) }; return a; }
+static inline pg_f64acc pg_f64acc_add(pg_f64acc a, float32x4_t v) {
+    a.lo = vaddq_f64(a.lo, vcvt_f64_f32(vget_low_f32(v)));
+    a.hi = vaddq_f64(a.hi, vcvt_high_f64_f32(v));
+    return a;
+}
+static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
+    return vaddvq_f64(vaddq_f64(vaddq_f64(a.lo, b.lo), vaddq_f64(a.hi, b.hi)));
+}
+#endif
+
+/* The shared loop: for each i, v = VAL(i) (an f32 vector), KEEP(i, v) stores it where the
+ * primitive writes one, SQ(v) is what gets added (v*v or v). SVAL/SKEEP/SSQ are the scalar forms
+ * for the tail (the whole row in the scalar build). Two accumulators hide the add latency. */
+#if PG_HAVE_F32V
+#define PG_NORM_ACC_SIMD(VAL, KEEP, SQ)                                                      \
+    {                                                                                        \
+        pg_f64acc a0 = pg_f64acc_zero(), a1 = pg_f64acc_zero();                              \
+        for (; i + 2 * PG_F32_EPR <= n; i += 2 * PG_F32_EPR) {                               \
+            const pg_f32v v0 = VAL(i), v1 = VAL(i + PG_F32_EPR);                             \
+            KEEP(i, v0); KEEP(i + PG_F32_EPR, v1);                                           \
+            a0 = pg_f64acc_add(a0, SQ(v0));                                                  \
+            a1 = pg_f64acc_add(a1, SQ(v1));                                                  \
+        }                                                                                    \
+        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {                                       \
+            const pg_f32v v0 = VAL(i);                                                       \
+            KEEP(i, v0);                                                                     \
+            a0 = pg_f64acc_add(a0, SQ(v0));                                                  \
+        }                                                                                    \
+        sum = pg_f64acc_reduce(a0, a1);                                                      \
+    }
+#else
+#define PG_NORM_ACC_SIMD(VAL, KEEP, SQ)
+#endif
+#define PG_NORM_ACC(VAL, KEEP, SQ, SVAL, SKEEP, SSQ)                                         \
+    double sum = 0.0;                                                                        \
+    int64_t i = 0;                                                                           \
+    PG_NORM_ACC_SIMD(VAL, KEEP, SQ)                                                          \
+    for (; i < n; i++) {                                                                     \
+        const float v = SVAL(i);                                                             \
+        SKEEP(i, v);                                                                         \
+        sum += (double) SSQ(v);                                                              \
+    }                                                                                        \
+    return sum;
+
+#define PG_NA_SQ(v)          PG_F32V_MUL(v, v)
+#define PG_NA_SSQ(v)         ((v) * (v))
+#define PG_NA_ID(v)          (v)
+#define PG_NA_NONE(i, v)     ((void) 0)
+#define PG_NA_X(i)           PG_F32V_LOAD(x + (i))
+#define PG_NA_SX(i)          x[i]
+#define PG_NA_XR(i)          PG_F32V_ADD(PG_F32V_LOAD(x + (i)), PG_F32V_LOAD(r + (i)))
+#define PG_NA_SXR(i)         (x[i] + r[i])
+#define PG_NA_XM(i)          PG_F32V_SUB(PG_F32V_LOAD(x + (i)), vm)
+#define PG_NA_SXM(i)         (x[i] - mean)
+#define PG_NA_KEEP(i, v)     PG_F32V_STORE(y + (i), v)
+#define PG_NA_SKEEP(i, v)    (y[i] = (v))
+
+/* Σ x in double (ggml_vec_sum_f32's accuracy) */
+static inline double pg_vec_sum_f64_f32(int64_t n, const float * x) {
+    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_ID, PG_NA_SX, PG_NA_NONE, PG_NA_ID)
+}
+
+/* Σ x*x: each square rounded to f32, added in double (rms_norm) */
+static inline double pg_vec_sumsq_f32(int64_t n, const float * x) {
+    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_SQ, PG_NA_SX, PG_NA_NONE, PG_NA_SSQ)
+}
+
+/* y = x + r (f32, as ADD) and Σ y*y as pg_vec_sumsq_f32(y): the residual add fused into rms_norm */
+static inline double pg_vec_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r) {
+    PG_NORM_ACC(PG_NA_XR, PG_NA_KEEP, PG_NA_SQ, PG_NA_SXR, PG_NA_SKEEP, PG_NA_SSQ)
+}
+
+/* y = x - mean and Σ y*y (ggml_vec_cvar_f32 before its division by n) */
+static inline double pg_vec_cvar_f32(int64_t n, float * y, const float * x, float mean) {
+#if PG_HAVE_F32V
+    const pg_f32v vm = PG_F32V_SET1(mean);
+#endif
+    PG_NORM_ACC(PG_NA_XM, PG_NA_KEEP, PG_NA_SQ, PG_NA_SXM, PG_NA_SKEEP, PG_NA_SSQ)
+}
+
+/* y = (x*s)*w with both products rounded, as scale then mul (rms_norm * weight, fused) */
+static inline void pg_vec_scale_mul_f32(int64_t n, float * y, const float * x, float s, const float * w) {
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v vs = PG_F32V_SET1(s);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR)
+        PG_F32V_STORE(y + i, PG_F32V_MUL(PG_F32V_MUL(PG_F32V_LOAD(x + i), vs), PG_F32V_LOAD(w + i)));
+#endif
+    for (; i < n; i++) y[i] = (x[i] * s) * w[i];
+}
+
 /* ==================================================================================== *
  * ---- rope primitives ----
  * ==================================================================================== */
 
+/* sin and cos: x = j*pi/2 + r with |r| <= pi/4 (pi/2 in three f32 parts, FMA steps; a second
+ * step corrects j where x*2/pi rounded to the wrong integer, so the absolute error of r stays near
+ * 1e-7 for |x| up to 2^23), Cephes' minimax polynomials on r, then the quadrant j mod 4 swaps and
+ * negates. Absolute error below 1e-7 (libm's sinf/cosf: below 6e-8), i.e. ~1.5 ulp away from zeros. */
+#define PG_SINCOS_2_PI 0.636619747f
+#define PG_SINCOS_P1 1.57079637050628662f
+#define PG_SINCOS_P2 -4.37113882867379e-08f
+#define PG_SINCOS_P3 -1.71512451000588e-15f
+#define PG_SIN_S1 -1.6666654611e-1f
+#define PG_SIN_S2 8.3321608736e-3f
+#define PG_SIN_S3 -1.9515295891e-4f
+#define PG_COS_C1 4.166664568298827e-2f
+#define PG_COS_C2 -1.388731625493765e-3f
+#define PG_COS_C3 2.443315711809948e-5f
+
+static inline void pg_sincosf(float x, float * s, float * c) {
+    float j = nearbyintf(x * PG_SINCOS_2_PI);
+    float r = fmaf(-j, PG_SINCOS_P1, x);
+    r = fmaf(-j, PG_SINCOS_P2, r);
+    r = fmaf(-j, PG_SINCOS_P3, r);
+    const float j2 = nearbyintf(r * PG_SINCOS_2_PI);
+    r = fmaf(-j2, PG_SINCOS_P2, fmaf(-j2, PG_SINCOS_P1, r));
+    j += j2;
+    const float z = r * r;
+    const float sp = fmaf(r * z, fmaf(fmaf(PG_SIN_S3, z, PG_SIN_S2), z, PG_SIN_S1), r);
+    const float cp = fmaf(z * z, fmaf(fmaf(PG_COS_C3, z, PG_COS_C2), z, PG_COS_C1), fmaf(-0.5f, z, 1.0f));
+    const int q = (int) (int64_t) j & 3;
+    const float ss = q & 1 ? cp : sp, cc = q & 1 ? sp : cp;
+    *s = q & 2 ? -ss : ss;
+    *c = (q + 1) & 2 ? -cc : cc;
+}
+
+#if PG_HAVE_F32V
+/* quadrant fix-up: j (integral) mod 4 picks (sin, cos) from (sp, cp): 0 (sp, cp), 1 (cp, -sp),
+ * 2 (-sp, -cp), 3 (-cp, sp); bit 0 swaps, bit 1 of j (of j+1 for cos) negates */
+#if defined(PG_SIMD_AVX512)
+static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
+    const __m512i q = _mm512_cvtps_epi32(j), two = _mm512_set1_epi32(2);
+    const __mmask16 swap = _mm512_test_epi32_mask(q, _mm512_set1_epi32(1));
+    const __m512i sn = _mm512_slli_epi32(_mm512_and_si512(q, two), 30);
+    const __m512i cn = _mm512_slli_epi32(_mm512_and_si512(_mm512_add_epi32(q, _mm512_set1_epi32(1)), two), 30);
+    *s = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mask_blend_ps(swap, sp, cp)), sn));
+    *c = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mask_blend_ps(swap, cp, sp)), cn));
+}
+#elif defined(PG_SIMD_AVX2)
+static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
+    const __m256i q = _mm256_cvtps_epi32(j), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+    const __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(q, one), one));
+    const __m256 sn = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(q, two), 30));
+    const __m256 cn = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(_mm256_add_epi32(q, one), two), 30));
+    *s = _mm256_xor_ps(_mm256_blendv_ps(sp, cp, swap), sn);
+    *c = _mm256_xor_ps(_mm256_blendv_ps(cp, sp, swap), cn);
+}
+#elif defined(PG_SIMD_NEON)
+static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
+    const int32x4_t q = vcvtnq_s32_f32(j), one = vdupq_n_s32(1), two = vdupq_n_s32(2);
+    const uint32x4_t swap = vceqq_s32(vandq_s32(q, one), one);
+    const uint32x4_t sn = vshlq_n_u32(vreinterpretq_u32_s32(vandq_s32(q, two)), 30);
+    const uint32x4_t cn = vshlq_n_u32(vreinterpretq_u32_s32(vandq_s32(vaddq_s32(q, one), two)), 30);
+    *s = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vbslq_f32(swap, cp, sp)), sn));
+    *c = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vbslq_f32(swap, sp, cp)), cn));
+}
+#endif
+#endif
+
+/* c[i] = cos(x[i])*scale, s[i] = sin(x[i])*scale; c == x (in place) is allowed */
+static inline void pg_vec_sincos_f32(int64_t n, const float * x, float * c, float * s, float scale) {
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v vscale = PG_F32V_SET1(scale);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        const pg_f32v vx = PG_F32V_LOAD(x + i);
+        pg_f32v j = PG_F32V_ROUND(PG_F32V_MUL(vx, PG_F32V_SET1(PG_SINCOS_2_PI)));
+        pg_f32v r = PG_F32V_FMA(j, PG_F32V_SET1(-PG_SINCOS_P1), vx);
+        r = PG_F32V_FMA(j, PG_F32V_SET1(-PG_SINCOS_P2), r);
+        r = PG_F32V_FMA(j, PG_F32V_SET1(-PG_SINCOS_P3), r);
+        const pg_f32v j2 = PG_F32V_ROUND(PG_F32V_MUL(r, PG_F32V_SET1(PG_SINCOS_2_PI)));
+        r = PG_F32V_FMA(j2, PG_F32V_SET1(-PG_SINCOS_P1), r);
+        r = PG_F32V_FMA(j2, PG_F32V_SET1(-PG_SINCOS_P2), r);
+        j = PG_F32V_ADD(j, j2);
+        const pg_f32v z = PG_F32V_MUL(r, r);
+        pg_f32v ps = PG_F32V_FMA(PG_F32V_SET1(PG_SIN_S3), z, PG_F32V_SET1(PG_SIN_S2));
+        ps = PG_F32V_FMA(ps, z, PG_F32V_SET1(PG_SIN_S1));
+        const pg_f32v sp = PG_F32V_FMA(PG_F32V_MUL(r, z), ps, r);
+        pg_f32v pc = PG_F32V_FMA(PG_F32V_SET1(PG_COS_C3), z, PG_F32V_SET1(PG_COS_C2));
+        pc = PG_F32V_FMA(pc, z, PG_F32V_SET1(PG_COS_C1));
+        const pg_f32v cp = PG_F32V_FMA(PG_F32V_MUL(z, z), pc, PG_F32V_FMA(PG_F32V_SET1(-0.5f), z, PG_F32V_SET1(1.0f)));
+        pg_f32v vs, vc;
+        pg_f32v_quadrant(j, sp, cp, &vs, &vc);
+        PG_F32V_STORE(c + i, PG_F32V_MUL(vc, vscale));
+        PG_F32V_STORE(s + i, PG_F32V_MUL(vs, vscale));
+    }
+#endif
+    for (; i < n; i++) {
+        float si, ci;
+        pg_sincosf(x[i], &si, &ci);
+        c[i] = ci * scale;
+        s[i] = si * scale;
+    }
+}
+
+/* Rotation of pairs (x0, x1) by per-pair (c, s):  y0 = x0*c - x1*s,  y1 = x0*s + x1*c.
+ * Both allow y == x (each vector of pairs is loaded before it is stored). */
+
+/* half-split pairs (NEOX, the multi modes, VISION): pair k is (x0[k], x1[k]), k < n; all contiguous */
+static inline void pg_vec_rope_half_f32(int64_t n, float * y0, float * y1, const float * x0, const float * x1,
+                                        const float * c, const float * s) {
+    int64_t k = 0;
+#if PG_HAVE_F32V
+    for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
+        const pg_f32v a = PG_F32V_LOAD(x0 + k), b = PG_F32V_LOAD(x1 + k);
+        const pg_f32v vc = PG_F32V_LOAD(c + k), vs = PG_F32V_LOAD(s + k);
+        PG_F32V_STORE(y0 + k, PG_F32V_SUB(PG_F32V_MUL(a, vc), PG_F32V_MUL(b, vs)));
+        PG_F32V_STORE(y1 + k, PG_F32V_FMA(a, vs, PG_F32V_MUL(b, vc)));
+    }
+#endif
+    for (; k < n; k++) {
+        const float a = x0[k], b = x1[k];
+        y0[k] = a * c[k] - b * s[k];
+        y1[k] = a * s[k] + b * c[k];
+    }
+}
+
+/* PG_ROPE_LOAD2(p, e, o): 2*EPR floats at p split into the even (e) and odd (o) elements;
+ * PG_ROPE_STORE2(p, e, o) interleaves them back */
+#if defined(PG_SIMD_AVX512)
+#define PG_ROPE_LOAD2(p, e, o) do {                                                                      \
+        const __m512 lo_ = _mm512_loadu_ps(p), hi_ = _mm512_loadu_ps((p) + 16);                           \
+        const __m512i ie_ = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);   \
+        e = _mm512_permutex2var_ps(lo_, ie_, hi_);                                                        \
+        o = _mm512_permutex2var_ps(lo_, _mm512_add_epi32(ie_, _mm512_set1_epi32(1)), hi_);                \
+    } while (0)
+#define PG_ROPE_STORE2(p, e, o) do {                                                                     \
+        const __m512i il_ = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);     \
+        _mm512_storeu_ps(p, _mm512_permutex2var_ps(e, il_, o));                                           \
+        _mm512_storeu_ps((p) + 16, _mm512_permutex2var_ps(e, _mm512_add_epi32(il_, _mm512_set1_epi32(8)), o)); \
+    } while (0)
+#elif defined(PG_SIMD_AVX2)
+#define PG_ROPE_LOAD2(p, e, o) do {                                                                      \
+        const __m256 lo_ = _mm256_loadu_ps(p), hi_ = _mm256_loadu_ps((p) + 8);                            \
+        /* shuffle gives [a0 a2 b0 b2 | a4 a6 b4 b6]; the 64-bit permute puts the a's first */            \
+        e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, 0x88)), 0xD8)); \
+        o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, 0xDD)), 0xD8)); \
+    } while (0)
+#define PG_ROPE_STORE2(p, e, o) do {                                                                     \
+        const __m256 l_ = _mm256_unpacklo_ps(e, o), h_ = _mm256_unpackhi_ps(e, o);                        \
+        _mm256_storeu_ps(p, _mm256_permute2f128_ps(l_, h_, 0x20));                                        \
+        _mm256_storeu_ps((p) + 8, _mm256_permute2f128_ps(l_, h_, 0x31));                                  \
+    } while (0)
+#elif defined(PG_SIMD_NEON)
+#define PG_ROPE_LOAD2(p, e, o) do { const float32x4x2_t v_ = vld2q_f32(p); e = v_.val[0]; o = v_.val[1]; } while (0)
+#define PG_ROPE_STORE2(p, e, o) do { float32x4x2_t v_; v_.val[0] = e; v_.val[1] = o; vst2q_f32(p, v_); } while (0)
+#endif
+
+/* adjacent pairs (NORMAL): pair k is (x[2k], x[2k+1]), k < n; deinterleaved into registers, rotated,
+ * interleaved back */
+static inline void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s) {
+    int64_t k = 0;
+#if PG_HAVE_F32V
+    for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
+        pg_f32v a, b;
+        PG_ROPE_LOAD2(x + 2 * k, a, b);
+        const pg_f32v vc = PG_F32V_LOAD(c + k), vs = PG_F32V_LOAD(s + k);
+        const pg_f32v r0 = PG_F32V_SUB(PG_F32V_MUL(a, vc), PG_F32V_MUL(b, vs));
+        const pg_f32v r1 = PG_F32V_FMA(a, vs, PG_F32V_MUL(b, vc));
+        PG_ROPE_STORE2(y + 2 * k, r0, r1);
+    }
+#endif
+    for (; k < n; k++) {
+        const float a = x[2 * k], b = x[2 * k + 1];
+        y[2 * k] = a * c[k] - b * s[k];
+        y[2 * k + 1] = a * s[k] + b * c[k];
+    }
+}
+
 /* ==================================================================================== *
  * ---- attention primitives ----
  * ==================================================================================== */
+
+/* Flash attention works on blocks: a few query rows (the query heads sharing one KV head, or the
+ * rows of a Q tile) against a few keys. Every K and V element loaded feeds all those rows
+ * (register blocking: up to PG_ATTN_RB rows x 2 or 4 vectors of accumulators). f32 throughout. */
+#define PG_ATTN_RB 4
+
+#define PG_ATTN_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* attention dot: s[r*lds] = dot(q + r*ldq, k) for r < nr, the K row of type T read once per PG_ATTN_RB
+ * query rows. Two accumulator chains per row hide the FMA latency when nr is small. */
+#if PG_HAVE_F32V
+#define PG_ATTN_DOT_SIMD(LOADK)                                                                   \
+    pg_f32v a0[PG_ATTN_RB], a1[PG_ATTN_RB];                                                       \
+    for (int r = 0; r < nr; r++) { a0[r] = PG_F32V_ZERO(); a1[r] = PG_F32V_ZERO(); }              \
+    for (; i + 2 * PG_F32_EPR <= n; i += 2 * PG_F32_EPR) {                                        \
+        const pg_f32v k0 = LOADK(k + i), k1 = LOADK(k + i + PG_F32_EPR);                           \
+        for (int r = 0; r < nr; r++) {                                                            \
+            a0[r] = PG_F32V_FMA(k0, PG_F32V_LOAD(q + r * ldq + i), a0[r]);                        \
+            a1[r] = PG_F32V_FMA(k1, PG_F32V_LOAD(q + r * ldq + i + PG_F32_EPR), a1[r]);           \
+        }                                                                                         \
+    }                                                                                             \
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {                                                \
+        const pg_f32v k0 = LOADK(k + i);                                                          \
+        for (int r = 0; r < nr; r++) a0[r] = PG_F32V_FMA(k0, PG_F32V_LOAD(q + r * ldq + i), a0[r]); \
+    }                                                                                             \
+    for (int r = 0; r < nr; r++) sum[r] = PG_F32V_REDUCE(PG_F32V_ADD(a0[r], a1[r]));
+#else
+#define PG_ATTN_DOT_SIMD(LOADK)
+#endif
+
+#define PG_ATTN_DOT(NAME, T, LOADK)                                                               \
+PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, const float * q, int64_t ldq,             \
+                                     const T * k, float * s, int64_t lds) {                       \
+    float sum[PG_ATTN_RB] = {0.0f, 0.0f, 0.0f, 0.0f};                                             \
+    int64_t i = 0;                                                                                \
+    PG_ATTN_DOT_SIMD(LOADK)                                                                       \
+    for (; i < n; i++) {                                                                          \
+        const float kf = LOADK##_S(k + i);                                                        \
+        for (int r = 0; r < nr; r++) sum[r] += kf * q[r * ldq + i];                               \
+    }                                                                                             \
+    for (int r = 0; r < nr; r++) s[r * lds] = sum[r];                                             \
+}                                                                                                 \
+static inline void NAME(int nr, int64_t n, const float * q, int64_t ldq, const T * k, float * s, int64_t lds) { \
+    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, q += PG_ATTN_RB * ldq, s += PG_ATTN_RB * lds)     \
+        NAME##_rb(PG_ATTN_RB, n, q, ldq, k, s, lds);                                              \
+    switch (nr) {                                                                                 \
+    case 3: NAME##_rb(3, n, q, ldq, k, s, lds); break;                                            \
+    case 2: NAME##_rb(2, n, q, ldq, k, s, lds); break;                                            \
+    case 1: NAME##_rb(1, n, q, ldq, k, s, lds); break;                                            \
+    default: break;                                                                               \
+    }                                                                                             \
+}
+
+PG_ATTN_DOT(pg_vec_attn_dot_f32, float, PG_F32V_LOAD)
+PG_ATTN_DOT(pg_vec_attn_dot_f16, pg_fp16_t, PG_F32V_LOAD_F16)
+PG_ATTN_DOT(pg_vec_attn_dot_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
+
+/* online softmax over a block of n scores of one query row with running max *M and sum *S:
+ * m = max(*M, max x), x[j] <- exp(x[j] - m) (0 for -inf), *S = *S * exp(*M - m) + sum, *M = m.
+ * Returns the factor exp(M_old - m) the row's accumulator must be scaled by (1: nothing to do).
+ * A block that leaves the row fully masked (m == -inf) becomes zeros and changes nothing. */
+static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, float * M, float * S) {
+    const float m = PG_MAX(*M, pg_vec_max_f32(n, x));
+    if (m == -INFINITY) {
+        memset(x, 0, (size_t) n * sizeof(float));
+        return 1.0f;
+    }
+    const float ms = m > *M ? pg_expf(*M - m) : 1.0f;
+    const double sum = pg_vec_exp_sum_f32(n, x, x, m);
+    *S = *S * ms + (float) sum;
+    *M = m;
+    return ms;
+}
+
+/* V accumulation: acc[r*lda + d] += sum_{j<nk} p[r*ldp + j] * v_j[d] for r < nr, d < n, where
+ * v_j = v + j*nbv bytes is a row of type T. Each V vector is loaded once per PG_ATTN_RB rows and
+ * the accumulators stay in registers over the nk keys. */
+#if PG_HAVE_F32V
+#define PG_ATTN_ACC_SIMD(T, LOADV, NV)                                                            \
+    for (; d + NV * PG_F32_EPR <= n; d += NV * PG_F32_EPR) {                                      \
+        pg_f32v c[PG_ATTN_RB][NV];                                                                \
+        for (int r = 0; r < nr; r++)                                                              \
+            for (int u = 0; u < NV; u++) c[r][u] = PG_F32V_LOAD(acc + r * lda + d + u * PG_F32_EPR); \
+        for (int64_t j = 0; j < nk; j++) {                                                        \
+            const T * vj = (const T *) ((const char *) v + j * nbv) + d;                          \
+            pg_f32v vv[NV];                                                                       \
+            for (int u = 0; u < NV; u++) vv[u] = LOADV(vj + u * PG_F32_EPR);                      \
+            for (int r = 0; r < nr; r++) {                                                        \
+                const pg_f32v pb = PG_F32V_SET1(p[r * ldp + j]);                                  \
+                for (int u = 0; u < NV; u++) c[r][u] = PG_F32V_FMA(vv[u], pb, c[r][u]);           \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < nr; r++)                                                              \
+            for (int u = 0; u < NV; u++) PG_F32V_STORE(acc + r * lda + d + u * PG_F32_EPR, c[r][u]); \
+    }
+#else
+#define PG_ATTN_ACC_SIMD(T, LOADV, NV)
+#endif
+
+#define PG_ATTN_ACC(NAME, T, LOADV)                                                               \
+PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, float * acc, int64_t lda, int64_t nk,     \
+                                     const float * p, int64_t ldp, const T * v, size_t nbv) {     \
+    int64_t d = 0;                                                                                \
+    PG_ATTN_ACC_SIMD(T, LOADV, 4)                                                                  \
+    PG_ATTN_ACC_SIMD(T, LOADV, 1)                                                                  \
+    for (; d < n; d++) {                                                                          \
+        for (int r = 0; r < nr; r++) {                                                            \
+            float c = acc[r * lda + d];                                                           \
+            for (int64_t j = 0; j < nk; j++)                                                      \
+                c += p[r * ldp + j] * LOADV##_S((const T *) ((const char *) v + j * nbv) + d);    \
+            acc[r * lda + d] = c;                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+}                                                                                                 \
+static inline void NAME(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, \
+                        int64_t ldp, const T * v, size_t nbv) {                                   \
+    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, acc += PG_ATTN_RB * lda, p += PG_ATTN_RB * ldp)   \
+        NAME##_rb(PG_ATTN_RB, n, acc, lda, nk, p, ldp, v, nbv);                                   \
+    switch (nr) {                                                                                 \
+    case 3: NAME##_rb(3, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
+    case 2: NAME##_rb(2, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
+    case 1: NAME##_rb(1, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
+    default: break;                                                                               \
+    }                                                                                             \
+}
+
+PG_ATTN_ACC(pg_vec_attn_acc_f32, float, PG_F32V_LOAD)
+PG_ATTN_ACC(pg_vec_attn_acc_f16, pg_fp16_t, PG_F32V_LOAD_F16)
+PG_ATTN_ACC(pg_vec_attn_acc_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
+
+/* tiled micro-GEMM: s[r*lds + c] = sum_{d<dk} q[r*ldq + d] * kt[d*ldk + c] for r < nr, c < nc, with K
+ * stored transposed (key index fastest) so that one vector holds PG_F32_EPR keys. */
+PG_ATTN_ALWAYS_INLINE void pg_vec_attn_gemm_qk_rb(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
+                                                  const float * kt, int64_t ldk, float * s, int64_t lds) {
+    int64_t c = 0;
+#if PG_HAVE_F32V
+    for (; c + 4 * PG_F32_EPR <= nc; c += 4 * PG_F32_EPR) {
+        pg_f32v a[PG_ATTN_RB][4];
+        for (int r = 0; r < nr; r++)
+            for (int u = 0; u < 4; u++) a[r][u] = PG_F32V_ZERO();
+        for (int64_t d = 0; d < dk; d++) {
+            const float * kd = kt + d * ldk + c;
+            const pg_f32v k0 = PG_F32V_LOAD(kd), k1 = PG_F32V_LOAD(kd + PG_F32_EPR);
+            const pg_f32v k2 = PG_F32V_LOAD(kd + 2 * PG_F32_EPR), k3 = PG_F32V_LOAD(kd + 3 * PG_F32_EPR);
+            for (int r = 0; r < nr; r++) {
+                const pg_f32v qb = PG_F32V_SET1(q[r * ldq + d]);
+                a[r][0] = PG_F32V_FMA(qb, k0, a[r][0]);
+                a[r][1] = PG_F32V_FMA(qb, k1, a[r][1]);
+                a[r][2] = PG_F32V_FMA(qb, k2, a[r][2]);
+                a[r][3] = PG_F32V_FMA(qb, k3, a[r][3]);
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            for (int u = 0; u < 4; u++) PG_F32V_STORE(s + r * lds + c + u * PG_F32_EPR, a[r][u]);
+    }
+#endif
+    for (; c < nc; c++) {
+        for (int r = 0; r < nr; r++) {
+            float a = 0.0f;
+            for (int64_t d = 0; d < dk; d++) a += q[r * ldq + d] * kt[d * ldk + c];
+            s[r * lds + c] = a;
+        }
+    }
+}
+
+static inline void pg_vec_attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
+                                           const float * kt, int64_t ldk, float * s, int64_t lds) {
+    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, q += PG_ATTN_RB * ldq, s += PG_ATTN_RB * lds)
+        pg_vec_attn_gemm_qk_rb(PG_ATTN_RB, nc, dk, q, ldq, kt, ldk, s, lds);
+    switch (nr) {
+    case 3: pg_vec_attn_gemm_qk_rb(3, nc, dk, q, ldq, kt, ldk, s, lds); break;
+    case 2: pg_vec_attn_gemm_qk_rb(2, nc, dk, q, ldq, kt, ldk, s, lds); break;
+    case 1: pg_vec_attn_gemm_qk_rb(1, nc, dk, q, ldq, kt, ldk, s, lds); break;
+    default: break;
+    }
+}
 
 /* ==================================================================================== *
  * ---- set_rows primitives ----

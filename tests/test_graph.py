@@ -1,0 +1,127 @@
+"""CGraph: topological order, planning (threads, work buffer, memory of intermediates), compute."""
+import numpy as np
+import pytest
+from conftest import THREADS
+
+import pyggml as gg
+
+
+def test_build_forward_expand_order(ctx):
+    a = ctx.from_numpy(np.ones(4, np.float32))
+    b = ctx.from_numpy(np.full(4, 2, np.float32))
+    s = gg.add(a, b)
+    m = gg.mul(s, s)                                  # s used twice: one node
+    out = gg.add(m, a)
+    g = gg.CGraph()
+    g.build_forward_expand(out)
+    g.build_forward_expand(out)                       # idempotent
+    assert g.nodes == (s, m, out)
+    assert set(map(id, g.leafs)) == {id(a), id(b)}
+    g.compute(1)
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 10, np.float32))
+
+
+@pytest.mark.parametrize("nth", THREADS)
+def test_recompute_after_inputs_change(ctx, nth):
+    x = ctx.from_numpy(np.zeros(33, np.float32))
+    y = gg.scale(gg.add(x, x), 0.5)
+    g = gg.CGraph()
+    g.build_forward_expand(y)
+    for step in range(3):
+        x.numpy()[:] = step
+        g.compute(nth)
+        np.testing.assert_array_equal(y.numpy(), np.full(33, step, np.float32))
+
+
+def test_memory_is_reused_but_outputs_are_kept(ctx, rng):
+    x0 = rng.standard_normal(1024).astype(np.float32)
+    x = ctx.from_numpy(x0)
+    chain = [x]
+    for _ in range(8):
+        chain.append(gg.scale(chain[-1], 2.0))
+    keep = chain[3]                                   # an output in the middle of the chain
+    g = gg.CGraph()
+    g.build_forward_expand(keep)
+    g.build_forward_expand(chain[-1])
+    plan = g.plan(2)
+    assert plan.mem_bytes_naive == 8 * 4096
+    assert plan.mem_bytes <= 4 * 4096                 # the chain ping-pongs, keep has its own block
+    g.compute(2)
+    np.testing.assert_array_equal(keep.numpy(), x0 * 8)
+    np.testing.assert_array_equal(chain[-1].numpy(), x0 * 256)
+
+
+def test_graph_grows_after_compute(ctx):
+    x = ctx.from_numpy(np.ones(16, np.float32))
+    a = gg.scale(x, 3.0)
+    b = gg.scale(a, 2.0)
+    g = gg.CGraph()
+    g.build_forward_expand(b)
+    g.compute(1)
+    c = gg.add(a, b)                                  # a gets a new consumer: memory is replanned
+    g.build_forward_expand(c)
+    g.compute(2)
+    np.testing.assert_array_equal(c.numpy(), np.full(16, 9, np.float32))
+    np.testing.assert_array_equal(b.numpy(), np.full(16, 6, np.float32))
+
+
+def test_views_of_intermediates(ctx, rng):
+    x0 = rng.standard_normal((4, 8)).astype(np.float32)
+    x = ctx.from_numpy(x0)
+    s = gg.scale(x, 2.0)
+    v = gg.view_2d(s, 4, 4, s.nb[1], 16)              # right half of every row
+    t = gg.transpose(v)
+    out = gg.cont(t)
+    g = gg.CGraph()
+    g.build_forward_expand(out)
+    g.compute(2)
+    np.testing.assert_array_equal(out.numpy(), (x0[:, 4:] * 2).T)
+    assert v.has_data and np.shares_memory(v.numpy(), s.numpy())
+
+
+def test_plan_reports(ctx):
+    x = ctx.from_numpy(np.ones((3, 64), np.float32))
+    y = gg.add(x, ctx.from_numpy(np.ones(64, np.float16)))   # f16 b needs scratch
+    g = gg.CGraph()
+    g.build_forward_expand(y)
+    p1, p2 = g.plan(1), g.plan(3)
+    assert p1.n_threads == 1 and p2.n_threads == 3 and p2.work_size >= 3 * 2 * 64 * 4
+    assert p2.n_tasks == (3,)
+    assert g.plan(3) is p2
+    with pytest.raises(ValueError, match="n_threads must be >= 1"):
+        g.plan(0)
+
+
+def test_graph_errors(ctx):
+    g = gg.CGraph(size=2)
+    x = ctx.from_numpy(np.ones(4, np.float32))
+    with pytest.raises(TypeError, match="must be a pyggml.Tensor"):
+        g.build_forward_expand(np.ones(3))
+    with pytest.raises(ValueError, match="graph is full"):
+        g.build_forward_expand(gg.scale(gg.scale(gg.scale(x, 1.0), 1.0), 1.0))
+
+
+def test_build_info():
+    info = gg.build_info()
+    assert info["simd"] in {"avx512", "avx2", "neon", "rvv", "scalar"}
+    assert isinstance(info["openmp"], bool) and info["compiler"] and info["version"]
+
+
+def test_default_threads_compute(ctx):
+    x = ctx.from_numpy(np.arange(100, dtype=np.float32))
+    y = gg.scale(x, -1.0)
+    g = gg.CGraph()
+    g.build_forward_expand(y)
+    g.compute()                                       # n_threads=None: all cores
+    np.testing.assert_array_equal(y.numpy(), -np.arange(100, dtype=np.float32))
+
+
+def test_many_nodes_many_threads(ctx):
+    x = ctx.from_numpy(np.ones(5, np.float32))
+    t = x
+    for _ in range(300):
+        t = gg.add(t, x)
+    g = gg.CGraph()
+    g.build_forward_expand(t)
+    g.compute(4)                                      # more threads than rows: idle threads still meet barriers
+    np.testing.assert_array_equal(t.numpy(), np.full(5, 301, np.float32))
