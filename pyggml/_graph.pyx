@@ -205,9 +205,11 @@ def default_threads():
 
 
 def build_info():
-    """What this build compiled: simd ISA, OpenMP, compiler, version."""
+    """What this build runs: simd ISA (on riscv64 "scalar" where the CPU has no V), vlen (vector
+    register bits the kernels use, read at run time for RVV; 0 for scalar), OpenMP, compiler, version."""
     return {
-        "simd": PG_SIMD_NAME.decode(),
+        "simd": pg_simd_name().decode(),
+        "vlen": pg_simd_vlen(),
         "openmp": bool(pg_have_openmp()),
         "compiler": pg_build_compiler().decode(),
         "version": _version(),

@@ -83,3 +83,5 @@ cdef extern from "convert.h" nogil:
 cdef extern from "simd-mappings.h":
     const char * PG_SIMD_NAME
     int PG_F32_EPR
+    const char * pg_simd_name()
+    int pg_simd_vlen()

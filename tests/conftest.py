@@ -12,6 +12,21 @@ THREADS = sorted({1, 2, int(os.environ.get("PYGGML_TEST_THREADS", "2"))})
 EMULATED = platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64")
 
 
+def pytest_collection_modifyitems(config, items):
+    # qemu-user without binfmt_misc cannot exec a second riscv64 program (sys.executable, spawn)
+    if EMULATED:
+        skip = pytest.mark.skip(reason="starts a new Python process: impossible under qemu-user")
+        for item in items:
+            if "subprocess" in item.keywords:
+                item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    info = gg.build_info()
+    terminalreporter.write_line(f"pyggml {platform.machine()}: " +
+                                ", ".join(f"{k}={info[k]}" for k in ("simd", "vlen", "openmp") if k in info))
+
+
 def run(out, n_threads=1, use_ref=False, graph=None):
     """Build a graph for `out` (a tensor or a list), compute it, return the graph."""
     g = graph or gg.CGraph()

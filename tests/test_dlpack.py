@@ -11,6 +11,10 @@ try:
 except ImportError:  # torch is optional
     torch = None
 
+# numpy < 2.3 (Debian trixie's 2.2 in the riscv64 run) imports every DLPack capsule read-only, its
+# own arrays' too: writes through a numpy consumer are checked only where numpy allows them
+NUMPY_WRITES = np.lib.NumpyVersion(np.__version__) >= "2.3.0"
+
 EXPORTABLE = [(gg.Type.F32, np.float32), (gg.Type.F16, np.float16), (gg.Type.I32, np.int32),
               (gg.Type.I64, np.int64)]
 
@@ -37,8 +41,9 @@ def test_shares_memory_both_ways(ctx, typ, dtype, consumer):
     arr = as_np(view)
     assert arr.dtype == dtype and arr.shape == (2, 3, 5)
     assert np.array_equal(arr, src)
-    view[1, 2, 3] = 42                           # write through the consumer ...
-    assert t.to_numpy()[1, 2, 3] == 42           # ... and see it in the tensor
+    if consumer[0] != "numpy" or NUMPY_WRITES:
+        view[1, 2, 3] = 42                       # write through the consumer ...
+        assert t.to_numpy()[1, 2, 3] == 42       # ... and see it in the tensor
     t.set(np.zeros_like(src))                    # write the tensor ...
     assert (as_np(view) == 0).all()              # ... and see it in the consumer
 
@@ -87,8 +92,10 @@ def test_copy(ctx):
     t = gg.transpose(ctx.from_numpy(src))
     arr = np.from_dlpack(t, copy=True)
     assert np.array_equal(arr, src.T)
-    arr[0, 0] = 99
-    assert t.to_numpy()[0, 0] == 0
+    assert not np.shares_memory(arr, t.numpy())
+    if NUMPY_WRITES:
+        arr[0, 0] = 99
+        assert t.to_numpy()[0, 0] == 0
 
 
 @pytest.mark.parametrize("typ", [gg.Type.BF16, gg.Type.Q8_0, gg.Type.Q4_0, gg.Type.I8])

@@ -1,4 +1,4 @@
-/* The only file that includes intrinsics headers. It picks one ISA at compile time from the
+/* The only file that includes intrinsics headers (besides rvv.c, the RVV translation unit). It picks one ISA at compile time from the
  * compiler's macros and maps a small f32 vector vocabulary onto it:
  *
  *   pg_f32v                      one register of PG_F32_EPR floats
@@ -9,7 +9,12 @@
  *   PG_F32V_SET1, ZERO, ADD, SUB, MUL, DIV, FMA(a, b, c) = a*b + c, MAX, REDUCE (horizontal sum), REDUCE_MAX
  *
  * PG_HAVE_F32V is 0 for the scalar build (-Dsimd=none, or an ISA without a mapping): every row
- * primitive in vec.h then runs its scalar loop only. PG_SIMD_NAME is what build_info() reports.
+ * primitive in vec.h then runs its scalar loop only. PG_SIMD_NAME is the ISA compiled; vec.h's
+ * pg_simd_name() is what runs (build_info() reports it).
+ *
+ * riscv64 (PG_SIMD_RVV, meson defines PYGGML_RVV) is different: this file is compiled without V,
+ * PG_HAVE_F32V is 0, and vec.h's primitives hand over to the RVV kernels of rvv.c when the CPU has V
+ * at run time (rvv.h).
  */
 #pragma once
 
@@ -21,10 +26,15 @@
 #  define PG_SIMD_AVX2 1
 #elif defined(__ARM_NEON) && defined(__aarch64__)
 #  define PG_SIMD_NEON 1
-#elif defined(__riscv_v_intrinsic)
+#elif defined(PYGGML_RVV)
 #  define PG_SIMD_RVV 1
 #else
 #  define PG_SIMD_SCALAR 1
+#endif
+
+#if !defined(PG_SIMD_RVV)
+#  define PG_RVV_RETURN(call)
+#  define PG_RVV_DO(call)
 #endif
 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
@@ -32,7 +42,7 @@
 #elif defined(PG_SIMD_NEON)
 #  include <arm_neon.h>
 #elif defined(PG_SIMD_RVV)
-#  include <riscv_vector.h>
+#  include "rvv.h"
 #endif
 
 #if defined(PG_SIMD_AVX512)
@@ -122,3 +132,21 @@ typedef float32x4_t pg_f32v;
 #define PG_HAVE_F32V 0
 #define PG_F32_EPR 1
 #endif
+
+/* what runs: the compiled ISA, or "scalar" on a riscv64 CPU without V; the vector register width
+ * in bits the kernels use (VLEN as read at run time for RVV), 0 for scalar */
+static inline const char * pg_simd_name(void) {
+#if defined(PG_SIMD_RVV)
+    return pg_rvv_on() ? PG_SIMD_NAME : "scalar";
+#else
+    return PG_SIMD_NAME;
+#endif
+}
+
+static inline int pg_simd_vlen(void) {
+#if defined(PG_SIMD_RVV)
+    return pg_rvv_on() ? pg_rvv_vlen() : 0;
+#else
+    return PG_HAVE_F32V ? 32 * PG_F32_EPR : 0;
+#endif
+}

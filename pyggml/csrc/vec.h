@@ -1,5 +1,7 @@
 /* Row primitives: pg_vec_<op>_<type>(n, ...). Each has a SIMD body over PG_F32_EPR-wide registers
  * (simd-mappings.h) and a scalar loop for the leftovers, which is the whole row in the scalar build.
+ * On riscv64 a primitive opens with PG_RVV_RETURN/PG_RVV_DO(pg_rvv_<name>(...)): the RVV kernel of
+ * rvv.c when the CPU has V, else the scalar loop (rvv.h); other ISAs compile those lines away.
  * Element conversions f32 <-> fp16/bf16 are bit-exact round-to-nearest-even (ggml's CPU rounding).
  */
 #pragma once
@@ -9,7 +11,7 @@
 /* ---- quantized blocks (ggml's layouts) ---- */
 #define PG_QK8_0 32
 #define PG_QK4_0 32
-typedef struct { pg_fp16_t d; int8_t qs[PG_QK8_0]; } pg_block_q8_0;         /* 34 bytes */
+typedef struct pg_block_q8_0 { pg_fp16_t d; int8_t qs[PG_QK8_0]; } pg_block_q8_0;   /* 34 bytes */
 typedef struct { pg_fp16_t d; uint8_t qs[PG_QK4_0 / 2]; } pg_block_q4_0;   /* 18 bytes */
 _Static_assert(sizeof(pg_block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(pg_block_q4_0) == 18, "q4_0 block");
@@ -56,6 +58,7 @@ static inline pg_bf16_t pg_fp32_to_bf16(float f) {
 
 /* ---- row conversions ---- */
 static inline void pg_vec_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y) {
+    PG_RVV_DO(pg_rvv_cvt_f16_f32(n, x, y))
     int64_t i = 0;
 #if PG_HAVE_F32V
     for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) PG_F32V_STORE(y + i, PG_F32V_LOAD_F16(x + i));
@@ -64,6 +67,7 @@ static inline void pg_vec_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y)
 }
 
 static inline void pg_vec_cvt_f32_f16(int64_t n, const float * x, pg_fp16_t * y) {
+    PG_RVV_DO(pg_rvv_cvt_f32_f16(n, x, y))
     int64_t i = 0;
 #if PG_HAVE_F32V
     for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) PG_F32V_STORE_F16(y + i, PG_F32V_LOAD(x + i));
@@ -72,6 +76,7 @@ static inline void pg_vec_cvt_f32_f16(int64_t n, const float * x, pg_fp16_t * y)
 }
 
 static inline void pg_vec_cvt_bf16_f32(int64_t n, const pg_bf16_t * x, float * y) {
+    PG_RVV_DO(pg_rvv_cvt_bf16_f32(n, x, y))
     int64_t i = 0;
 #if PG_HAVE_F32V
     for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) PG_F32V_STORE(y + i, PG_F32V_LOAD_BF16(x + i));
@@ -81,6 +86,7 @@ static inline void pg_vec_cvt_bf16_f32(int64_t n, const pg_bf16_t * x, float * y
 
 /* integer-only rounding: the loop vectorises, and no ISA's bf16 instruction keeps denormals */
 static inline void pg_vec_cvt_f32_bf16(int64_t n, const float * x, pg_bf16_t * y) {
+    PG_RVV_DO(pg_rvv_cvt_f32_bf16(n, x, y))
     for (int64_t i = 0; i < n; i++) y[i] = pg_fp32_to_bf16(x[i]);
 }
 
@@ -114,21 +120,26 @@ static inline void pg_vec_cvt_f32_bf16(int64_t n, const float * x, pg_bf16_t * y
 #define PG_F32V_LOAD_BF16_S(p) pg_bf16_to_fp32(*(p))
 
 static inline float pg_vec_dot_f32(int64_t n, const float * x, const float * y) {
+    PG_RVV_RETURN(pg_rvv_dot_f32(n, x, y))
     PG_DOT_BODY(PG_F32V_LOAD, PG_F32V_LOAD)
 }
 static inline float pg_vec_dot_f16(int64_t n, const pg_fp16_t * x, const pg_fp16_t * y) {
+    PG_RVV_RETURN(pg_rvv_dot_f16(n, x, y))
     PG_DOT_BODY(PG_F32V_LOAD_F16, PG_F32V_LOAD_F16)
 }
 static inline float pg_vec_dot_bf16(int64_t n, const pg_bf16_t * x, const pg_bf16_t * y) {
+    PG_RVV_RETURN(pg_rvv_dot_bf16(n, x, y))
     PG_DOT_BODY(PG_F32V_LOAD_BF16, PG_F32V_LOAD_BF16)
 }
 /* mixed: f16 row times f32 row (attention and conversions that keep the activation in f32) */
 static inline float pg_vec_dot_f16_f32(int64_t n, const pg_fp16_t * x, const float * y) {
+    PG_RVV_RETURN(pg_rvv_dot_f16_f32(n, x, y))
     PG_DOT_BODY(PG_F32V_LOAD_F16, PG_F32V_LOAD)
 }
 
 /* n is a multiple of 32; sum over blocks of d_x*d_y*sum(qx*qy) */
 static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y) {
+    PG_RVV_RETURN(pg_rvv_dot_q8_0_q8_0(n, x, y))
     const int64_t nb = n / PG_QK8_0;
     int64_t ib = 0;
     float sumf = 0.0f;
@@ -209,8 +220,9 @@ static inline float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, con
 }
 
 /* ---- elementwise ---- */
-#define PG_VEC_BINARY(NAME, VOP, SOP)                                                        \
+#define PG_VEC_BINARY(NAME, VOP, SOP, RVV)                                                   \
 static inline void NAME(int64_t n, float * z, const float * x, const float * y) {            \
+    PG_RVV_DO(RVV(n, z, x, y))                                                               \
     int64_t i = 0;                                                                           \
     PG_VEC_BINARY_SIMD(VOP)                                                                  \
     for (; i < n; i++) z[i] = x[i] SOP y[i];                                                 \
@@ -221,11 +233,12 @@ static inline void NAME(int64_t n, float * z, const float * x, const float * y) 
 #else
 #define PG_VEC_BINARY_SIMD(VOP)
 #endif
-PG_VEC_BINARY(pg_vec_add_f32, PG_F32V_ADD, +)
-PG_VEC_BINARY(pg_vec_mul_f32, PG_F32V_MUL, *)
+PG_VEC_BINARY(pg_vec_add_f32, PG_F32V_ADD, +, pg_rvv_add_f32)
+PG_VEC_BINARY(pg_vec_mul_f32, PG_F32V_MUL, *, pg_rvv_mul_f32)
 
 /* y += x*v */
 static inline void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v) {
+    PG_RVV_DO(pg_rvv_mad_f32(n, y, x, v))
     int64_t i = 0;
 #if PG_HAVE_F32V
     const pg_f32v vv = PG_F32V_SET1(v);
@@ -237,6 +250,7 @@ static inline void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v
 
 /* y = x*v (in place when y == x) */
 static inline void pg_vec_scale_f32(int64_t n, float * y, const float * x, float v) {
+    PG_RVV_DO(pg_rvv_scale_f32(n, y, x, v))
     int64_t i = 0;
 #if PG_HAVE_F32V
     const pg_f32v vv = PG_F32V_SET1(v);
@@ -246,6 +260,7 @@ static inline void pg_vec_scale_f32(int64_t n, float * y, const float * x, float
 }
 
 static inline float pg_vec_max_f32(int64_t n, const float * x) {
+    PG_RVV_RETURN(pg_rvv_max_f32(n, x))
     float m = -INFINITY;
     int64_t i = 0;
 #if PG_HAVE_F32V
@@ -261,6 +276,7 @@ static inline float pg_vec_max_f32(int64_t n, const float * x) {
 
 /* sum of f32 values: f32 lanes, the lane totals and the tail added in double */
 static inline double pg_vec_sum_f32(int64_t n, const float * x) {
+    PG_RVV_RETURN(pg_rvv_sum_f32(n, x))
     double s = 0.0;
     int64_t i = 0;
 #if PG_HAVE_F32V
@@ -355,6 +371,7 @@ static inline pg_f32v pg_f32v_exp(pg_f32v x) {
 
 /* y[i] = exp(x[i] - m); returns the sum of y in double (the softmax denominator) */
 static inline double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, float m) {
+    PG_RVV_RETURN(pg_rvv_exp_sum_f32(n, y, x, m))
     int64_t i = 0;
     double sum = 0.0;
 #if PG_HAVE_F32V

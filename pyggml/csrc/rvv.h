@@ -1,0 +1,53 @@
+/* RVV 1.0 on riscv64: how the kernels get compiled and chosen.
+ *
+ * A riscv64 build (-Dsimd=native, meson defines PYGGML_RVV) compiles exactly one translation unit
+ * with V: rvv.c, built with -march=<rvv_march> from the cross file (default rv64gcv). Everything
+ * else, the Cython modules and the op headers included there, is built for the base ISA (rv64gc),
+ * so clang cannot auto-vectorise a single instruction of the import path with V and the module
+ * loads on any riscv64 CPU. vec.h's row primitives start with PG_RVV_RETURN/PG_RVV_DO: when the CPU
+ * reports V at run time (getauxval(AT_HWCAP) bit 'V' - 'A' = 21) they call pg_rvv_<name> in rvv.c
+ * with the same arguments, otherwise they run their scalar loop. Op headers never see the switch.
+ *
+ *   module TUs (rv64gc)                       rvv.c (rv64gcv)
+ *   pg_vec_dot_f32(n, x, y) --pg_rvv_on()--> pg_rvv_dot_f32(n, x, y)   strip-mined vsetvl
+ *                           \--otherwise---> scalar loop
+ *
+ * This header is included by both sides and holds no vector code itself.
+ */
+#pragma once
+#include <sys/auxv.h>
+#include "pyggml.h"
+
+/* 1 when this CPU runs RVV; read once per translation unit (all threads read the same value) */
+static inline int pg_rvv_on(void) {
+    static int on = -1;
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = (int) ((getauxval(AT_HWCAP) >> ('V' - 'A')) & 1);
+        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+#define PG_RVV_RETURN(call) if (pg_rvv_on()) return call;
+#define PG_RVV_DO(call) if (pg_rvv_on()) { call; return; }
+
+/* ---- rvv.c: call only when pg_rvv_on(); each does what vec.h's pg_vec_<name> does ---- */
+struct pg_block_q8_0;
+int pg_rvv_vlen(void);   /* VLEN in bits */
+void pg_rvv_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y);
+void pg_rvv_cvt_f32_f16(int64_t n, const float * x, pg_fp16_t * y);
+void pg_rvv_cvt_bf16_f32(int64_t n, const pg_bf16_t * x, float * y);
+void pg_rvv_cvt_f32_bf16(int64_t n, const float * x, pg_bf16_t * y);
+float pg_rvv_dot_f32(int64_t n, const float * x, const float * y);
+float pg_rvv_dot_f16(int64_t n, const pg_fp16_t * x, const pg_fp16_t * y);
+float pg_rvv_dot_bf16(int64_t n, const pg_bf16_t * x, const pg_bf16_t * y);
+float pg_rvv_dot_f16_f32(int64_t n, const pg_fp16_t * x, const float * y);
+float pg_rvv_dot_q8_0_q8_0(int64_t n, const struct pg_block_q8_0 * x, const struct pg_block_q8_0 * y);
+void pg_rvv_add_f32(int64_t n, float * z, const float * x, const float * y);
+void pg_rvv_mul_f32(int64_t n, float * z, const float * x, const float * y);
+void pg_rvv_mad_f32(int64_t n, float * y, const float * x, float v);
+void pg_rvv_scale_f32(int64_t n, float * y, const float * x, float v);
+float pg_rvv_max_f32(int64_t n, const float * x);
+double pg_rvv_sum_f32(int64_t n, const float * x);
+double pg_rvv_exp_sum_f32(int64_t n, float * y, const float * x, float m);

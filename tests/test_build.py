@@ -1,0 +1,31 @@
+"""What the build compiled and what runs. tools/riscv64.sh sets PYGGML_EXPECT_SIMD and
+PYGGML_EXPECT_VLEN for each emulated CPU, so a build that silently fell back to the scalar kernels
+(a compiler without the intrinsics, a broken run-time dispatch) fails here instead of passing slowly."""
+import os
+
+import pytest
+
+import pyggml as gg
+
+SIMD_NAMES = ("avx512", "avx2", "neon", "rvv", "scalar")
+
+
+def test_build_info():
+    info = gg.build_info()
+    assert info["simd"] in SIMD_NAMES
+    assert isinstance(info["openmp"], bool)
+    assert isinstance(info["vlen"], int)
+    assert info["max_threads"] >= 1
+
+
+@pytest.mark.skipif("PYGGML_EXPECT_SIMD" not in os.environ, reason="PYGGML_EXPECT_SIMD not set")
+def test_expected_simd():
+    assert gg.build_info()["simd"] == os.environ["PYGGML_EXPECT_SIMD"]
+
+
+def test_vlen():
+    info = gg.build_info()
+    assert (info["vlen"] == 0) == (info["simd"] == "scalar")
+    expect = os.environ.get("PYGGML_EXPECT_VLEN")
+    if expect is not None:
+        assert info["vlen"] == int(expect)
