@@ -18,10 +18,13 @@
  *   one_chunk  one query row at a time, key by key (ggml's reference path). Q is converted to the
  *              K type's dot type (fp16, bf16, Q8_0) as ggml does.
  *   tiled      prefill: up to 64 query rows x 64 keys of the PG_FA_TILE_HEADS query heads that share a
- *              KV head. The K tile is converted to f32 once and stored transposed (key index = SIMD
- *              lane), V rows once to f32 padded to whole vectors (any DV); S = Q K^T and O += P V
- *              are f32 micro-GEMMs; a tile whose mask is all -inf for a head is skipped before any
- *              dot product. Padding keys of a short last tile are -inf after softcap (no leak).
+ *              KV head. The K tile is converted to f32 once, scaled and transposed (key index = SIMD
+ *              lane), V rows once to f32 padded to whole vectors (any DV); Q rows are read in place.
+ *              S = Q K^T and O = f O + P V are f32 register-blocked micro-GEMMs over blocks of 4
+ *              rows, each block only over the keys its rows can see (the live range of each mask
+ *              row), so a tile whose mask is all -inf for a head costs no dot product and causal
+ *              prefill computes about half of a diagonal tile. Padding keys of a short last tile
+ *              are -inf after softcap (no leak).
  *   split      decode (N == 1, S == 1): thread t owns a contiguous key segment and computes the
  *              partial (M, S, acc[DV]) of every head over it, GQA-packed: each K and V row is read
  *              once for all the query heads that share it. Barrier, then the partials of each head
