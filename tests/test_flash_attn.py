@@ -16,14 +16,17 @@ BOUND = {"F32": 1e-6, "F16": 5e-4, "BF16": 5e-4, "Q8_0": 5e-3, "Q4_0": 5e-3}
 def make_mask(rng, kind, S, N, L, M2=1, M3=1, Lpad=0, Npad=0):
     """F16 mask values [M3, M2, N + Npad, L + Lpad] of a kind: causal (the N queries are the last N
     positions), random (-inf with p = 0.3), dead (causal with query row 0 fully masked), alibi
-    (causal plus finite -|i-j| distances)."""
+    (causal plus finite -|i-j| distances), window (causal, and keys more than 37 positions back
+    masked: each row's live keys start inside a tile, off the vector boundaries)."""
     if kind == "none":
         return None
     m = np.zeros((M3, M2, N + Npad, L + Lpad), np.float32)
     pos = np.arange(N + Npad)[:, None] + (L - N)
     key = np.arange(L + Lpad)[None, :]
-    if kind in ("causal", "dead", "alibi"):
+    if kind in ("causal", "dead", "alibi", "window"):
         m[..., key > pos] = -np.inf
+    if kind == "window":
+        m[..., key < pos - 37] = -np.inf
     if kind == "random":
         m[rng.random(m.shape) < 0.3] = -np.inf
     if kind == "dead":
@@ -34,7 +37,8 @@ def make_mask(rng, kind, S, N, L, M2=1, M3=1, Lpad=0, Npad=0):
 
 
 def attn(rng, *, path="auto", typ="F16", S=1, Hq=4, Hkv=1, N=7, L=65, DK=64, DV=None, mask="none",
-         M2=1, M3=1, max_bias=0.0, softcap=0.0, sinks=False, nth=1, kv_view=None, vtyp=None, use_ref=False):
+         M2=1, M3=1, max_bias=0.0, softcap=0.0, sinks=False, nth=1, kv_view=None, vtyp=None, use_ref=False,
+         q_view=False):
     """Run flash_attn_ext on random inputs; returns (got, ref, node)."""
     DV = DK if DV is None else DV
     vtyp = vtyp or typ
@@ -42,7 +46,11 @@ def attn(rng, *, path="auto", typ="F16", S=1, Hq=4, Hkv=1, N=7, L=65, DK=64, DV=
     q = rng.standard_normal((S, Hq, N, DK)).astype(np.float32)
     k = rng.standard_normal((S, Hkv, L, DK)).astype(np.float32)
     v = rng.standard_normal((S, Hkv, L, DV)).astype(np.float32)
-    tq = ctx.from_numpy(q)
+    if q_view:
+        # llama.cpp's layout: heads inside positions ([DK, Hq, N, S] storage, permuted): nb1 > nb2
+        tq = gg.permute(ctx.from_numpy(np.ascontiguousarray(q.transpose(0, 2, 1, 3))), 0, 2, 1, 3)
+    else:
+        tq = ctx.from_numpy(q)
     if kv_view == "cache":
         # a KV cache of 2L slots per head; the first L are used (nb1 < nb2 < nb3 but not packed)
         ck = np.zeros((S, Hkv, 2 * L, DK), np.float32); ck[:, :, :L] = k
@@ -142,7 +150,7 @@ def test_prefill_lengths(rng, path, N, L):
     check(got, ref, "F16", out, path)
 
 
-@pytest.mark.parametrize("mask", ["none", "causal", "random", "dead"])
+@pytest.mark.parametrize("mask", ["none", "causal", "random", "dead", "window"])
 @pytest.mark.parametrize("path", PATHS)
 def test_masks(rng, path, mask):
     got, ref, out = attn(rng, path=path, typ="F32", mask=mask, **shape_for(path))
@@ -188,6 +196,13 @@ def test_softcap(rng, path, mask):
 def test_sinks(rng, path, mask):
     got, ref, out = attn(rng, path=path, typ="F32", Hq=4, Hkv=2, mask=mask, sinks=True, nth=2, **shape_for(path))
     check(got, ref, "F32", out, path)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_q_view(rng, path):
+    """q as a permuted view (rows of one head nb1 = Hq * DK * 4 apart): the tiled path reads Q in place"""
+    got, ref, out = attn(rng, path=path, typ="F16", Hq=4, Hkv=2, mask="window", q_view=True, nth=2, **shape_for(path))
+    check(got, ref, "F16", out, path)
 
 
 @pytest.mark.parametrize("view", ["cache", "permuted"])

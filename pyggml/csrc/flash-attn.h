@@ -18,10 +18,13 @@
  *   one_chunk  one query row at a time, key by key (ggml's reference path). Q is converted to the
  *              K type's dot type (fp16, bf16, Q8_0) as ggml does.
  *   tiled      prefill: up to 64 query rows x 64 keys of the PG_FA_TILE_HEADS query heads that share a
- *              KV head. The K tile is converted to f32 once and stored transposed (key index = SIMD
- *              lane), V rows once to f32 padded to whole vectors (any DV); S = Q K^T and O += P V
- *              are f32 micro-GEMMs; a tile whose mask is all -inf for a head is skipped before any
- *              dot product. Padding keys of a short last tile are -inf after softcap (no leak).
+ *              KV head. The K tile is converted to f32 once, scaled and transposed (key index = SIMD
+ *              lane), V rows once to f32 padded to whole vectors (any DV); Q rows are read in place.
+ *              S = Q K^T and O = f O + P V are f32 register-blocked micro-GEMMs over blocks of 4
+ *              rows, each block only over the keys its rows can see (the live range of each mask
+ *              row), so a tile whose mask is all -inf for a head costs no dot product and causal
+ *              prefill computes about half of a diagonal tile. Padding keys of a short last tile
+ *              are -inf after softcap (no leak).
  *   split      decode (N == 1, S == 1): thread t owns a contiguous key segment and computes the
  *              partial (M, S, acc[DV]) of every head over it, GQA-packed: each K and V row is read
  *              once for all the query heads that share it. Barrier, then the partials of each head
@@ -76,10 +79,9 @@ static inline const pg_fp16_t * pg_fa_mask_row(const pg_fa_ctx * c, int64_t i, i
     return (const pg_fp16_t *) pg_row(c->mask, i, h % c->mask->ne[2], s % c->mask->ne[3]);
 }
 
-/* x[j] (q.k, already scaled) -> softcapped logit plus mv[j] (slope*mask, -inf for skipped keys) */
-static inline void pg_fa_logits(const pg_fa_ctx * c, int64_t n, float * x, const float * mv) {
+/* x[j] (q.k, already scaled) -> softcapped logit; slope*mask is added by pg_vec_attn_softmax_f32 */
+static inline void pg_fa_softcap(const pg_fa_ctx * c, int64_t n, float * x) {
     if (c->softcap != 0.0f) for (int64_t j = 0; j < n; j++) x[j] = c->softcap * tanhf(x[j]);
-    for (int64_t j = 0; j < n; j++) x[j] += mv[j];
 }
 
 /* s[r*lds] = dot(q_r, k row) for nr f32 query rows; quantized K rows are dequantised to tmp first */
@@ -95,19 +97,19 @@ static inline void pg_fa_dot(const pg_tensor * k, int nr, int64_t n, const float
     }
 }
 
-/* acc_r += sum_{j<nk} p[r*ldp + j] * v row j (rows from vrows at stride v->nb[1]); quantized V rows
- * are dequantised to tmp (nk x DV floats) first */
+/* acc_r = f[r] * acc_r + sum_{j<nk} p[r*ldp + j] * v row j (rows from vrows at stride v->nb[1]);
+ * quantized V rows are dequantised to tmp (nk x DV floats) first */
 static inline void pg_fa_acc(const pg_tensor * v, int nr, float * acc, int64_t lda, int64_t nk,
-                             const float * p, int64_t ldp, const char * vrows, float * tmp) {
+                             const float * p, int64_t ldp, const char * vrows, const float * f, float * tmp) {
     const int64_t n = v->ne[0];
     const size_t nbv = v->nb[1];
     switch (v->type) {
-    case PG_TYPE_F32: pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, (const float *) vrows, nbv); break;
-    case PG_TYPE_F16: pg_vec_attn_acc_f16(nr, n, acc, lda, nk, p, ldp, (const pg_fp16_t *) vrows, nbv); break;
-    case PG_TYPE_BF16: pg_vec_attn_acc_bf16(nr, n, acc, lda, nk, p, ldp, (const pg_bf16_t *) vrows, nbv); break;
+    case PG_TYPE_F32: pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, (const float *) vrows, nbv, f); break;
+    case PG_TYPE_F16: pg_vec_attn_acc_f16(nr, n, acc, lda, nk, p, ldp, (const pg_fp16_t *) vrows, nbv, f); break;
+    case PG_TYPE_BF16: pg_vec_attn_acc_bf16(nr, n, acc, lda, nk, p, ldp, (const pg_bf16_t *) vrows, nbv, f); break;
     default:
         for (int64_t j = 0; j < nk; j++) pg_traits[v->type].to_float(vrows + j * nbv, tmp + j * n, n);
-        pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float));
+        pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);
     }
 }
 
@@ -134,7 +136,7 @@ static inline int64_t pg_fa_tile_heads(const pg_fa_ctx * c) { return PG_MIN(c->G
 
 static inline int64_t pg_fa_tiled_floats(const pg_fa_ctx * c) {
     const int64_t hn = pg_fa_tile_heads(c), T = PG_FA_TILE_Q, K = PG_FA_TILE_KV;
-    return hn * T * (c->DK + c->DVp + 2) + c->DK * K + 2 * T * K + K * c->DVp + c->DK;
+    return 4 * T + hn * T * (c->DVp + 2) + 2 * c->DK * K + 2 * T * K + K * c->DVp;
 }
 
 static inline bool pg_fa_split_ok(const pg_fa_ctx * c) { return c->N == 1 && c->S == 1; }
@@ -202,10 +204,9 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
                 default: x = pg_vec_dot_q4_0_q8_0(c->DK, (const pg_block_q4_0 *) krow, (const pg_block_q8_0 *) qc); break;
                 }
                 x *= c->scale;
-                pg_fa_logits(c, 1, &x, &mv);
-                const float ms = pg_vec_attn_softmax_f32(1, &x, &M, &S);
-                if (ms != 1.0f) pg_vec_scale_f32(c->DV, acc, acc, ms);
-                pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), vtmp);
+                pg_fa_softcap(c, 1, &x);
+                const float ms = pg_vec_attn_softmax_f32(1, &x, &mv, &M, &S);
+                pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), &ms, vtmp);
             }
             pg_fa_finalize(c, h, M, S, acc, (float *) pg_row(dst, h, i, s));
         }
@@ -235,7 +236,7 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
         for (int64_t g0 = 0; g0 < c->G; g0 += PG_FA_SPLIT_HEADS) {
             const int ng = (int) PG_MIN(PG_FA_SPLIT_HEADS, c->G - g0);
             const int64_t h0 = kh * c->G + g0;
-            float M[PG_FA_SPLIT_HEADS], S[PG_FA_SPLIT_HEADS], slope[PG_FA_SPLIT_HEADS];
+            float M[PG_FA_SPLIT_HEADS], S[PG_FA_SPLIT_HEADS], slope[PG_FA_SPLIT_HEADS], f[PG_FA_SPLIT_HEADS];
             const pg_fp16_t * mrow[PG_FA_SPLIT_HEADS];
             float * acc = part + (h0 * nth + ith) * PS + 16;
             for (int g = 0; g < ng; g++) {
@@ -265,11 +266,10 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
                     float * x = sc + g * B;
                     for (int64_t jj = 0; jj < nk; jj++)
                         mv[jj] = mrow[g] ? slope[g] * pg_fp16_to_fp32(mrow[g][jb + jj]) : 0.0f;
-                    pg_fa_logits(c, nk, x, mv);
-                    const float ms = pg_vec_attn_softmax_f32(nk, x, &M[g], &S[g]);
-                    if (ms != 1.0f) pg_vec_scale_f32(DV, acc + g * nth * PS, acc + g * nth * PS, ms);
+                    pg_fa_softcap(c, nk, x);
+                    f[g] = pg_vec_attn_softmax_f32(nk, x, mv, &M[g], &S[g]);
                 }
-                pg_fa_acc(c->v, ng, acc, nth * PS, nk, sc, B, pg_row(c->v, jb, kh, 0), vtmp);
+                pg_fa_acc(c->v, ng, acc, nth * PS, nk, sc, B, pg_row(c->v, jb, kh, 0), f, vtmp);
             }
             for (int g = 0; g < ng; g++) {
                 float * st = part + ((h0 + g) * nth + ith) * PS;
@@ -303,21 +303,23 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
 static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
     const int64_t T = PG_FA_TILE_Q, K = PG_FA_TILE_KV, DK = c->DK, DV = c->DV, DVp = c->DVp;
     const int64_t hn = pg_fa_tile_heads(c);
-    float * qt = (float *) pg_scratch(p, pg_fa_thread_bytes(c));   /* [hn][T][DK] q * scale */
-    float * ot = qt + hn * T * DK;                                   /* [hn][T][DVp] accumulators */
-    float * ms = ot + hn * T * DVp;                                  /* [hn][T] running max */
-    float * ss = ms + hn * T;                                        /* [hn][T] running sum */
-    float * kt = ss + hn * T;                                        /* [DK][K] K tile, transposed */
-    float * st = kt + DK * K;                                        /* [T][K] scores, then weights */
-    float * mt = st + T * K;                                         /* [T][K] slope*mask */
-    float * vt = mt + T * K;                                         /* [K][DVp] V tile */
-    float * ktmp = vt + K * DVp;                                     /* [DK] one K row */
+    int64_t * rlo = (int64_t *) pg_scratch(p, pg_fa_thread_bytes(c));  /* [T] first live key of each row */
+    int64_t * rhi = rlo + T;                                            /* [T] one past its last live key */
+    float * ot = (float *) (rhi + T);                                   /* [hn][T][DVp] accumulators */
+    float * ms = ot + hn * T * DVp;                                     /* [hn][T] running max */
+    float * ss = ms + hn * T;                                           /* [hn][T] running sum */
+    float * kt = ss + hn * T;                                           /* [DK][K] K tile * scale, transposed */
+    float * st = kt + DK * K;                                           /* [T][K] scores, then weights */
+    float * mt = st + T * K;                                            /* [T][K] slope*mask, -inf past nk */
+    float * vt = mt + T * K;                                            /* [K][DVp] V tile */
+    float * kr = vt + K * DVp;                                          /* [K][DK] K tile rows */
     const pg_to_float_fn k_to_f32 = pg_traits[c->k->type].to_float;
     const pg_to_float_fn v_to_f32 = pg_traits[c->v->type].to_float;
 
-    /* padding columns of the V tile stay zero; padding keys are dropped via nk */
+    /* padding columns of the V tile stay zero; padding keys are -inf in mt and zero in kt */
     for (int64_t j = 0; j < K; j++) memset(vt + j * DVp + DV, 0, (size_t) (DVp - DV) * sizeof(float));
 
+    const int64_t ldq = (int64_t) (c->q->nb[1] / sizeof(float));   /* Q rows are read in place */
     const int64_t ntq = (c->N + T - 1) / T, nhg = (c->G + hn - 1) / hn;
     const int64_t nunits = c->S * c->Hkv * nhg * ntq;
     if (p->ith == 0) pg_chunk_set(p, p->nth);
@@ -328,7 +330,6 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
         const int64_t h0 = kh * c->G + hg * hn, nh = PG_MIN(hn, c->G - hg * hn);
         for (int64_t hh = 0; hh < nh; hh++) {
             for (int64_t r = 0; r < nq; r++) {
-                pg_vec_scale_f32(DK, qt + (hh * T + r) * DK, (const float *) pg_row(c->q, i0 + r, h0 + hh, s), c->scale);
                 memset(ot + (hh * T + r) * DVp, 0, (size_t) DVp * sizeof(float));
                 ms[hh * T + r] = -INFINITY;
                 ss[hh * T + r] = 0.0f;
@@ -340,47 +341,63 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
             int64_t mt_slice = -1;
             for (int64_t hh = 0; hh < nh; hh++) {
                 const int64_t h = h0 + hh;
-                /* the mask tile is shared by the heads that read the same slice with slope 1 */
+                /* the mask tile and the live key range of each row are shared by the heads that read
+                 * the same slice with slope 1 */
                 const int64_t slice = c->mask ? h % c->mask->ne[2] : 0;
                 if (slice != mt_slice || c->max_bias > 0.0f) {
                     const float slope = pg_fa_slope(c, h);
-                    any = !c->mask;
+                    any = false;
                     for (int64_t r = 0; r < nq; r++) {
                         const pg_fp16_t * mrow = pg_fa_mask_row(c, i0 + r, h, s);
                         float * m = mt + r * K;
-                        if (!mrow) {
+                        if (mrow) {
+                            pg_vec_attn_mask_f16(nk, mrow + j0, slope, m, &rlo[r], &rhi[r]);
+                        } else {
                             memset(m, 0, (size_t) nk * sizeof(float));
-                            continue;
+                            rlo[r] = 0;
+                            rhi[r] = nk;
                         }
-                        pg_vec_cvt_f16_f32(nk, mrow + j0, m);
-                        if (slope != 1.0f) pg_vec_scale_f32(nk, m, m, slope);
-                        any |= pg_vec_max_f32(nk, m) != -INFINITY;
+                        for (int64_t j = nk; j < K; j++) m[j] = -INFINITY;
+                        any |= rlo[r] < rhi[r];
                     }
                     mt_slice = slice;
                 }
                 if (!any) continue;            /* every key of the tile is masked for this head */
                 if (!k_ready) {
                     for (int64_t j = 0; j < nk; j++) {
-                        k_to_f32(pg_row(c->k, j0 + j, kh, s), ktmp, DK);
-                        for (int64_t d = 0; d < DK; d++) kt[d * K + j] = ktmp[d];
+                        k_to_f32(pg_row(c->k, j0 + j, kh, s), kr + j * DK, DK);
+                        pg_vec_scale_f32(DK, kr + j * DK, kr + j * DK, c->scale);
                     }
-                    for (int64_t j = nk; j < K; j++)
-                        for (int64_t d = 0; d < DK; d++) kt[d * K + j] = 0.0f;
+                    pg_vec_attn_transpose_f32(nk, DK, kr, DK, kt, K);
+                    for (int64_t d = 0; d < DK; d++) memset(kt + d * K + nk, 0, (size_t) (K - nk) * sizeof(float));
                     k_ready = true;
-                }
-                pg_vec_attn_gemm_qk_f32((int) nq, K, DK, qt + hh * T * DK, DK, kt, K, st, K);
-                for (int64_t r = 0; r < nq; r++) {
-                    float * x = st + r * K;
-                    pg_fa_logits(c, nk, x, mt + r * K);
-                    for (int64_t j = nk; j < K; j++) x[j] = -INFINITY;
-                    const float f = pg_vec_attn_softmax_f32(K, x, &ms[hh * T + r], &ss[hh * T + r]);
-                    if (f != 1.0f) pg_vec_scale_f32(DVp, ot + (hh * T + r) * DVp, ot + (hh * T + r) * DVp, f);
                 }
                 if (!v_ready) {
                     for (int64_t j = 0; j < nk; j++) v_to_f32(pg_row(c->v, j0 + j, kh, s), vt + j * DVp, DV);
                     v_ready = true;
                 }
-                pg_vec_attn_acc_f32((int) nq, DVp, ot + hh * T * DVp, DVp, nk, st, K, vt, (size_t) DVp * sizeof(float));
+                /* blocks of PG_ATTN_RB rows over the keys [k0, k1) some row of the block can see:
+                 * S on whole vectors from k0 (the extra keys are -inf in mt), P V on [k0, k1) only.
+                 * Causal prefill computes about half of a diagonal tile this way. */
+                for (int64_t r0 = 0; r0 < nq; r0 += PG_ATTN_RB) {
+                    const int nr = (int) PG_MIN(PG_ATTN_RB, nq - r0);
+                    int64_t k0 = nk, k1 = 0;
+                    for (int r = 0; r < nr; r++) {
+                        if (rlo[r0 + r] >= rhi[r0 + r]) continue;
+                        k0 = PG_MIN(k0, rlo[r0 + r]);
+                        k1 = PG_MAX(k1, rhi[r0 + r]);
+                    }
+                    if (k0 >= k1) continue;
+                    k0 -= k0 % PG_F32_EPR;
+                    const int64_t nc = PG_MIN(K, PG_PAD(k1, PG_F32_EPR)) - k0;
+                    float * sb = st + r0 * K + k0;
+                    float fr[PG_ATTN_RB];               /* accumulator rescale of each row */
+                    pg_vec_attn_gemm_qk_f32(nr, nc, DK, (const float *) pg_row(c->q, i0 + r0, h, s), ldq, kt + k0, K, sb, K);
+                    for (int r = 0; r < nr; r++) pg_fa_softcap(c, nc, sb + r * K);
+                    pg_vec_attn_softmax_rows_f32(nr, nc, sb, K, mt + r0 * K + k0, K, ms + hh * T + r0, ss + hh * T + r0, fr);
+                    pg_vec_attn_acc_f32(nr, DVp, ot + (hh * T + r0) * DVp, DVp, k1 - k0, sb, K,
+                                        vt + k0 * DVp, (size_t) DVp * sizeof(float), fr);
+                }
             }
         }
         for (int64_t hh = 0; hh < nh; hh++)

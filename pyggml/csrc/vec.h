@@ -893,6 +893,17 @@ static inline void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, co
 
 #define PG_ATTN_ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* PG_ATTN_KEEP(v): keep a loaded vector in its register. Without it GCC folds the load of a K or V
+ * vector into every FMA that uses it (one load per FMA instead of one per PG_ATTN_RB FMAs), which
+ * makes the micro-GEMMs load-bound (about 80% of the FMA peak instead of 98% on Zen 4). */
+#if defined(PG_SIMD_AVX512)
+#define PG_ATTN_KEEP(v) __asm__("" : "+v"(v))
+#elif defined(PG_SIMD_AVX2)
+#define PG_ATTN_KEEP(v) __asm__("" : "+x"(v))
+#else
+#define PG_ATTN_KEEP(v) ((void) 0)
+#endif
+
 /* attention dot: s[r*lds] = dot(q + r*ldq, k) for r < nr, the K row of type T read once per PG_ATTN_RB
  * query rows. Two accumulator chains per row hide the FMA latency when nr is small. */
 #if PG_HAVE_F32V
@@ -942,36 +953,170 @@ PG_ATTN_DOT(pg_vec_attn_dot_f32, float, PG_F32V_LOAD)
 PG_ATTN_DOT(pg_vec_attn_dot_f16, pg_fp16_t, PG_F32V_LOAD_F16)
 PG_ATTN_DOT(pg_vec_attn_dot_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
 
-/* online softmax over a block of n scores of one query row with running max *M and sum *S:
- * m = max(*M, max x), x[j] <- exp(x[j] - m) (0 for -inf), *S = *S * exp(*M - m) + sum, *M = m.
- * Returns the factor exp(M_old - m) the row's accumulator must be scaled by (1: nothing to do).
- * A block that leaves the row fully masked (m == -inf) becomes zeros and changes nothing. */
-static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, float * M, float * S) {
-    const float m = PG_MAX(*M, pg_vec_max_f32(n, x));
-    if (m == -INFINITY) {
-        memset(x, 0, (size_t) n * sizeof(float));
-        return 1.0f;
+/* pg_f32v_exp with the same value for every input, 13 instructions instead of 24 on AVX-512: the
+ * 2^k scaling, the zero below PG_EXP_LO and the NaN pass-through come from one zero-masked
+ * vscalefps instead of the generic selects (used by the softmax of the tiled path). */
+#if defined(PG_SIMD_AVX512)
+static inline __m512 pg_attn_exp(__m512 x) {
+    /* x above 100 (and +inf) is clamped so that k stays finite; vscalefps gives inf above PG_EXP_HI.
+     * -inf gives k = -inf and a NaN r, but its lane is zeroed like every lane below PG_EXP_LO. */
+    const __m512 xc = _mm512_min_ps(_mm512_set1_ps(100.0f), x);
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-6.93145752e-1f), xc);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-1.42860677e-6f), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(PG_EXP_C7), r, _mm512_set1_ps(PG_EXP_C6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PG_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PG_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PG_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    /* lanes with x < PG_EXP_LO (ordered) are 0; NaN lanes stay NaN through p */
+    return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(PG_EXP_LO), _CMP_NLT_UQ), p, k);
+}
+#elif PG_HAVE_F32V
+#define pg_attn_exp(x) pg_f32v_exp(x)
+#endif
+
+/* online softmax over blocks of n scores of nr <= PG_ATTN_RB query rows (row r at x + r*ldx) with
+ * running max M[r] and sum S[r]: x += mv (slope*mask, row r at mv + r*ldm; mv may be NULL),
+ * m = max(M[r], max x), x <- exp(x - m) (0 for -inf), S[r] = S[r] * exp(M[r] - m) + sum, M[r] = m.
+ * f[r] gets the factor exp(M_old - m) the row's accumulator must be scaled by (1: nothing to do).
+ * A row the block leaves fully masked (m == -inf) becomes zeros and changes nothing. The rows are
+ * interleaved so that their reductions and exps overlap. */
+PG_ATTN_ALWAYS_INLINE void pg_vec_attn_softmax_rb(int nr, int64_t n, float * x, int64_t ldx, const float * mv,
+                                                  int64_t ldm, float * M, float * S, float * f) {
+    float mx[PG_ATTN_RB], m[PG_ATTN_RB], sum[PG_ATTN_RB];
+    int64_t i = 0;
+    for (int r = 0; r < nr; r++) { mx[r] = -INFINITY; sum[r] = 0.0f; }
+#if PG_HAVE_F32V
+    if (n >= PG_F32_EPR) {
+        pg_f32v vm[PG_ATTN_RB];
+        for (int r = 0; r < nr; r++) vm[r] = PG_F32V_SET1(-INFINITY);
+        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+            for (int r = 0; r < nr; r++) {
+                pg_f32v v = PG_F32V_LOAD(x + r * ldx + i);
+                if (mv) {
+                    v = PG_F32V_ADD(v, PG_F32V_LOAD(mv + r * ldm + i));
+                    PG_F32V_STORE(x + r * ldx + i, v);
+                }
+                vm[r] = PG_F32V_MAX(vm[r], v);
+            }
+        }
+        for (int r = 0; r < nr; r++) mx[r] = PG_F32V_REDUCE_MAX(vm[r]);
     }
-    const float ms = m > *M ? pg_expf(*M - m) : 1.0f;
-    const double sum = pg_vec_exp_sum_f32(n, x, x, m);
-    *S = *S * ms + (float) sum;
-    *M = m;
-    return ms;
+#endif
+    for (int64_t j = i; j < n; j++) {
+        for (int r = 0; r < nr; r++) {
+            if (mv) x[r * ldx + j] += mv[r * ldm + j];
+            mx[r] = x[r * ldx + j] > mx[r] ? x[r * ldx + j] : mx[r];
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        m[r] = PG_MAX(M[r], mx[r]);
+        f[r] = m[r] > M[r] ? pg_expf(M[r] - m[r]) : 1.0f;
+        M[r] = m[r];
+        if (m[r] == -INFINITY) m[r] = INFINITY;    /* fully masked so far: exp(-inf - inf) = 0 */
+    }
+#if PG_HAVE_F32V
+    if (n >= PG_F32_EPR) {
+        pg_f32v va[PG_ATTN_RB], vmr[PG_ATTN_RB];
+        for (int r = 0; r < nr; r++) { va[r] = PG_F32V_ZERO(); vmr[r] = PG_F32V_SET1(m[r]); }
+        for (int64_t j = 0; j < i; j += PG_F32_EPR) {
+            for (int r = 0; r < nr; r++) {
+                const pg_f32v e = pg_attn_exp(PG_F32V_SUB(PG_F32V_LOAD(x + r * ldx + j), vmr[r]));
+                PG_F32V_STORE(x + r * ldx + j, e);
+                va[r] = PG_F32V_ADD(va[r], e);
+            }
+        }
+        for (int r = 0; r < nr; r++) sum[r] = PG_F32V_REDUCE(va[r]);
+    }
+#endif
+    for (int64_t j = i; j < n; j++) {
+        for (int r = 0; r < nr; r++) {
+            x[r * ldx + j] = pg_expf(x[r * ldx + j] - m[r]);
+            sum[r] += x[r * ldx + j];
+        }
+    }
+    for (int r = 0; r < nr; r++) S[r] = S[r] * f[r] + sum[r];
 }
 
-/* V accumulation: acc[r*lda + d] += sum_{j<nk} p[r*ldp + j] * v_j[d] for r < nr, d < n, where
- * v_j = v + j*nbv bytes is a row of type T. Each V vector is loaded once per PG_ATTN_RB rows and
- * the accumulators stay in registers over the nk keys. */
+static inline void pg_vec_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv,
+                                                int64_t ldm, float * M, float * S, float * f) {
+    switch (nr) {
+    case 4: pg_vec_attn_softmax_rb(4, n, x, ldx, mv, ldm, M, S, f); break;
+    case 3: pg_vec_attn_softmax_rb(3, n, x, ldx, mv, ldm, M, S, f); break;
+    case 2: pg_vec_attn_softmax_rb(2, n, x, ldx, mv, ldm, M, S, f); break;
+    default: pg_vec_attn_softmax_rb(1, n, x, ldx, mv, ldm, M, S, f); break;
+    }
+}
+
+/* one row: returns the accumulator factor */
+static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, const float * mv, float * M, float * S) {
+    float f;
+    pg_vec_attn_softmax_rb(1, n, x, 0, mv, 0, M, S, &f);
+    return f;
+}
+
+/* one query row of a mask tile: y[j] = slope * m[j] for j < n (slope > 0), and the range of keys
+ * that can get weight: *lo = the first j whose value is not -inf, *hi = one past the last one
+ * (*lo >= *hi when every key is masked). */
+#if defined(PG_SIMD_AVX512)
+#define PG_ATTN_LIVE_BITS(v) ((uint32_t) _mm512_cmp_ps_mask(v, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ))
+#elif defined(PG_SIMD_AVX2)
+#define PG_ATTN_LIVE_BITS(v) ((uint32_t) _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ)))
+#elif defined(PG_SIMD_NEON)
+static inline uint32_t pg_neon_live_bits(float32x4_t v) {
+    static const uint32_t w[4] = {1, 2, 4, 8};
+    const uint32x4_t ne = vmvnq_u32(vceqq_f32(v, vdupq_n_f32(-INFINITY)));
+    return vaddvq_u32(vandq_u32(ne, vld1q_u32(w)));
+}
+#define PG_ATTN_LIVE_BITS(v) pg_neon_live_bits(v)
+#endif
+
+static inline void pg_vec_attn_mask_f16(int64_t n, const pg_fp16_t * m, float slope, float * y, int64_t * lo, int64_t * hi) {
+    int64_t l = n, h = 0, i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v vs = PG_F32V_SET1(slope);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        const pg_f32v v = PG_F32V_MUL(PG_F32V_LOAD_F16(m + i), vs);
+        PG_F32V_STORE(y + i, v);
+        const uint32_t bits = PG_ATTN_LIVE_BITS(v);
+        if (bits) {
+            if (l == n) l = i + __builtin_ctz(bits);
+            h = i + 32 - __builtin_clz(bits);
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        y[i] = slope * pg_fp16_to_fp32(m[i]);
+        if (y[i] != -INFINITY) {
+            if (l == n) l = i;
+            h = i + 1;
+        }
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* V accumulation: acc[r*lda + d] = f[r] * acc[r*lda + d] + sum_{j<nk} p[r*ldp + j] * v_j[d] for
+ * r < nr, d < n, where v_j = v + j*nbv bytes is a row of type T and f (the online-softmax rescale
+ * of each row) may be NULL (1). Each V vector is loaded once per PG_ATTN_RB rows and the
+ * accumulators stay in registers over the nk keys. */
 #if PG_HAVE_F32V
 #define PG_ATTN_ACC_SIMD(T, LOADV, NV)                                                            \
     for (; d + NV * PG_F32_EPR <= n; d += NV * PG_F32_EPR) {                                      \
         pg_f32v c[PG_ATTN_RB][NV];                                                                \
-        for (int r = 0; r < nr; r++)                                                              \
-            for (int u = 0; u < NV; u++) c[r][u] = PG_F32V_LOAD(acc + r * lda + d + u * PG_F32_EPR); \
+        for (int r = 0; r < nr; r++) {                                                            \
+            const pg_f32v fr = PG_F32V_SET1(f ? f[r] : 1.0f);                                     \
+            for (int u = 0; u < NV; u++)                                                          \
+                c[r][u] = PG_F32V_MUL(PG_F32V_LOAD(acc + r * lda + d + u * PG_F32_EPR), fr);      \
+        }                                                                                         \
         for (int64_t j = 0; j < nk; j++) {                                                        \
             const T * vj = (const T *) ((const char *) v + j * nbv) + d;                          \
             pg_f32v vv[NV];                                                                       \
-            for (int u = 0; u < NV; u++) vv[u] = LOADV(vj + u * PG_F32_EPR);                      \
+            for (int u = 0; u < NV; u++) { vv[u] = LOADV(vj + u * PG_F32_EPR); PG_ATTN_KEEP(vv[u]); } \
             for (int r = 0; r < nr; r++) {                                                        \
                 const pg_f32v pb = PG_F32V_SET1(p[r * ldp + j]);                                  \
                 for (int u = 0; u < NV; u++) c[r][u] = PG_F32V_FMA(vv[u], pb, c[r][u]);           \
@@ -986,13 +1131,14 @@ static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, float * M, flo
 
 #define PG_ATTN_ACC(NAME, T, LOADV)                                                               \
 PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, float * acc, int64_t lda, int64_t nk,     \
-                                     const float * p, int64_t ldp, const T * v, size_t nbv) {     \
+                                     const float * p, int64_t ldp, const T * v, size_t nbv,      \
+                                     const float * f) {                                          \
     int64_t d = 0;                                                                                \
-    PG_ATTN_ACC_SIMD(T, LOADV, 4)                                                                  \
-    PG_ATTN_ACC_SIMD(T, LOADV, 1)                                                                  \
+    PG_ATTN_ACC_SIMD(T, LOADV, 4)                                                                 \
+    PG_ATTN_ACC_SIMD(T, LOADV, 1)                                                                 \
     for (; d < n; d++) {                                                                          \
         for (int r = 0; r < nr; r++) {                                                            \
-            float c = acc[r * lda + d];                                                           \
+            float c = f ? f[r] * acc[r * lda + d] : acc[r * lda + d];                             \
             for (int64_t j = 0; j < nk; j++)                                                      \
                 c += p[r * ldp + j] * LOADV##_S((const T *) ((const char *) v + j * nbv) + d);    \
             acc[r * lda + d] = c;                                                                 \
@@ -1000,13 +1146,14 @@ PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, float * acc, int64_t lda
     }                                                                                             \
 }                                                                                                 \
 static inline void NAME(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, \
-                        int64_t ldp, const T * v, size_t nbv) {                                   \
-    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, acc += PG_ATTN_RB * lda, p += PG_ATTN_RB * ldp)   \
-        NAME##_rb(PG_ATTN_RB, n, acc, lda, nk, p, ldp, v, nbv);                                   \
+                        int64_t ldp, const T * v, size_t nbv, const float * f) {                  \
+    for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, acc += PG_ATTN_RB * lda, p += PG_ATTN_RB * ldp,   \
+                             f = f ? f + PG_ATTN_RB : NULL)                                       \
+        NAME##_rb(PG_ATTN_RB, n, acc, lda, nk, p, ldp, v, nbv, f);                                \
     switch (nr) {                                                                                 \
-    case 3: NAME##_rb(3, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
-    case 2: NAME##_rb(2, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
-    case 1: NAME##_rb(1, n, acc, lda, nk, p, ldp, v, nbv); break;                                 \
+    case 3: NAME##_rb(3, n, acc, lda, nk, p, ldp, v, nbv, f); break;                              \
+    case 2: NAME##_rb(2, n, acc, lda, nk, p, ldp, v, nbv, f); break;                              \
+    case 1: NAME##_rb(1, n, acc, lda, nk, p, ldp, v, nbv, f); break;                              \
     default: break;                                                                               \
     }                                                                                             \
 }
@@ -1016,31 +1163,38 @@ PG_ATTN_ACC(pg_vec_attn_acc_f16, pg_fp16_t, PG_F32V_LOAD_F16)
 PG_ATTN_ACC(pg_vec_attn_acc_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
 
 /* tiled micro-GEMM: s[r*lds + c] = sum_{d<dk} q[r*ldq + d] * kt[d*ldk + c] for r < nr, c < nc, with K
- * stored transposed (key index fastest) so that one vector holds PG_F32_EPR keys. */
+ * stored transposed (key index fastest) so that one vector holds PG_F32_EPR keys. Blocks of
+ * PG_ATTN_RB rows x 4, 2, 1 vectors of keys: each K vector loaded feeds PG_ATTN_RB FMAs. */
+#if PG_HAVE_F32V
+#define PG_ATTN_QK_SIMD(NV)                                                                       \
+    for (; c + NV * PG_F32_EPR <= nc; c += NV * PG_F32_EPR) {                                     \
+        pg_f32v a[PG_ATTN_RB][NV];                                                                \
+        for (int r = 0; r < nr; r++)                                                              \
+            for (int u = 0; u < NV; u++) a[r][u] = PG_F32V_ZERO();                                \
+        for (int64_t d = 0; d < dk; d++) {                                                        \
+            pg_f32v kv[NV];                                                                       \
+            for (int u = 0; u < NV; u++) {                                                        \
+                kv[u] = PG_F32V_LOAD(kt + d * ldk + c + u * PG_F32_EPR);                          \
+                PG_ATTN_KEEP(kv[u]);                                                              \
+            }                                                                                     \
+            for (int r = 0; r < nr; r++) {                                                        \
+                const pg_f32v qb = PG_F32V_SET1(q[r * ldq + d]);                                  \
+                for (int u = 0; u < NV; u++) a[r][u] = PG_F32V_FMA(qb, kv[u], a[r][u]);           \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < nr; r++)                                                              \
+            for (int u = 0; u < NV; u++) PG_F32V_STORE(s + r * lds + c + u * PG_F32_EPR, a[r][u]); \
+    }
+#else
+#define PG_ATTN_QK_SIMD(NV)
+#endif
+
 PG_ATTN_ALWAYS_INLINE void pg_vec_attn_gemm_qk_rb(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
                                                   const float * kt, int64_t ldk, float * s, int64_t lds) {
     int64_t c = 0;
-#if PG_HAVE_F32V
-    for (; c + 4 * PG_F32_EPR <= nc; c += 4 * PG_F32_EPR) {
-        pg_f32v a[PG_ATTN_RB][4];
-        for (int r = 0; r < nr; r++)
-            for (int u = 0; u < 4; u++) a[r][u] = PG_F32V_ZERO();
-        for (int64_t d = 0; d < dk; d++) {
-            const float * kd = kt + d * ldk + c;
-            const pg_f32v k0 = PG_F32V_LOAD(kd), k1 = PG_F32V_LOAD(kd + PG_F32_EPR);
-            const pg_f32v k2 = PG_F32V_LOAD(kd + 2 * PG_F32_EPR), k3 = PG_F32V_LOAD(kd + 3 * PG_F32_EPR);
-            for (int r = 0; r < nr; r++) {
-                const pg_f32v qb = PG_F32V_SET1(q[r * ldq + d]);
-                a[r][0] = PG_F32V_FMA(qb, k0, a[r][0]);
-                a[r][1] = PG_F32V_FMA(qb, k1, a[r][1]);
-                a[r][2] = PG_F32V_FMA(qb, k2, a[r][2]);
-                a[r][3] = PG_F32V_FMA(qb, k3, a[r][3]);
-            }
-        }
-        for (int r = 0; r < nr; r++)
-            for (int u = 0; u < 4; u++) PG_F32V_STORE(s + r * lds + c + u * PG_F32_EPR, a[r][u]);
-    }
-#endif
+    PG_ATTN_QK_SIMD(4)
+    PG_ATTN_QK_SIMD(2)
+    PG_ATTN_QK_SIMD(1)
     for (; c < nc; c++) {
         for (int r = 0; r < nr; r++) {
             float a = 0.0f;
@@ -1060,6 +1214,79 @@ static inline void pg_vec_attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, const
     case 1: pg_vec_attn_gemm_qk_rb(1, nc, dk, q, ldq, kt, ldk, s, lds); break;
     default: break;
     }
+}
+
+/* transpose: y[c*ldy + r] = x[r*ldx + c] for r < nr, c < nc (the K tile, key index made fastest).
+ * Square blocks of PG_F32_EPR x PG_F32_EPR go through registers; the edges are copied one by one. */
+#if defined(PG_SIMD_AVX512)
+static inline void pg_attn_transpose_block(const float * x, int64_t ldx, float * y, int64_t ldy) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(x + i * ldx);
+    /* within each 128-bit lane: pairs of rows interleaved, then quads: r[4i+k] lane L = column 4L+k
+     * of rows 4i..4i+3 */
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    /* gather lane L of r[k], r[4+k], r[8+k], r[12+k] into column 4L+k */
+    for (int k = 0; k < 4; k++) {
+        const __m512 a02 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88), a13 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        const __m512 b02 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88), b13 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+        _mm512_storeu_ps(y + k * ldy, _mm512_shuffle_f32x4(a02, b02, 0x88));
+        _mm512_storeu_ps(y + (8 + k) * ldy, _mm512_shuffle_f32x4(a02, b02, 0xdd));
+        _mm512_storeu_ps(y + (4 + k) * ldy, _mm512_shuffle_f32x4(a13, b13, 0x88));
+        _mm512_storeu_ps(y + (12 + k) * ldy, _mm512_shuffle_f32x4(a13, b13, 0xdd));
+    }
+}
+#elif defined(PG_SIMD_AVX2)
+static inline void pg_attn_transpose_block(const float * x, int64_t ldx, float * y, int64_t ldy) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + i * ldx);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(y + k * ldy, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
+        _mm256_storeu_ps(y + (4 + k) * ldy, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
+    }
+}
+#elif defined(PG_SIMD_NEON)
+static inline void pg_attn_transpose_block(const float * x, int64_t ldx, float * y, int64_t ldy) {
+    const float32x4x2_t p01 = vtrnq_f32(vld1q_f32(x), vld1q_f32(x + ldx));
+    const float32x4x2_t p23 = vtrnq_f32(vld1q_f32(x + 2 * ldx), vld1q_f32(x + 3 * ldx));
+    vst1q_f32(y, vcombine_f32(vget_low_f32(p01.val[0]), vget_low_f32(p23.val[0])));
+    vst1q_f32(y + ldy, vcombine_f32(vget_low_f32(p01.val[1]), vget_low_f32(p23.val[1])));
+    vst1q_f32(y + 2 * ldy, vcombine_f32(vget_high_f32(p01.val[0]), vget_high_f32(p23.val[0])));
+    vst1q_f32(y + 3 * ldy, vcombine_f32(vget_high_f32(p01.val[1]), vget_high_f32(p23.val[1])));
+}
+#endif
+
+static inline void pg_vec_attn_transpose_f32(int64_t nr, int64_t nc, const float * x, int64_t ldx, float * y, int64_t ldy) {
+    int64_t r0 = 0, c0 = 0;
+#if PG_HAVE_F32V
+    for (; r0 + PG_F32_EPR <= nr; r0 += PG_F32_EPR)
+        for (int64_t c = 0; c + PG_F32_EPR <= nc; c += PG_F32_EPR)
+            pg_attn_transpose_block(x + r0 * ldx + c, ldx, y + c * ldy + r0, ldy);
+    c0 = nc / PG_F32_EPR * PG_F32_EPR;
+#endif
+    /* the rows below the last whole block (all columns), then the right edge of the blocked rows */
+    for (int64_t r = r0; r < nr; r++)
+        for (int64_t c = 0; c < nc; c++) y[c * ldy + r] = x[r * ldx + c];
+    for (int64_t r = 0; r < r0; r++)
+        for (int64_t c = c0; c < nc; c++) y[c * ldy + r] = x[r * ldx + c];
 }
 
 /* ==================================================================================== *
