@@ -1,4 +1,4 @@
-"""python -m pyggml [demo|info]"""
+"""pyggml [demo|info] (also python -m pyggml from outside the source tree)"""
 import sys
 
 
@@ -13,7 +13,7 @@ def main(argv=None):
     if cmd == "demo":
         from pyggml.demo import main as demo
         return demo(argv[1:])
-    print(f"usage: python -m pyggml [demo|info] (unknown command {cmd!r})", file=sys.stderr)
+    print(f"usage: pyggml [demo|info] (unknown command {cmd!r})", file=sys.stderr)
     return 2
 
 
