@@ -27,7 +27,7 @@ PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns
 """
 import os
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t
 from libc.string cimport memset
 
 from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_max_threads, pg_parallel_run
@@ -487,7 +487,7 @@ cdef class CGraph:
         for _, off, size in offsets.values():
             high = max(high, off + size)
         arena = Memory(high)
-        for n, off, size in offsets.values():
+        for n, off, _ in offsets.values():
             n._attach(arena, off)
             self._allocated.append(n)
         for n in self._nodes:

@@ -146,7 +146,8 @@ def cpy(a, b):
         raise ValueError(f"cpy: a and b must have the same number of elements, got {ta.nelements} and {tb.nelements}")
     ints = ta.type not in _COPY_TYPES or tb.type not in _COPY_TYPES
     if ints and ta.type != tb.type:
-        raise TypeError(f"cpy: {ta.type.name} -> {tb.type.name} is not supported (integer tensors copy to their own type)")
+        raise TypeError(f"cpy: {ta.type.name} -> {tb.type.name} is not supported "
+                        "(integer tensors copy to their own type)")
     if (ta.type in QUANT_TYPES or tb.type in QUANT_TYPES):
         if ta.ne != tb.ne:
             raise ValueError(f"cpy: quantized copies need equal shapes, got a.ne={ta.ne} b.ne={tb.ne}")

@@ -1,17 +1,19 @@
 """Tensor, Context and memory: ggml's tensor object (ne/nb, views without copies) with numpy interop."""
-from cpython.buffer cimport PyBUF_WRITABLE
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
-from pyggml._typedefs cimport (PG_MAX_SRC, pg_from_float_fn, pg_tensor, pg_to_float_fn,
-                               pg_traits)
+from pyggml._typedefs cimport PG_MAX_SRC, pg_tensor, pg_traits
 
 import numpy as np
 
-from pyggml._enums import INT_TYPES, QUANT_TYPES, TYPE_TRAITS, Op, Type
+from pyggml._enums import INT_TYPES, TYPE_TRAITS, Op, Type
+
+cdef extern from "copy.h" nogil:
+    void pg_load_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, float * buf)
+    void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, const float * buf)
 
 cdef extern from "stdlib.h" nogil:
     void * aligned_alloc(size_t alignment, size_t size)
@@ -523,20 +525,14 @@ cdef class Tensor:
             return np.ascontiguousarray(self.numpy())
         out = np.empty(self.ne[::-1], dtype=np.float32)
         cdef float[:, :, :, ::1] o = out
-        cdef pg_to_float_fn fn = pg_traits[self.c.type].to_float
-        cdef int64_t i0, i1, i2, i3
-        cdef char * row
-        cdef bint packed = self.c.nb[0] == pg_traits[self.c.type].size
+        cdef int64_t i1, i2, i3
+        if self.c.ne[0] == 0:
+            return out.reshape(self.shape)
         with nogil:
             for i3 in range(self.c.ne[3]):
                 for i2 in range(self.c.ne[2]):
                     for i1 in range(self.c.ne[1]):
-                        row = <char *> self.c.data + i1 * self.c.nb[1] + i2 * self.c.nb[2] + i3 * self.c.nb[3]
-                        if packed:
-                            fn(row, &o[i3, i2, i1, 0], self.c.ne[0])
-                        else:
-                            for i0 in range(self.c.ne[0]):
-                                fn(row + i0 * self.c.nb[0], &o[i3, i2, i1, i0], 1)
+                        pg_load_row_f32(&self.c, i1, i2, i3, &o[i3, i2, i1, 0])
         return out.reshape(self.shape)
 
     def _as_shape(self, array, what):
@@ -557,23 +553,17 @@ cdef class Tensor:
             return
         if arr.dtype.kind not in "fiub":
             raise TypeError(f"set: cannot convert an array of dtype {arr.dtype} to {typ.name}")
-        cdef float[:, :, :, ::1] src = np.ascontiguousarray(arr, dtype=np.float32)
-        cdef pg_from_float_fn fn = pg_traits[self.c.type].from_float
-        cdef int64_t i0, i1, i2, i3
-        cdef char * row
-        cdef bint packed = self.c.nb[0] == pg_traits[self.c.type].size
-        if not packed and pg_traits[self.c.type].blck != 1:
+        if self.c.nb[0] != pg_traits[self.c.type].size and pg_traits[self.c.type].blck != 1:
             raise ValueError("set: a quantized tensor must have packed rows")
+        cdef float[:, :, :, ::1] src = np.ascontiguousarray(arr, dtype=np.float32)
+        cdef int64_t i1, i2, i3
+        if self.c.ne[0] == 0:
+            return
         with nogil:
             for i3 in range(self.c.ne[3]):
                 for i2 in range(self.c.ne[2]):
                     for i1 in range(self.c.ne[1]):
-                        row = <char *> self.c.data + i1 * self.c.nb[1] + i2 * self.c.nb[2] + i3 * self.c.nb[3]
-                        if packed:
-                            fn(&src[i3, i2, i1, 0], row, self.c.ne[0])
-                        else:
-                            for i0 in range(self.c.ne[0]):
-                                fn(&src[i3, i2, i1, i0], row + i0 * self.c.nb[0], 1)
+                        pg_store_row_f32(&self.c, i1, i2, i3, &src[i3, i2, i1, 0])
 
     def _row_bytes(self):
         if self.c.nb[0] != pg_traits[self.c.type].size and self.c.ne[0] != pg_traits[self.c.type].blck:
