@@ -90,6 +90,22 @@ def test_zero_row(ctx):
     assert np.isnan(nan.numpy()).all()   # as ggml: 0 * 1/sqrt(0) with eps = 0
 
 
+def test_huge_and_nonfinite_squares(ctx, rng):
+    """Squares that overflow f32 or are NaN give ggml's results (the AVX-512 sum of squares works on
+    scaled doubles and must notice them); squares near FLT_MAX whose sum exceeds 2^128 stay exact."""
+    x = rng.standard_normal((5, 1000)).astype(np.float32)
+    x[0, 7] = 1e20                  # square inf: scale 0, the row becomes zeros
+    x[1, 500] = np.inf              # inf * 0 = NaN there, zeros elsewhere
+    x[2, 999] = np.nan              # a NaN square: the whole row NaN
+    x[3] = 1.5e19 * np.sign(x[3])   # squares 2.25e38, finite sum ~2.2e41 in double
+    x[4, :3] = 1e-30                # f32-subnormal squares next to normal ones
+    y = gg.rms_norm(ctx.from_numpy(x), 1e-6)
+    run(y)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(y.numpy(), ref.rms_norm_ggml(x, 1e-6))
+    assert not y.numpy()[0].any() and np.isnan(y.numpy()[2]).all()
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_inplace(ctx, rng, op):
     x = rng.standard_normal((3, 21)).astype(np.float32)

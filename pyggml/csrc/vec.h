@@ -583,7 +583,17 @@ static inline void pg_vec_gemm_tile_f32(int64_t n, const float * a, int64_t lda,
  * squared in f32 where the op squares, widened and added to double lanes. The lane order differs
  * from ggml's sequential sum only by double rounding, far below what the f32 results can show.
  * Every primitive below shares one loop (PG_NORM_ACC), so the same values give the same sum bit for
- * bit whether they arrive from a tensor, from x + r or from x - mean. */
+ * bit whether they arrive from a tensor, from x + r or from x - mean.
+ *
+ * pg_f64acc_add widens with the ISA's f32 -> f64 conversion. pg_f64acc_add_sq adds v*v; on AVX-512
+ * it skips the conversion, which is what bounds the loop there (Zen 4: ~3.4 cycles per 16 floats,
+ * cross-lane and double-pumped): a square q >= 0 in the low half of a 64-bit lane, shifted left by
+ * 29, has the bits of the double q * 2^-896 (the f32 exponent lands in the double's, the mantissa on
+ * top of the double's; f32 subnormals become double subnormals with the same factor), and the odd
+ * element, shifted right by 3, likewise. The products are masked so the other half of the lane is
+ * zero; the sums are exact in scaled form (every term a multiple of 2^-1045), and PG_SQ_SCALE undoes
+ * the factor. Inf or NaN squares turn into finite garbage, so a scaled sum >= 2^128 (which only
+ * huge or non-finite values give) is redone by a scalar loop. */
 #if defined(PG_SIMD_AVX512)
 typedef struct { __m512d lo, hi; } pg_f64acc;
 static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { _mm512_setzero_pd(), _mm512_setzero_pd() }; return a; }
@@ -593,6 +603,14 @@ static inline pg_f64acc pg_f64acc_add(pg_f64acc a, __m512 v) {
     a.hi = _mm512_add_pd(a.hi, _mm512_cvtps_pd(hi));
     return a;
 }
+static inline pg_f64acc pg_f64acc_add_sq(pg_f64acc a, __m512 v) {
+    const __m512i even = _mm512_castps_si512(_mm512_maskz_mul_ps(0x5555, v, v));
+    const __m512i odd = _mm512_castps_si512(_mm512_maskz_mul_ps(0xAAAA, v, v));
+    a.lo = _mm512_add_pd(a.lo, _mm512_castsi512_pd(_mm512_slli_epi64(even, 29)));
+    a.hi = _mm512_add_pd(a.hi, _mm512_castsi512_pd(_mm512_srli_epi64(odd, 3)));
+    return a;
+}
+#define PG_SQ_SCALE 0x1p896
 static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
     return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a.lo, b.lo), _mm512_add_pd(a.hi, b.hi)));
 }
@@ -621,34 +639,47 @@ static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
     return vaddvq_f64(vaddq_f64(vaddq_f64(a.lo, b.lo), vaddq_f64(a.hi, b.hi)));
 }
 #endif
+#if PG_HAVE_F32V && !defined(PG_SIMD_AVX512)
+#define pg_f64acc_add_sq(a, v) pg_f64acc_add(a, PG_F32V_MUL(v, v))
+#endif
+#ifndef PG_SQ_SCALE
+#define PG_SQ_SCALE 1.0
+#endif
 
 /* The shared loop: for each i, v = VAL(i) (an f32 vector), KEEP(i, v) stores it where the
- * primitive writes one, SQ(v) is what gets added (v*v or v). SVAL/SKEEP/SSQ are the scalar forms
- * for the tail (the whole row in the scalar build). Two accumulators hide the add latency. */
+ * primitive writes one, ADD(acc, v) adds v (pg_f64acc_add) or v*v (pg_f64acc_add_sq, then SCALE is
+ * PG_SQ_SCALE). SVAL/SKEEP/SSQ are the scalar forms for the tail (the whole row in the scalar
+ * build); SREDO(i) gives value i again for the redo of a squares sum that came out >= 2^128 (see
+ * above), read back from where KEEP stored it or from the input. Two accumulators hide the add
+ * latency. */
 #if PG_HAVE_F32V
-#define PG_NORM_ACC_SIMD(VAL, KEEP, SQ)                                                      \
+#define PG_NORM_ACC_SIMD(VAL, KEEP, ADD, SCALE, SREDO)                                       \
     {                                                                                        \
         pg_f64acc a0 = pg_f64acc_zero(), a1 = pg_f64acc_zero();                              \
         for (; i + 2 * PG_F32_EPR <= n; i += 2 * PG_F32_EPR) {                               \
             const pg_f32v v0 = VAL(i), v1 = VAL(i + PG_F32_EPR);                             \
             KEEP(i, v0); KEEP(i + PG_F32_EPR, v1);                                           \
-            a0 = pg_f64acc_add(a0, SQ(v0));                                                  \
-            a1 = pg_f64acc_add(a1, SQ(v1));                                                  \
+            a0 = ADD(a0, v0);                                                                \
+            a1 = ADD(a1, v1);                                                                \
         }                                                                                    \
         for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {                                       \
             const pg_f32v v0 = VAL(i);                                                       \
             KEEP(i, v0);                                                                     \
-            a0 = pg_f64acc_add(a0, SQ(v0));                                                  \
+            a0 = ADD(a0, v0);                                                                \
         }                                                                                    \
-        sum = pg_f64acc_reduce(a0, a1);                                                      \
+        sum = pg_f64acc_reduce(a0, a1) * (SCALE);                                            \
+        if ((SCALE) != 1.0 && !(sum < 0x1p128)) {                                            \
+            sum = 0.0;                                                                       \
+            for (int64_t k = 0; k < i; k++) { const float v = SREDO(k); sum += (double) (v * v); } \
+        }                                                                                    \
     }
 #else
-#define PG_NORM_ACC_SIMD(VAL, KEEP, SQ)
+#define PG_NORM_ACC_SIMD(VAL, KEEP, ADD, SCALE, SREDO)
 #endif
-#define PG_NORM_ACC(VAL, KEEP, SQ, SVAL, SKEEP, SSQ)                                         \
+#define PG_NORM_ACC(VAL, KEEP, ADD, SCALE, SREDO, SVAL, SKEEP, SSQ)                          \
     double sum = 0.0;                                                                        \
     int64_t i = 0;                                                                           \
-    PG_NORM_ACC_SIMD(VAL, KEEP, SQ)                                                          \
+    PG_NORM_ACC_SIMD(VAL, KEEP, ADD, SCALE, SREDO)                                           \
     for (; i < n; i++) {                                                                     \
         const float v = SVAL(i);                                                             \
         SKEEP(i, v);                                                                         \
@@ -656,12 +687,14 @@ static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
     }                                                                                        \
     return sum;
 
-#define PG_NA_SQ(v)          PG_F32V_MUL(v, v)
+#define PG_NA_ADD(a, v)      pg_f64acc_add(a, v)
+#define PG_NA_ADD_SQ(a, v)   pg_f64acc_add_sq(a, v)
 #define PG_NA_SSQ(v)         ((v) * (v))
 #define PG_NA_ID(v)          (v)
 #define PG_NA_NONE(i, v)     ((void) 0)
 #define PG_NA_X(i)           PG_F32V_LOAD(x + (i))
 #define PG_NA_SX(i)          x[i]
+#define PG_NA_SY(i)          y[i]
 #define PG_NA_XR(i)          PG_F32V_ADD(PG_F32V_LOAD(x + (i)), PG_F32V_LOAD(r + (i)))
 #define PG_NA_SXR(i)         (x[i] + r[i])
 #define PG_NA_XM(i)          PG_F32V_SUB(PG_F32V_LOAD(x + (i)), vm)
@@ -671,17 +704,17 @@ static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
 
 /* Σ x in double (ggml_vec_sum_f32's accuracy) */
 static inline double pg_vec_sum_f64_f32(int64_t n, const float * x) {
-    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_ID, PG_NA_SX, PG_NA_NONE, PG_NA_ID)
+    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_ADD, 1.0, PG_NA_SX, PG_NA_SX, PG_NA_NONE, PG_NA_ID)
 }
 
 /* Σ x*x: each square rounded to f32, added in double (rms_norm) */
 static inline double pg_vec_sumsq_f32(int64_t n, const float * x) {
-    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_SQ, PG_NA_SX, PG_NA_NONE, PG_NA_SSQ)
+    PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_ADD_SQ, PG_SQ_SCALE, PG_NA_SX, PG_NA_SX, PG_NA_NONE, PG_NA_SSQ)
 }
 
 /* y = x + r (f32, as ADD) and Σ y*y as pg_vec_sumsq_f32(y): the residual add fused into rms_norm */
 static inline double pg_vec_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r) {
-    PG_NORM_ACC(PG_NA_XR, PG_NA_KEEP, PG_NA_SQ, PG_NA_SXR, PG_NA_SKEEP, PG_NA_SSQ)
+    PG_NORM_ACC(PG_NA_XR, PG_NA_KEEP, PG_NA_ADD_SQ, PG_SQ_SCALE, PG_NA_SY, PG_NA_SXR, PG_NA_SKEEP, PG_NA_SSQ)
 }
 
 /* y = x - mean and Σ y*y (ggml_vec_cvar_f32 before its division by n) */
@@ -689,7 +722,7 @@ static inline double pg_vec_cvar_f32(int64_t n, float * y, const float * x, floa
 #if PG_HAVE_F32V
     const pg_f32v vm = PG_F32V_SET1(mean);
 #endif
-    PG_NORM_ACC(PG_NA_XM, PG_NA_KEEP, PG_NA_SQ, PG_NA_SXM, PG_NA_SKEEP, PG_NA_SSQ)
+    PG_NORM_ACC(PG_NA_XM, PG_NA_KEEP, PG_NA_ADD_SQ, PG_SQ_SCALE, PG_NA_SY, PG_NA_SXM, PG_NA_SKEEP, PG_NA_SSQ)
 }
 
 /* y = (x*s)*w with both products rounded, as scale then mul (rms_norm * weight, fused) */
