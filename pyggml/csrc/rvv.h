@@ -34,6 +34,7 @@ static inline int pg_rvv_on(void) {
 
 /* ---- rvv.c: call only when pg_rvv_on(); each does what vec.h's pg_vec_<name> does ---- */
 struct pg_block_q8_0;
+struct pg_block_q4_0;
 int pg_rvv_vlen(void);   /* VLEN in bits */
 void pg_rvv_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y);
 void pg_rvv_cvt_f32_f16(int64_t n, const float * x, pg_fp16_t * y);
@@ -51,3 +52,45 @@ void pg_rvv_scale_f32(int64_t n, float * y, const float * x, float v);
 float pg_rvv_max_f32(int64_t n, const float * x);
 double pg_rvv_sum_f32(int64_t n, const float * x);
 double pg_rvv_exp_sum_f32(int64_t n, float * y, const float * x, float m);
+float pg_rvv_dot_q4_0_q8_0(int64_t n, const struct pg_block_q4_0 * x, const struct pg_block_q8_0 * y);
+void pg_rvv_quantize_q8_0(int64_t n, const float * x, struct pg_block_q8_0 * y);
+/* activations: y = act(x), y = act(x) * g */
+void pg_rvv_silu_f32(int64_t n, float * y, const float * x);
+void pg_rvv_gelu_f32(int64_t n, float * y, const float * x);
+void pg_rvv_gelu_erf_f32(int64_t n, float * y, const float * x);
+void pg_rvv_relu_glu_f32(int64_t n, float * y, const float * x, const float * g);
+void pg_rvv_gelu_glu_f32(int64_t n, float * y, const float * x, const float * g);
+void pg_rvv_silu_glu_f32(int64_t n, float * y, const float * x, const float * g);
+void pg_rvv_gelu_erf_glu_f32(int64_t n, float * y, const float * x, const float * g);
+void pg_rvv_gelu_quick_glu_f32(int64_t n, float * y, const float * x, const float * g);
+/* matmul */
+float pg_rvv_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y);
+void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s);
+void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s);
+void pg_rvv_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s);
+/* norm (pg_vec_sum_f64_f32 is pg_rvv_sum_f32) */
+double pg_rvv_sumsq_f32(int64_t n, const float * x);
+double pg_rvv_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r);
+double pg_rvv_cvar_f32(int64_t n, float * y, const float * x, float mean);
+void pg_rvv_scale_mul_f32(int64_t n, float * y, const float * x, float s, const float * w);
+/* rope */
+void pg_rvv_sincos_f32(int64_t n, const float * x, float * c, float * s, float scale);
+void pg_rvv_rope_half_f32(int64_t n, float * y0, float * y1, const float * x0, const float * x1,
+                          const float * c, const float * s);
+void pg_rvv_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s);
+/* attention */
+void pg_rvv_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const float * k, float * s, int64_t lds);
+void pg_rvv_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const pg_fp16_t * k, float * s, int64_t lds);
+void pg_rvv_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const pg_bf16_t * k, float * s, int64_t lds);
+void pg_rvv_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv, int64_t ldm,
+                                  float * M, float * S, float * f);
+void pg_rvv_attn_mask_f16(int64_t n, const pg_fp16_t * m, float slope, float * y, int64_t * lo, int64_t * hi);
+void pg_rvv_attn_acc_f32(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
+                         const float * v, size_t nbv, const float * f);
+void pg_rvv_attn_acc_f16(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
+                         const pg_fp16_t * v, size_t nbv, const float * f);
+void pg_rvv_attn_acc_bf16(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
+                          const pg_bf16_t * v, size_t nbv, const float * f);
+void pg_rvv_attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
+                             const float * kt, int64_t ldk, float * s, int64_t lds);
+void pg_rvv_attn_transpose_f32(int64_t nr, int64_t nc, const float * x, int64_t ldx, float * y, int64_t ldy);

@@ -12,7 +12,7 @@
 #define PG_QK8_0 32
 #define PG_QK4_0 32
 typedef struct pg_block_q8_0 { pg_fp16_t d; int8_t qs[PG_QK8_0]; } pg_block_q8_0;   /* 34 bytes */
-typedef struct { pg_fp16_t d; uint8_t qs[PG_QK4_0 / 2]; } pg_block_q4_0;   /* 18 bytes */
+typedef struct pg_block_q4_0 { pg_fp16_t d; uint8_t qs[PG_QK4_0 / 2]; } pg_block_q4_0;   /* 18 bytes */
 _Static_assert(sizeof(pg_block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(pg_block_q4_0) == 18, "q4_0 block");
 
@@ -183,6 +183,7 @@ static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, con
 }
 
 static inline float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y) {
+    PG_RVV_RETURN(pg_rvv_dot_q4_0_q8_0(n, x, y))
     const int64_t nb = n / PG_QK4_0;
     int64_t ib = 0;
     float sumf = 0.0f;
@@ -452,6 +453,7 @@ static inline pg_f32v pg_f32v_gelu_erf(pg_f32v x) {
 /* pg_vec_<act>_f32(n, y, x): y = act(x) (in place when y == x) */
 #define PG_VEC_ACT(ACT)                                                                          \
 static inline void pg_vec_##ACT##_f32(int64_t n, float * y, const float * x) {                  \
+    PG_RVV_DO(pg_rvv_##ACT##_f32(n, y, x))                                                       \
     int64_t i = 0;                                                                               \
     PG_VEC_ACT_SIMD(PG_F32V_STORE(y + i, pg_f32v_##ACT(PG_F32V_LOAD(x + i))))                    \
     for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]);                                              \
@@ -459,6 +461,7 @@ static inline void pg_vec_##ACT##_f32(int64_t n, float * y, const float * x) {  
 /* pg_vec_<act>_glu_f32(n, y, x, g): y = act(x) * g, one pass (y may alias x or g) */
 #define PG_VEC_GLU(ACT)                                                                          \
 static inline void pg_vec_##ACT##_glu_f32(int64_t n, float * y, const float * x, const float * g) { \
+    PG_RVV_DO(pg_rvv_##ACT##_glu_f32(n, y, x, g))                                                \
     int64_t i = 0;                                                                               \
     PG_VEC_ACT_SIMD(PG_F32V_STORE(y + i, PG_F32V_MUL(pg_f32v_##ACT(PG_F32V_LOAD(x + i)), PG_F32V_LOAD(g + i)))) \
     for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]) * g[i];                                       \
@@ -478,6 +481,7 @@ PG_VEC_GLU(gelu_quick)
 
 /* mixed: bf16 row times f32 row (bf16 activations widened once, which is exact) */
 static inline float pg_vec_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y) {
+    PG_RVV_RETURN(pg_rvv_dot_bf16_f32(n, x, y))
     PG_DOT_BODY(PG_F32V_LOAD_BF16, PG_F32V_LOAD)
 }
 
@@ -511,12 +515,15 @@ static inline float pg_vec_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const fl
     }
 
 static inline void pg_vec_dot4_f32(int64_t n, const float * x, const float * const * y, float * s) {
+    PG_RVV_DO(pg_rvv_dot4_f32(n, x, y, s))
     PG_DOT4_BODY(PG_F32V_LOAD)
 }
 static inline void pg_vec_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s) {
+    PG_RVV_DO(pg_rvv_dot4_f16_f32(n, x, y, s))
     PG_DOT4_BODY(PG_F32V_LOAD_F16)
 }
 static inline void pg_vec_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s) {
+    PG_RVV_DO(pg_rvv_dot4_bf16_f32(n, x, y, s))
     PG_DOT4_BODY(PG_F32V_LOAD_BF16)
 }
 
@@ -704,21 +711,25 @@ static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
 
 /* Σ x in double (ggml_vec_sum_f32's accuracy) */
 static inline double pg_vec_sum_f64_f32(int64_t n, const float * x) {
+    PG_RVV_RETURN(pg_rvv_sum_f32(n, x))
     PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_ADD, 1.0, PG_NA_SX, PG_NA_SX, PG_NA_NONE, PG_NA_ID)
 }
 
 /* Σ x*x: each square rounded to f32, added in double (rms_norm) */
 static inline double pg_vec_sumsq_f32(int64_t n, const float * x) {
+    PG_RVV_RETURN(pg_rvv_sumsq_f32(n, x))
     PG_NORM_ACC(PG_NA_X, PG_NA_NONE, PG_NA_ADD_SQ, PG_SQ_SCALE, PG_NA_SX, PG_NA_SX, PG_NA_NONE, PG_NA_SSQ)
 }
 
 /* y = x + r (f32, as ADD) and Σ y*y as pg_vec_sumsq_f32(y): the residual add fused into rms_norm */
 static inline double pg_vec_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r) {
+    PG_RVV_RETURN(pg_rvv_add_sumsq_f32(n, y, x, r))
     PG_NORM_ACC(PG_NA_XR, PG_NA_KEEP, PG_NA_ADD_SQ, PG_SQ_SCALE, PG_NA_SY, PG_NA_SXR, PG_NA_SKEEP, PG_NA_SSQ)
 }
 
 /* y = x - mean and Σ y*y (ggml_vec_cvar_f32 before its division by n) */
 static inline double pg_vec_cvar_f32(int64_t n, float * y, const float * x, float mean) {
+    PG_RVV_RETURN(pg_rvv_cvar_f32(n, y, x, mean))
 #if PG_HAVE_F32V
     const pg_f32v vm = PG_F32V_SET1(mean);
 #endif
@@ -727,6 +738,7 @@ static inline double pg_vec_cvar_f32(int64_t n, float * y, const float * x, floa
 
 /* y = (x*s)*w with both products rounded, as scale then mul (rms_norm * weight, fused) */
 static inline void pg_vec_scale_mul_f32(int64_t n, float * y, const float * x, float s, const float * w) {
+    PG_RVV_DO(pg_rvv_scale_mul_f32(n, y, x, s, w))
     int64_t i = 0;
 #if PG_HAVE_F32V
     const pg_f32v vs = PG_F32V_SET1(s);
@@ -807,6 +819,7 @@ static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v *
 
 /* c[i] = cos(x[i])*scale, s[i] = sin(x[i])*scale; c == x (in place) is allowed */
 static inline void pg_vec_sincos_f32(int64_t n, const float * x, float * c, float * s, float scale) {
+    PG_RVV_DO(pg_rvv_sincos_f32(n, x, c, s, scale))
     int64_t i = 0;
 #if PG_HAVE_F32V
     const pg_f32v vscale = PG_F32V_SET1(scale);
@@ -847,6 +860,7 @@ static inline void pg_vec_sincos_f32(int64_t n, const float * x, float * c, floa
 /* half-split pairs (NEOX, the multi modes, VISION): pair k is (x0[k], x1[k]), k < n; all contiguous */
 static inline void pg_vec_rope_half_f32(int64_t n, float * y0, float * y1, const float * x0, const float * x1,
                                         const float * c, const float * s) {
+    PG_RVV_DO(pg_rvv_rope_half_f32(n, y0, y1, x0, x1, c, s))
     int64_t k = 0;
 #if PG_HAVE_F32V
     for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
@@ -897,6 +911,7 @@ static inline void pg_vec_rope_half_f32(int64_t n, float * y0, float * y1, const
 /* adjacent pairs (NORMAL): pair k is (x[2k], x[2k+1]), k < n; deinterleaved into registers, rotated,
  * interleaved back */
 static inline void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s) {
+    PG_RVV_DO(pg_rvv_rope_adj_f32(n, y, x, c, s))
     int64_t k = 0;
 #if PG_HAVE_F32V
     for (; k + PG_F32_EPR <= n; k += PG_F32_EPR) {
@@ -959,7 +974,7 @@ static inline void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, co
 #define PG_ATTN_DOT_SIMD(LOADK)
 #endif
 
-#define PG_ATTN_DOT(NAME, T, LOADK)                                                               \
+#define PG_ATTN_DOT(NAME, T, LOADK, RVV)                                                          \
 PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, const float * q, int64_t ldq,             \
                                      const T * k, float * s, int64_t lds) {                       \
     float sum[PG_ATTN_RB] = {0.0f, 0.0f, 0.0f, 0.0f};                                             \
@@ -972,6 +987,7 @@ PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, const float * q, int64_t
     for (int r = 0; r < nr; r++) s[r * lds] = sum[r];                                             \
 }                                                                                                 \
 static inline void NAME(int nr, int64_t n, const float * q, int64_t ldq, const T * k, float * s, int64_t lds) { \
+    PG_RVV_DO(RVV(nr, n, q, ldq, k, s, lds))                                                      \
     for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, q += PG_ATTN_RB * ldq, s += PG_ATTN_RB * lds)     \
         NAME##_rb(PG_ATTN_RB, n, q, ldq, k, s, lds);                                              \
     switch (nr) {                                                                                 \
@@ -982,9 +998,9 @@ static inline void NAME(int nr, int64_t n, const float * q, int64_t ldq, const T
     }                                                                                             \
 }
 
-PG_ATTN_DOT(pg_vec_attn_dot_f32, float, PG_F32V_LOAD)
-PG_ATTN_DOT(pg_vec_attn_dot_f16, pg_fp16_t, PG_F32V_LOAD_F16)
-PG_ATTN_DOT(pg_vec_attn_dot_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
+PG_ATTN_DOT(pg_vec_attn_dot_f32, float, PG_F32V_LOAD, pg_rvv_attn_dot_f32)
+PG_ATTN_DOT(pg_vec_attn_dot_f16, pg_fp16_t, PG_F32V_LOAD_F16, pg_rvv_attn_dot_f16)
+PG_ATTN_DOT(pg_vec_attn_dot_bf16, pg_bf16_t, PG_F32V_LOAD_BF16, pg_rvv_attn_dot_bf16)
 
 /* pg_f32v_exp with the same value for every input, 13 instructions instead of 24 on AVX-512: the
  * 2^k scaling, the zero below PG_EXP_LO and the NaN pass-through come from one zero-masked
@@ -1077,6 +1093,7 @@ PG_ATTN_ALWAYS_INLINE void pg_vec_attn_softmax_rb(int nr, int64_t n, float * x, 
 
 static inline void pg_vec_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv,
                                                 int64_t ldm, float * M, float * S, float * f) {
+    PG_RVV_DO(pg_rvv_attn_softmax_rows_f32(nr, n, x, ldx, mv, ldm, M, S, f))
     switch (nr) {
     case 4: pg_vec_attn_softmax_rb(4, n, x, ldx, mv, ldm, M, S, f); break;
     case 3: pg_vec_attn_softmax_rb(3, n, x, ldx, mv, ldm, M, S, f); break;
@@ -1088,7 +1105,7 @@ static inline void pg_vec_attn_softmax_rows_f32(int nr, int64_t n, float * x, in
 /* one row: returns the accumulator factor */
 static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, const float * mv, float * M, float * S) {
     float f;
-    pg_vec_attn_softmax_rb(1, n, x, 0, mv, 0, M, S, &f);
+    pg_vec_attn_softmax_rows_f32(1, n, x, 0, mv, 0, M, S, &f);
     return f;
 }
 
@@ -1109,6 +1126,7 @@ static inline uint32_t pg_neon_live_bits(float32x4_t v) {
 #endif
 
 static inline void pg_vec_attn_mask_f16(int64_t n, const pg_fp16_t * m, float slope, float * y, int64_t * lo, int64_t * hi) {
+    PG_RVV_DO(pg_rvv_attn_mask_f16(n, m, slope, y, lo, hi))
     int64_t l = n, h = 0, i = 0;
 #if PG_HAVE_F32V
     const pg_f32v vs = PG_F32V_SET1(slope);
@@ -1162,7 +1180,7 @@ static inline void pg_vec_attn_mask_f16(int64_t n, const pg_fp16_t * m, float sl
 #define PG_ATTN_ACC_SIMD(T, LOADV, NV)
 #endif
 
-#define PG_ATTN_ACC(NAME, T, LOADV)                                                               \
+#define PG_ATTN_ACC(NAME, T, LOADV, RVV)                                                          \
 PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, float * acc, int64_t lda, int64_t nk,     \
                                      const float * p, int64_t ldp, const T * v, size_t nbv,      \
                                      const float * f) {                                          \
@@ -1180,6 +1198,7 @@ PG_ATTN_ALWAYS_INLINE void NAME##_rb(int nr, int64_t n, float * acc, int64_t lda
 }                                                                                                 \
 static inline void NAME(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, \
                         int64_t ldp, const T * v, size_t nbv, const float * f) {                  \
+    PG_RVV_DO(RVV(nr, n, acc, lda, nk, p, ldp, v, nbv, f))                                        \
     for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, acc += PG_ATTN_RB * lda, p += PG_ATTN_RB * ldp,   \
                              f = f ? f + PG_ATTN_RB : NULL)                                       \
         NAME##_rb(PG_ATTN_RB, n, acc, lda, nk, p, ldp, v, nbv, f);                                \
@@ -1191,9 +1210,9 @@ static inline void NAME(int nr, int64_t n, float * acc, int64_t lda, int64_t nk,
     }                                                                                             \
 }
 
-PG_ATTN_ACC(pg_vec_attn_acc_f32, float, PG_F32V_LOAD)
-PG_ATTN_ACC(pg_vec_attn_acc_f16, pg_fp16_t, PG_F32V_LOAD_F16)
-PG_ATTN_ACC(pg_vec_attn_acc_bf16, pg_bf16_t, PG_F32V_LOAD_BF16)
+PG_ATTN_ACC(pg_vec_attn_acc_f32, float, PG_F32V_LOAD, pg_rvv_attn_acc_f32)
+PG_ATTN_ACC(pg_vec_attn_acc_f16, pg_fp16_t, PG_F32V_LOAD_F16, pg_rvv_attn_acc_f16)
+PG_ATTN_ACC(pg_vec_attn_acc_bf16, pg_bf16_t, PG_F32V_LOAD_BF16, pg_rvv_attn_acc_bf16)
 
 /* tiled micro-GEMM: s[r*lds + c] = sum_{d<dk} q[r*ldq + d] * kt[d*ldk + c] for r < nr, c < nc, with K
  * stored transposed (key index fastest) so that one vector holds PG_F32_EPR keys. Blocks of
@@ -1239,6 +1258,7 @@ PG_ATTN_ALWAYS_INLINE void pg_vec_attn_gemm_qk_rb(int nr, int64_t nc, int64_t dk
 
 static inline void pg_vec_attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
                                            const float * kt, int64_t ldk, float * s, int64_t lds) {
+    PG_RVV_DO(pg_rvv_attn_gemm_qk_f32(nr, nc, dk, q, ldq, kt, ldk, s, lds))
     for (; nr >= PG_ATTN_RB; nr -= PG_ATTN_RB, q += PG_ATTN_RB * ldq, s += PG_ATTN_RB * lds)
         pg_vec_attn_gemm_qk_rb(PG_ATTN_RB, nc, dk, q, ldq, kt, ldk, s, lds);
     switch (nr) {
@@ -1308,6 +1328,7 @@ static inline void pg_attn_transpose_block(const float * x, int64_t ldx, float *
 #endif
 
 static inline void pg_vec_attn_transpose_f32(int64_t nr, int64_t nc, const float * x, int64_t ldx, float * y, int64_t ldy) {
+    PG_RVV_DO(pg_rvv_attn_transpose_f32(nr, nc, x, ldx, y, ldy))
     int64_t r0 = 0, c0 = 0;
 #if PG_HAVE_F32V
     for (; r0 + PG_F32_EPR <= nr; r0 += PG_F32_EPR)
@@ -1331,6 +1352,7 @@ static inline void pg_vec_attn_transpose_f32(int64_t nr, int64_t nc, const float
  * the same two f32 operations per element (one multiply, one rounding), so every path gives the same
  * bytes as the scalar loop. */
 static inline void pg_vec_quantize_q8_0(int64_t n, const float * x, pg_block_q8_0 * y) {
+    PG_RVV_DO(pg_rvv_quantize_q8_0(n, x, y))
     for (int64_t ib = 0; ib < n / PG_QK8_0; ib++) {
         const float * xb = x + ib * PG_QK8_0;
         int8_t * q = y[ib].qs;
