@@ -321,7 +321,7 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0):
             raise ValueError(f"soft_max_ext: mask.ne[0] must equal a.ne[0] = {ta.c.ne[0]}, got {tm.c.ne[0]}")
         if tm.c.ne[1] < ta.c.ne[1]:
             raise ValueError(f"soft_max_ext: mask.ne[1] must be >= a.ne[1] = {ta.c.ne[1]}, got {tm.c.ne[1]}")
-        if ta.c.ne[2] % tm.c.ne[2] or ta.c.ne[3] % tm.c.ne[3]:
+        if 0 in tm.ne[2:] or ta.c.ne[2] % tm.c.ne[2] or ta.c.ne[3] % tm.c.ne[3]:
             raise ValueError(f"soft_max_ext: a.ne[2:4] = {ta.ne[2:]} must be multiples of mask.ne[2:4] = {tm.ne[2:]}")
         srcs.append(tm)
     elif fbias > 0:
@@ -717,7 +717,7 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
             raise ValueError(f"{op}: mask.ne[0] must be >= L = {L}, got {tm.c.ne[0]}")
         if tm.c.ne[1] < N:
             raise ValueError(f"{op}: mask.ne[1] must be >= N = {N}, got {tm.c.ne[1]}")
-        if Hq % tm.c.ne[2] or S % tm.c.ne[3]:
+        if 0 in tm.ne[2:] or Hq % tm.c.ne[2] or S % tm.c.ne[3]:
             raise ValueError(f"{op}: (Hq, S) = {(Hq, S)} must be multiples of mask.ne[2:4] = {tm.ne[2:]}")
         srcs.append(tm)
     mb = _finite(op, "max_bias", max_bias)

@@ -217,7 +217,7 @@ cdef bint tensor_is_contiguous(const pg_tensor * t) noexcept nogil:
 cdef inline int _n_dims(tuple ne):
     cdef int i
     for i in range(3, 0, -1):
-        if ne[i] > 1:
+        if ne[i] != 1:
             return i + 1
     return 1
 

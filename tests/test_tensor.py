@@ -194,3 +194,24 @@ def test_name_and_repr(ctx):
     t.name = "x" * 100
     assert len(t.name) == 63 and "F32" in repr(t)
     assert len(t.op_params) == 64 and len(t.src) == 10
+
+
+def test_empty_tensors(ctx):
+    e = ctx.new_tensor(gg.Type.F32, (2, 0, 3))
+    assert e.shape == (3, 0, 2) and e.to_numpy().shape == (3, 0, 2) and e.nbytes == 0
+    g = gg.CGraph()
+    out = gg.get_rows(ctx.new_tensor(gg.Type.F32, (2,)), ctx.new_tensor(gg.Type.I32, (0,)))
+    g.build_forward_expand(out)
+    g.compute(2)
+    assert out.ne == (2, 0, 1, 1) and out.to_numpy().shape == (0, 2)
+
+
+def test_zero_divisor_dims_raise(ctx):
+    # broadcast checks divide by the mask's dims: a zero there is a clear error, not a crash
+    a = ctx.new_tensor(gg.Type.F32, (8, 2, 2))
+    with pytest.raises(ValueError, match="soft_max_ext: a.ne"):
+        gg.soft_max_ext(a, ctx.new_tensor(gg.Type.F16, (8, 2, 0)), 1.0, 0.0)
+    q = ctx.new_tensor(gg.Type.F32, (64, 1, 2))
+    k = ctx.new_tensor(gg.Type.F16, (64, 4, 2))
+    with pytest.raises(ValueError, match="flash_attn_ext"):
+        gg.flash_attn_ext(q, k, k, ctx.new_tensor(gg.Type.F16, (4, 1, 0)), 0.1)
