@@ -6,24 +6,24 @@ import math
 
 import numpy as np
 import pytest
-
-import pyggml as gg
 import reference as ref
 from conftest import EMULATED
 
+import pyggml as gg
+
 D, HD, HQ, HKV, FF, EPS = 64, 16, 4, 2, 96, 1e-5
 LAYERS = 2
-ROPE = dict(n_ctx_orig=0, freq_base=10000.0, freq_scale=1.0, ext_factor=0.0, attn_factor=1.0,
-            beta_fast=32.0, beta_slow=1.0)
+ROPE = {"n_ctx_orig": 0, "freq_base": 10000.0, "freq_scale": 1.0, "ext_factor": 0.0, "attn_factor": 1.0,
+            "beta_fast": 32.0, "beta_slow": 1.0}
 
 
 def make_weights(rng):
     def w(rows, cols):
         return (rng.standard_normal((rows, cols)) / math.sqrt(cols)).astype(np.float32)
-    return [dict(attn_norm=(1 + 0.1 * rng.standard_normal(D)).astype(np.float32),
-                 ffn_norm=(1 + 0.1 * rng.standard_normal(D)).astype(np.float32),
-                 wq=w(HQ * HD, D), wk=w(HKV * HD, D), wv=w(HKV * HD, D), wo=w(D, HQ * HD),
-                 gate=w(FF, D), up=w(FF, D), down=w(D, FF)) for _ in range(LAYERS)]
+    return [{"attn_norm": (1 + 0.1 * rng.standard_normal(D)).astype(np.float32),
+                 "ffn_norm": (1 + 0.1 * rng.standard_normal(D)).astype(np.float32),
+                 "wq": w(HQ * HD, D), "wk": w(HKV * HD, D), "wv": w(HKV * HD, D), "wo": w(D, HQ * HD),
+                 "gate": w(FF, D), "up": w(FF, D), "down": w(D, FF)} for _ in range(LAYERS)]
 
 
 def build_layer(w, x, step, il):
@@ -51,19 +51,20 @@ def reference_model(weights, x, wtype):
     T = x.shape[0]
     pos = np.arange(T, dtype=np.int32)
     mask = np.where(np.arange(T)[None, :] <= np.arange(T)[:, None], 0.0, -np.inf)[None, None]
+    def mm(w, name, a):
+        return ref.mul_mat(ref.roundtrip(w[name], wtype), a.astype(np.float32), wtype)
+
     for w in weights:
-        def mm(name, a):
-            return ref.mul_mat(ref.roundtrip(w[name], wtype), a.astype(np.float32), wtype)
         h = ref.rms_norm(x, EPS) * w["attn_norm"]
-        q = ref.rope(mm("wq", h).reshape(1, T, HQ, HD), pos, HD, 2, **ROPE)
-        k = ref.rope(mm("wk", h).reshape(1, T, HKV, HD), pos, HD, 2, **ROPE)
-        v = mm("wv", h).reshape(1, T, HKV, HD)
+        q = ref.rope(mm(w, "wq", h).reshape(1, T, HQ, HD), pos, HD, 2, **ROPE)
+        k = ref.rope(mm(w, "wk", h).reshape(1, T, HKV, HD), pos, HD, 2, **ROPE)
+        v = mm(w, "wv", h).reshape(1, T, HKV, HD)
         k, v = ref.round_f16(k), ref.round_f16(v)
         att = ref.flash_attn_ext(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
                                  mask, 1.0 / math.sqrt(HD))
-        x = x + mm("wo", att.reshape(T, HQ * HD))
+        x = x + mm(w, "wo", att.reshape(T, HQ * HD))
         h = ref.rms_norm(x, EPS) * w["ffn_norm"]
-        x = x + mm("down", ref.silu(mm("gate", h)) * mm("up", h))
+        x = x + mm(w, "down", ref.silu(mm(w, "gate", h)) * mm(w, "up", h))
     return x
 
 
