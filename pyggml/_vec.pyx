@@ -40,6 +40,11 @@ cdef extern from "vec.h" nogil:
     void pg_vec_dot4_f32(int64_t n, const float * x, const float * const * y, float * s)
     void pg_vec_dot4_f16_f32(int64_t n, const uint16_t * x, const float * const * y, float * s)
     void pg_vec_dot4_bf16_f32(int64_t n, const uint16_t * x, const float * const * y, float * s)
+    ctypedef struct pg_gemm_shape:
+        int mr
+        int nr
+    pg_gemm_shape pg_vec_gemm_shape()
+    void pg_vec_gemm_tile_f32(int64_t n, const float * a, int64_t lda, const float * b, float * c)
     double pg_vec_sum_f64_f32(int64_t n, const float * x)
     double pg_vec_sumsq_f32(int64_t n, const float * x)
     double pg_vec_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r)
@@ -192,6 +197,17 @@ def dot4(str xtype, int64_t n, size_t x, y, size_t s):
         pg_vec_dot4_bf16_f32(n, <const uint16_t *> x, rows, <float *> s)
     else:
         raise ValueError(xtype)
+
+
+def gemm_shape():
+    """(mr, nr) of the GEMM micro-kernel that runs on this CPU"""
+    cdef pg_gemm_shape t = pg_vec_gemm_shape()
+    return t.mr, t.nr
+
+
+def gemm_tile_f32(int64_t n, size_t a, int64_t lda, size_t b, size_t c):
+    """c (mr x nr) = a (mr rows of n, lda apart) times b (n x nr, k-major panel)"""
+    pg_vec_gemm_tile_f32(n, <const float *> a, lda, <const float *> b, <float *> c)
 
 
 def sum_f64_f32(int64_t n, size_t x):

@@ -8,6 +8,7 @@ import pytest
 import reference as R
 from conftest import EMULATED
 
+import pyggml as gg
 from pyggml import _vec
 
 NS = [0, 1, 3, 7, 8, 15, 17, 31, 33, 63, 65, 130, 257] + ([] if EMULATED else [1000, 4099])
@@ -266,6 +267,42 @@ def test_dot4(rng, n, kind):
     for c in range(4):
         assert_dot(float(s[c]), x64, ys[c].astype(np.float64))
     check_guard(s, 4, 7.0)
+
+
+def expected_gemm_shape():
+    """the micro-kernel's tile by ISA; RVV: 12 rows x one e32 m2 group (2*VLEN/32 columns, max 32)"""
+    info = gg.build_info()
+    return {"avx512": (12, 32), "avx2": (6, 16), "neon": (12, 8), "scalar": (4, 4),
+            "rvv": (12, min(2 * info["vlen"] // 32, 32))}[info["simd"]]
+
+
+def test_gemm_shape():
+    assert _vec.gemm_shape() == expected_gemm_shape()
+
+
+@pytest.mark.parametrize("n", NS)
+def test_gemm_tile(rng, n):
+    """c = a @ panel for full and partial tiles as mul_mat makes them: rows past the used ones zero
+    in a, columns past N zero in the k-major panel; a's rows lda apart with filler between"""
+    mr, nr = _vec.gemm_shape()
+    lda = n + 3
+    for rows_used, cols_used in ((mr, nr), (1, nr), (mr - 1, 1), (mr, nr - 3 if nr > 4 else 1)):
+        a = unaligned(np.full(mr * lda, 7.0, dtype=np.float32))
+        am = a.reshape(mr, lda)
+        am[:, :n] = 0.0
+        am[:rows_used, :n] = rng.uniform(-1, 1, (rows_used, n))
+        b = np.zeros((n, nr), dtype=np.float32)
+        b[:, :cols_used] = rng.uniform(-1, 1, (n, cols_used))
+        b = unaligned(b.ravel())
+        c = out_buf(mr * nr, np.float32, 7.0)
+        c[: mr * nr] = np.nan                       # every element must be written
+        _vec.gemm_tile_f32(n, ptr(a), lda, ptr(b), ptr(c))
+        a64, b64 = am[:, :n].astype(np.float64), b.reshape(n, nr).astype(np.float64)
+        got, ref = c[: mr * nr].reshape(mr, nr), a64 @ b64
+        scale = np.abs(a64) @ np.abs(b64)
+        assert (np.abs(got - ref) <= 1.2e-7 * (n + 1) * scale).all(), (got, ref)
+        assert (got[rows_used:] == 0).all() and (got[:, cols_used:] == 0).all()
+        check_guard(c, mr * nr, 7.0)
 
 
 @pytest.mark.parametrize("nb", [0, 1, 2, 3, 7] + ([] if EMULATED else [64]))

@@ -14,15 +14,16 @@
  *     rounded to fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser; packed rows
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
- *  2. N < PG_MM_GEMM_MIN_N (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
+ *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
  *     of weight rows and streams every row once, dotting it with the N activation rows (four at
  *     a time for float weights; for F16/BF16 the converted activations are widened back to f32
  *     once per thread, which is exact).
- *     N >= PG_MM_GEMM_MIN_N (GEMM): the converted activations are widened (exact) into f32 panels
- *     of PG_MM_NR columns, k-major; then tiles of PG_MM_MR weight rows x up to PG_MM_NC columns
- *     come from the chunk counter. A thread widens or dequantises its tile of weight rows to f32
- *     once, into its scratch, and runs the register-blocked micro-kernel of vec.h over all of K
- *     for each panel.
+ *     N >= pg_mm_gemm_min_n (GEMM): the converted activations are widened (exact) into f32 panels
+ *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
+ *     chunk counter. A thread widens or dequantises its tile of weight rows to f32 once, into its
+ *     scratch, and runs the register-blocked micro-kernel of vec.h over all of K for each panel.
+ *     (mr, nr) is the micro-kernel's tile, pg_vec_gemm_shape(): fixed per ISA at compile time,
+ *     except on riscv64, where the RVV tile's width follows the VLEN found at run time.
  * Differs from ggml: on the GEMM path Q8_0/Q4_0 products are taken in f32 on the dequantised
  * values (exact products, f32 sums) where ggml sums int8 products per block and scales; both
  * differ from the exact result by f32 rounding of the sums only.
@@ -31,10 +32,11 @@
 #include "convert.h"
 #include "barrier.h"
 
-/* columns per matrix from which the GEMM path pays off: a panel is PG_MM_NR columns wide, so below
- * half a panel the padded micro-kernel does more work than streaming rows through dot products
- * (which take four columns at a time) */
-#define PG_MM_GEMM_MIN_N PG_MAX(6, PG_MM_NR / 2)
+/* columns per matrix from which the GEMM path pays off: a panel is nr columns wide, so below half
+ * a panel the padded micro-kernel does more work than streaming rows through dot products (which
+ * take four columns at a time) */
+static inline int64_t pg_mm_gemm_min_n(pg_gemm_shape t) { return PG_MAX(6, t.nr / 2); }
+#define PG_MM_GEMM_MIN_N_MAX PG_MAX(6, PG_MM_NR_MAX / 2)
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
 #define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
 #define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
@@ -73,11 +75,12 @@ static inline void pg_mm_dot4_bf16(int64_t n, const void * a, const float * cons
 /* what both pg_work_mul_mat and the kernel derive from the shapes */
 typedef struct pg_mm_layout {
     int vt;                 /* vec_dot_type of a */
+    pg_gemm_shape tile;     /* GEMM micro-kernel: mr weight rows x nr columns */
     bool gemm;
     bool widen;             /* dot path: converted activations widened to f32 per thread */
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
-    int64_t npanel;         /* GEMM: panels of PG_MM_NR columns per matrix */
+    int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
     size_t pack_bytes;      /* shared: f32 panels */
     size_t scratch;         /* bytes per thread */
 } pg_mm_layout;
@@ -88,14 +91,16 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     const int64_t K = b->ne[0], N = b->ne[1], nbatch = b->ne[2] * b->ne[3];
     pg_mm_layout l;
     l.vt = pg_traits[a->type].vec_dot_type;
-    l.gemm = N >= PG_MM_GEMM_MIN_N;
+    l.tile = pg_vec_gemm_shape();
+    l.gemm = N >= pg_mm_gemm_min_n(l.tile);
     l.widen = !l.gemm && (l.vt == PG_TYPE_F16 || l.vt == PG_TYPE_BF16);
     l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
-    l.npanel = l.gemm ? (N + PG_MM_NR - 1) / PG_MM_NR : 0;
-    l.pack_bytes = (size_t) (l.npanel * PG_MM_NR * K * nbatch) * sizeof(float);
+    const int64_t mr = l.tile.mr, nr = l.tile.nr;
+    l.npanel = l.gemm ? (N + nr - 1) / nr : 0;
+    l.pack_bytes = (size_t) (l.npanel * nr * K * nbatch) * sizeof(float);
     if (l.gemm) {
-        l.scratch = PG_MAX((size_t) PG_MM_MR * (size_t) (K + PG_MM_NR), (size_t) PG_MM_KB) * sizeof(float);
+        l.scratch = PG_MAX((size_t) (mr * (K + nr)), (size_t) PG_MM_KB) * sizeof(float);
     } else {
         l.scratch = l.widen ? (size_t) (N * K) * sizeof(float) : 0;
     }
@@ -146,7 +151,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     const pg_mm_dot_fn dot = dots[a->type];
     const pg_mm_dot4_fn dot4 = dots4[a->type];
     float * wide = (float *) pg_scratch(p, l->scratch);
-    const void * brows[PG_MM_GEMM_MIN_N];
+    const void * brows[PG_MM_GEMM_MIN_N_MAX];
     int64_t r0, r1;
     pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
     while (r0 < r1) {
@@ -179,56 +184,56 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
 }
 
 /* phase 2a, GEMM: units (matrix, panel, piece of K) dealt round-robin; a panel holds columns
- * [PG_MM_NR * panel, +PG_MM_NR) as f32, k-major, zeros past N */
+ * [nr * panel, +nr) as f32, k-major, zeros past N */
 static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l,
                                 const char * conv, float * pack) {
-    const int64_t K = b->ne[0], N = b->ne[1];
+    const int64_t K = b->ne[0], N = b->ne[1], nr = l->tile.nr;
     const int64_t npiece = (K + PG_MM_KB - 1) / PG_MM_KB, nunit = b->ne[2] * b->ne[3] * l->npanel * npiece;
     const pg_to_float_fn to_float = pg_traits[l->vt].to_float;
     float * tmp = (float *) pg_scratch(p, l->scratch);
     for (int64_t u = p->ith; u < nunit; u += p->nth) {
         const int64_t piece = u % npiece, panel = u / npiece % l->npanel, batch = u / (npiece * l->npanel);
         const int64_t k0 = piece * PG_MM_KB, kn = PG_MIN(PG_MM_KB, K - k0);
-        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * PG_MM_NR) + k0 * PG_MM_NR;
-        for (int64_t jj = 0; jj < PG_MM_NR; jj++) {
-            const int64_t j = panel * PG_MM_NR + jj;
+        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * nr) + k0 * nr;
+        for (int64_t jj = 0; jj < nr; jj++) {
+            const int64_t j = panel * nr + jj;
             if (j < N) {
                 to_float(pg_mm_brow(b, l, conv, j, batch % b->ne[2], batch / b->ne[2]) + pg_row_size(l->vt, k0), tmp, kn);
-                for (int64_t k = 0; k < kn; k++) dstp[k * PG_MM_NR + jj] = tmp[k];
+                for (int64_t k = 0; k < kn; k++) dstp[k * nr + jj] = tmp[k];
             } else {
-                for (int64_t k = 0; k < kn; k++) dstp[k * PG_MM_NR + jj] = 0.0f;
+                for (int64_t k = 0; k < kn; k++) dstp[k * nr + jj] = 0.0f;
             }
         }
     }
 }
 
-/* phase 2b, GEMM: chunks (group of PG_MM_NC columns, matrix, tile of PG_MM_MR weight rows), the
+/* phase 2b, GEMM: chunks (group of PG_MM_NC columns, matrix, tile of mr weight rows), the
  * column group outermost so that all threads share one group's panels in cache while the weights
  * (the cheaper reload: one tile per chunk) stream past */
 static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const float * pack) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
-    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1], MR = l->tile.mr, NR = l->tile.nr;
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t ppg = PG_MAX(1, PG_MM_NC / PG_MM_NR);              /* panels per column group */
-    const int64_t ntile = (M + PG_MM_MR - 1) / PG_MM_MR, ngroup = (l->npanel + ppg - 1) / ppg;
+    const int64_t ppg = PG_MAX(1, PG_MM_NC / NR);                    /* panels per column group */
+    const int64_t ntile = (M + MR - 1) / MR, ngroup = (l->npanel + ppg - 1) / ppg;
     const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
     const pg_to_float_fn to_float = pg_traits[a->type].to_float;
     float * at = (float *) pg_scratch(p, l->scratch);
-    float * ct = at + PG_MM_MR * K;
+    float * ct = at + MR * K;
     for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
-        const int64_t i0 = tile * PG_MM_MR, mr = PG_MIN(PG_MM_MR, M - i0);
+        const int64_t i0 = tile * MR, mr = PG_MIN(MR, M - i0);
         for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * K, K);
-        if (mr < PG_MM_MR) memset(at + mr * K, 0, (size_t) ((PG_MM_MR - mr) * K) * sizeof(float));
+        if (mr < MR) memset(at + mr * K, 0, (size_t) ((MR - mr) * K) * sizeof(float));
         const int64_t pend = PG_MIN(l->npanel, (group + 1) * ppg);
         for (int64_t panel = group * ppg; panel < pend; panel++) {
-            pg_vec_gemm_tile_f32(K, at, K, pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * PG_MM_NR), ct);
-            const int64_t j0 = panel * PG_MM_NR, nr = PG_MIN(PG_MM_NR, N - j0);
+            pg_vec_gemm_tile_f32(K, at, K, pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * NR), ct);
+            const int64_t j0 = panel * NR, nr = PG_MIN(NR, N - j0);
             for (int64_t jj = 0; jj < nr; jj++) {
                 float * y = (float *) pg_row(dst, j0 + jj, i12, i13) + i0;
-                for (int64_t r = 0; r < mr; r++) y[r] = ct[r * PG_MM_NR + jj];
+                for (int64_t r = 0; r < mr; r++) y[r] = ct[r * NR + jj];
             }
         }
     }

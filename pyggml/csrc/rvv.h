@@ -68,6 +68,10 @@ float pg_rvv_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y);
 void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s);
 void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s);
 void pg_rvv_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s);
+/* GEMM micro-kernel (vec.h's pg_vec_gemm_tile_f32): PG_RVV_MM_MR rows x pg_rvv_gemm_nr() columns */
+#define PG_RVV_MM_MR 12
+int pg_rvv_gemm_nr(void);
+void pg_rvv_gemm_tile_f32(int64_t n, const float * a, int64_t lda, const float * b, float * c);
 /* norm (pg_vec_sum_f64_f32 is pg_rvv_sum_f32) */
 double pg_rvv_sumsq_f32(int64_t n, const float * x);
 double pg_rvv_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r);
