@@ -331,6 +331,7 @@ cdef class CGraph:
     cdef Memory _exec_mem
     cdef Memory _shared_mem
     cdef tuple _mem           # (arena bytes, bytes without reuse)
+    cdef bint _running        # a compute is in flight (the GIL is released during it)
 
     def __init__(self, size=2048):
         self.size = int(size)
@@ -536,7 +537,11 @@ cdef class CGraph:
 
     def compute(self, n_threads=None, use_ref=False):
         """Run every node; the GIL is released for the whole compute. Indices found out of range
-        while running (get_rows, set_rows) raise IndexError afterwards."""
+        while running (get_rows, set_rows) raise IndexError afterwards. A graph runs one compute at
+        a time (its work buffer and tensors are shared): a second one from another Python thread
+        while the first is running raises RuntimeError."""
+        if self._running:
+            raise RuntimeError("compute: this graph is already being computed (from another thread)")
         plan = self.plan(n_threads, use_ref)
         entries = self._plans[_plan_key(n_threads, use_ref)][1]
         cdef int n = len(entries)
@@ -561,8 +566,12 @@ cdef class CGraph:
         st.shared = <pg_shared *> self._shared_mem.ptr
         st.use_ref = plan.use_ref
         cdef int nth = plan.n_threads
-        with nogil:
-            pg_parallel_run(nth, _worker, &st)
+        self._running = True
+        try:
+            with nogil:
+                pg_parallel_run(nth, _worker, &st)
+        finally:
+            self._running = False
         if st.shared.err:
             self._raise_data_error(st.shared)
 

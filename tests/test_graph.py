@@ -1,7 +1,7 @@
 """CGraph: topological order, planning (threads, work buffer, memory of intermediates), compute."""
 import numpy as np
 import pytest
-from conftest import THREADS
+from conftest import EMULATED, THREADS
 
 import pyggml as gg
 
@@ -125,3 +125,29 @@ def test_many_nodes_many_threads(ctx):
     g.build_forward_expand(t)
     g.compute(4)                                      # more threads than rows: idle threads still meet barriers
     np.testing.assert_array_equal(t.numpy(), np.full(5, 301, np.float32))
+
+
+@pytest.mark.skipif(EMULATED, reason="timing-based; too slow under qemu")
+def test_concurrent_compute_of_one_graph_is_refused(ctx):
+    import threading
+    x = ctx.from_numpy(np.ones((256, 4096), np.float32))
+    y = x
+    for _ in range(100):                              # tens of ms per compute
+        y = gg.scale(y, 1.0)
+    g = gg.CGraph()
+    g.build_forward_expand(y)
+    g.compute(1)
+    errors = []
+
+    def run():
+        try:
+            g.compute(1)
+        except RuntimeError as e:
+            errors.append(str(e))
+    t = threading.Thread(target=run)
+    t.start()
+    while t.is_alive() and not errors:                # one of the two overlapping computes is refused
+        run()
+    t.join()
+    assert errors and all("already being computed" in e for e in errors)
+    np.testing.assert_array_equal(y.numpy(), 1.0)
