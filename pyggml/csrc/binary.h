@@ -29,9 +29,8 @@ static inline void pg_compute_binary(const pg_params * p, pg_tensor * dst, pg_ve
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i3 = ir / (dst->ne[2] * dst->ne[1]);
-        const int64_t i2 = (ir - i3 * dst->ne[2] * dst->ne[1]) / dst->ne[1];
-        const int64_t i1 = ir - i3 * dst->ne[2] * dst->ne[1] - i2 * dst->ne[1];
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
         const char * xa = pg_row(a, i1, i2, i3);
         const char * xb = pg_row(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
         char * xd = pg_row(dst, i1, i2, i3);
@@ -56,7 +55,8 @@ static inline void pg_compute_scale(const pg_params * p, pg_tensor * dst) {
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % dst->ne[1], i2 = ir / dst->ne[1] % dst->ne[2], i3 = ir / (dst->ne[1] * dst->ne[2]);
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
         float * y = (float *) pg_row(dst, i1, i2, i3);
         const float * x = (const float *) pg_row(a, i1, i2, i3);
         pg_vec_scale_f32(dst->ne[0], y, x, s);

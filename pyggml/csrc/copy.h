@@ -48,7 +48,8 @@ static inline void pg_compute_dup(const pg_params * p, pg_tensor * dst) {
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % dst->ne[1], i2 = ir / dst->ne[1] % dst->ne[2], i3 = ir / (dst->ne[1] * dst->ne[2]);
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
         if (same_shape && src->type == dst->type && src->nb[0] == esize && dst->nb[0] == esize) {
             memcpy(pg_row(dst, i1, i2, i3), pg_row(src, i1, i2, i3), pg_row_size(dst->type, ne0));
             continue;

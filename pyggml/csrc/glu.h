@@ -50,7 +50,7 @@ static inline void pg_compute_glu(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const pg_vec_glu_fn fn = pg_glu_fn(dst->op_params[0]);
-    const int64_t nc = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t nc = dst->ne[0];
     const bool f32 = dst->type == PG_TYPE_F32;
     const pg_type_traits * tr = &pg_traits[dst->type];
     /* byte offsets of x and g inside a's row (single-tensor form) */
@@ -61,7 +61,8 @@ static inline void pg_compute_glu(const pg_params * p, pg_tensor * dst) {
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = ir / ne1 % ne2, i3 = ir / (ne1 * ne2);
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
         const char * x = pg_row(a, i1, i2, i3) + xoff;
         const char * g = (b ? pg_row(b, i1, i2, i3) : pg_row(a, i1, i2, i3)) + goff;
         char * y = pg_row(dst, i1, i2, i3);
@@ -79,14 +80,15 @@ static inline void pg_compute_glu(const pg_params * p, pg_tensor * dst) {
 static inline void pg_compute_unary(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * a = dst->src[0];
     const pg_vec_act_fn fn = pg_unary_fn(dst->op_params[0]);
-    const int64_t n = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t n = dst->ne[0];
     const bool f32 = dst->type == PG_TYPE_F32;
     const pg_type_traits * tr = &pg_traits[dst->type];
     float * xs = (float *) pg_scratch(p, pg_glu_scratch(dst, 1));
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = ir / ne1 % ne2, i3 = ir / (ne1 * ne2);
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
         const char * x = pg_row(a, i1, i2, i3);
         char * y = pg_row(dst, i1, i2, i3);
         if (f32) {

@@ -41,11 +41,12 @@ static inline void pg_compute_rms_norm_fused(const pg_params * p, const pg_tenso
     const pg_tensor * out = mul ? mul : norm;
     const pg_tensor * w = mul ? mul->src[mul->src[0] == norm ? 1 : 0] : NULL;
     const float eps = pg_op_param_f32(norm, 0);
-    const int64_t n = norm->ne[0], ne1 = norm->ne[1], ne2 = norm->ne[2];
+    const int64_t n = norm->ne[0];
     int64_t r0, r1;
     pg_split_rows(pg_nrows(norm), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = ir / ne1 % ne2, i3 = ir / (ne1 * ne2);
+        int64_t i1, i2, i3;
+        pg_unravel_row(norm, ir, &i1, &i2, &i3);
         const float * xr = (const float *) pg_row(x, i1, i2, i3);
         double sum;
         if (add) {
@@ -71,11 +72,12 @@ static inline void pg_compute_rms_norm(const pg_params * p, pg_tensor * dst) {
 static inline void pg_compute_norm(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * x = dst->src[0];
     const float eps = pg_op_param_f32(dst, 0);
-    const int64_t n = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t n = dst->ne[0];
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = ir / ne1 % ne2, i3 = ir / (ne1 * ne2);
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
         const float * xr = (const float *) pg_row(x, i1, i2, i3);
         float * y = (float *) pg_row(dst, i1, i2, i3);
         const float mean = (float) pg_vec_sum_f64_f32(n, xr) / (float) n;

@@ -90,6 +90,13 @@ static inline void pg_split_rows(int64_t nr, int ith, int nth, int64_t * r0, int
     *r1 = PG_MIN(*r0 + dr, nr);
 }
 
+/* row index ir of t (dim 1 fastest) as (i1, i2, i3) */
+static inline void pg_unravel_row(const pg_tensor * t, int64_t ir, int64_t * i1, int64_t * i2, int64_t * i3) {
+    *i1 = ir % t->ne[1];
+    *i2 = ir / t->ne[1] % t->ne[2];
+    *i3 = ir / (t->ne[1] * t->ne[2]);
+}
+
 /* a pointer to row (i1, i2, i3) of t */
 static inline char * pg_row(const pg_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
     return (char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];

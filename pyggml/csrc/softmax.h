@@ -42,12 +42,13 @@ static inline void pg_compute_soft_max(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * mask = dst->src[1];
     const pg_tensor * sinks = dst->src[2];
     const float scale = pg_op_param_f32(dst, 0), max_bias = pg_op_param_f32(dst, 1);
-    const int64_t n = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t n = dst->ne[0], ne2 = dst->ne[2];
     float * ms = (float *) pg_scratch(p, pg_soft_max_scratch(dst));
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = ir / ne1 % ne2, i3 = ir / (ne1 * ne2);
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
         float * y = (float *) pg_row(dst, i1, i2, i3);
         pg_vec_scale_f32(n, y, (const float *) pg_row(a, i1, i2, i3), scale);
         if (mask) {
