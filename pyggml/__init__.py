@@ -3,6 +3,14 @@
 Build tensors (ggml's ne/nb layout, views without copies, numpy interop), build a compute graph
 from ops, and compute it in C with the GIL released on OpenMP threads. See docs/api.md.
 """
+import importlib.util as _ilu
+
+if _ilu.find_spec("pyggml._tensor") is None:  # the source folder shadows the installed package
+    raise ImportError(
+        f"pyggml: the compiled modules are missing in {__path__[0]}: this is the source folder "
+        "(Python puts the current directory first on sys.path). Run from another directory, or "
+        "install in place with: pip install --no-build-isolation -e .")
+
 from pyggml import _ops
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
 from pyggml._graph import CGraph, Plan, build_info, default_threads
