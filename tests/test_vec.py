@@ -137,17 +137,19 @@ def test_dot_half(rng, n, kind):
 
 
 @pytest.mark.parametrize("nb", [0, 1, 2, 3, 7] + ([] if EMULATED else [64]))
-def test_dot_q8_0(rng, nb):
+@pytest.mark.parametrize("wtype", ["q8_0", "q4_0"])
+def test_dot_quant(rng, nb, wtype):
+    """x (Q8_0 or Q4_0) times y (Q8_0): sum over blocks of d_x*d_y*sum(qx*qy). The dequantised
+    values are exact in float64, so the per-block terms are exact too."""
     n = 32 * nb
     x, y = rng.normal(0, 1, n).astype(np.float32), rng.normal(0, 1, n).astype(np.float32)
-    qx, qy = R.quantize_q8_0(x), R.quantize_q8_0(y)
-    got = _vec.dot_q8_0_q8_0(n, ptr(qx), ptr(qy))
-    bx, by = qx.reshape(-1, 34), qy.reshape(-1, 34)
-    dx = bx[:, :2].copy().view(np.float16).astype(np.float64).ravel()
-    dy = by[:, :2].copy().view(np.float16).astype(np.float64).ravel()
-    sx = bx[:, 2:].view(np.int8).astype(np.int64)
-    sy = by[:, 2:].view(np.int8).astype(np.int64)
-    terms = dx * dy * (sx * sy).sum(axis=1)
+    quant, dequant = (R.quantize_q8_0, R.dequantize_q8_0) if wtype == "q8_0" else (R.quantize_q4_0, R.dequantize_q4_0)
+    qx, qy = quant(x), R.quantize_q8_0(y)
+    got = getattr(_vec, f"dot_{wtype}_q8_0")(n, ptr(qx), ptr(qy))
+    terms = np.zeros(0)
+    if n:
+        prod = dequant(qx, n).astype(np.float64) * R.dequantize_q8_0(qy, n).astype(np.float64)
+        terms = prod.reshape(-1, 32).sum(axis=1)
     ref = float(terms.sum())
     assert abs(got - ref) <= 1e-6 * float(np.abs(terms).sum()) + 1e-30, (got, ref)
 
@@ -303,22 +305,6 @@ def test_gemm_tile(rng, n):
         assert (np.abs(got - ref) <= 1.2e-7 * (n + 1) * scale).all(), (got, ref)
         assert (got[rows_used:] == 0).all() and (got[:, cols_used:] == 0).all()
         check_guard(c, mr * nr, 7.0)
-
-
-@pytest.mark.parametrize("nb", [0, 1, 2, 3, 7] + ([] if EMULATED else [64]))
-def test_dot_q4_0(rng, nb):
-    n = 32 * nb
-    x, y = rng.normal(0, 1, n).astype(np.float32), rng.normal(0, 1, n).astype(np.float32)
-    qx, qy = R.quantize_q4_0(x), R.quantize_q8_0(y)
-    got = _vec.dot_q4_0_q8_0(n, ptr(qx), ptr(qy))
-    bx, by = qx.reshape(-1, 18), qy.reshape(-1, 34)
-    dx = bx[:, :2].copy().view(np.float16).astype(np.float64).ravel()
-    dy = by[:, :2].copy().view(np.float16).astype(np.float64).ravel()
-    sx = np.concatenate([(bx[:, 2:] & 0x0F).astype(np.int64) - 8, (bx[:, 2:] >> 4).astype(np.int64) - 8], axis=1)
-    sy = by[:, 2:].view(np.int8).astype(np.int64)
-    terms = dx * dy * (sx * sy).sum(axis=1)
-    ref = float(terms.sum())
-    assert abs(got - ref) <= 1e-6 * float(np.abs(terms).sum()) + 1e-30, (got, ref)
 
 
 def test_quantize_q8_0(rng):
