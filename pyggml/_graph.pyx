@@ -31,7 +31,7 @@ from libc.stdint cimport int32_t
 from libc.string cimport memset
 
 from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_max_threads, pg_parallel_run
-from pyggml._tensor cimport Memory, Tensor, tensor_nbytes
+from pyggml._tensor cimport Memory, Tensor, block_align, tensor_nbytes
 from pyggml._typedefs cimport *
 
 from pyggml._enums import NO_COMPUTE_OPS, Op, Type
@@ -447,21 +447,25 @@ cdef class CGraph:
         naive = 0
         for n in self._nodes:
             if n.c.data == NULL and n._view_src is None:
-                size = (tensor_nbytes(&n.c) + 63) // 64 * 64
+                align = block_align(tensor_nbytes(&n.c))
+                size = (tensor_nbytes(&n.c) + align - 1) // align * align
                 naive += size
-                best = -1
+                best = -1      # smallest free block that holds size at an aligned offset
                 for k in range(len(free)):
-                    if free[k][1] >= size and (best < 0 or free[k][1] < free[best][1]):
+                    start = -(-free[k][0] // align) * align
+                    if start + size <= free[k][0] + free[k][1] and (best < 0 or free[k][1] < free[best][1]):
                         best = k
                 if best >= 0:
-                    off = free[best][0]
-                    if free[best][1] == size:
-                        free.pop(best)
-                    else:
-                        free[best] = [off + size, free[best][1] - size]
+                    blk_off, blk_size = free.pop(best)
+                    off = -(-blk_off // align) * align
+                    # what is left before and after the block stays free (free stays sorted)
+                    rest = [[o, z] for o, z in ((blk_off, off - blk_off), (off + size, blk_off + blk_size - off - size)) if z > 0]
+                    free[best:best] = rest
                 else:
-                    off = top
-                    top += size
+                    off = -(-top // align) * align
+                    if off > top:
+                        free.append([top, off - top])
+                    top = off + size
                 offsets[id(n)] = (n, off, size)
             pending.extend(s for s in n._src if s is not None)
             if index[id(n)] in in_group:

@@ -29,4 +29,5 @@ cdef Tensor new_tensor_impl(Context ctx, int type, tuple ne, int ndim)
 cdef Tensor new_node(Context ctx, int type, tuple ne, int op, tuple srcs, int ndim=*)
 cdef Tensor new_view(Tensor a, tuple ne, tuple nb, size_t offset, int op, int ndim)
 cdef size_t tensor_nbytes(const pg_tensor * t) noexcept nogil
+cdef size_t block_align(size_t size) noexcept nogil
 cdef bint tensor_is_contiguous(const pg_tensor * t) noexcept nogil
