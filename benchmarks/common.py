@@ -27,21 +27,6 @@ def best_time(fn, repeat=None, min_time=0.2):
     return best
 
 
-def best_times(fns, repeat=200):
-    """Best time (seconds) of each callable, calling them in turn `repeat` times after a warm-up: a
-    slow stretch of a shared machine then hits every case alike, so their ratios hold better than
-    those of back-to-back best_time runs."""
-    for fn in fns:
-        fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[k] = min(best[k], time.perf_counter() - t0)
-    return best
-
-
 def torch_threads(n):
     if torch is not None:
         torch.set_num_threads(n)
