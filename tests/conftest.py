@@ -8,12 +8,13 @@ import pyggml as gg
 
 # thread counts every threaded op is tested with (1 and 2+; more under PYGGML_TEST_THREADS)
 THREADS = sorted({1, 2, int(os.environ.get("PYGGML_TEST_THREADS", "2"))})
-# under qemu (riscv64) keep shapes small; tests read this to pick their grids
-EMULATED = platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64")
+# under qemu (tools/qemu.sh sets PYGGML_EMULATED; riscv64 is always emulated here) keep shapes
+# small; tests read this to pick their grids
+EMULATED = bool(os.environ.get("PYGGML_EMULATED")) or platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64")
 
 
 def pytest_collection_modifyitems(config, items):
-    # qemu-user without binfmt_misc cannot exec a second riscv64 program (sys.executable, spawn)
+    # qemu-user without binfmt_misc cannot exec a second foreign program (sys.executable, spawn)
     if EMULATED:
         skip = pytest.mark.skip(reason="starts a new Python process: impossible under qemu-user")
         for item in items:

@@ -1,4 +1,4 @@
-"""What the build compiled and what runs. tools/riscv64.sh sets PYGGML_EXPECT_SIMD and
+"""What the build compiled and what runs. tools/qemu.sh sets PYGGML_EXPECT_SIMD and
 PYGGML_EXPECT_VLEN for each emulated CPU, so a build that silently fell back to the scalar kernels
 (a compiler without the intrinsics, a broken run-time dispatch) fails here instead of passing slowly."""
 import os
