@@ -70,6 +70,24 @@ def test_modes(ctx, rng, mode, typ, nth):
     check(out.to_numpy(), R.rope(x.astype(np.float32), pos, n_dims, mode, sections=sections), typ)
 
 
+@pytest.mark.parametrize("nth", sorted({*THREADS, 3}))
+@pytest.mark.parametrize("mode", MODES)
+def test_token_batches(ctx, rng, mode, nth):
+    """The cos/sin caches are built 16 tokens at a time (rope.h, PG_ROPE_TOK): 37 tokens in two
+    dims-3 slices, split over threads mid-token, with and without frequency factors."""
+    ne0, n_tok = (44, 37) if EMULATED else (76, 37)
+    n_dims, sections = case(mode, ne0)
+    n_pairs = n_dims if mode == VISION else n_dims // 2
+    x = rng.standard_normal((2, n_tok, 3, ne0)).astype(np.float32)
+    pos = positions(rng, mode, n_tok)
+    ff = rng.uniform(1.0, 4.0, n_pairs).astype(np.float32)
+    a, b = ctx.from_numpy(x), ctx.from_numpy(pos)
+    outs = [rope_node(a, b, None, n_dims, mode, sections), rope_node(a, b, ctx.from_numpy(ff), n_dims, mode, sections)]
+    run(outs, nth)
+    check(outs[0].to_numpy(), R.rope(x, pos, n_dims, mode, sections=sections), "F32")
+    check(outs[1].to_numpy(), R.rope(x, pos, n_dims, mode, sections=sections, freq_factors=ff), "F32")
+
+
 @pytest.mark.parametrize("typ", TYPES)
 @pytest.mark.parametrize("mode", [NORMAL, NEOX, MROPE, IMROPE])
 def test_partial_rotation_and_offset(ctx, rng, mode, typ):

@@ -296,7 +296,7 @@ def _rope(x, pos, n_dims, mode, ext_factor=0.0):
 def _kv_write(ctx, x, typ, nth, n_dims, mode, fused, monkeypatch, pos0=3):
     """rope(x) written through a KVCache step; returns (cache K bytes, plan)."""
     hd, nh, nt = x.shape[2], x.shape[1], x.shape[0]
-    cache = gg.KVCache(ctx, 1, 16, hd, nh, type=gg.Type[typ])
+    cache = gg.KVCache(ctx, 1, 32, hd, nh, type=gg.Type[typ])
     cache.prepare(pos0)
     step = cache.prepare(nt)
     monkeypatch.setenv("PYGGML_DISABLE_FUSION", "0" if fused else "1")
@@ -304,18 +304,18 @@ def _kv_write(ctx, x, typ, nth, n_dims, mode, fused, monkeypatch, pos0=3):
     g.build_forward_expand(step.cpy_k(0, _rope(ctx.from_numpy(x), step.positions, n_dims, mode)))
     plan = g.plan(nth)
     g.compute(nth)
-    return _rows(cache.k[0], (16,)), plan
+    return _rows(cache.k[0], (32,)), plan
 
 
 @pytest.mark.parametrize("nth", [1, 2, 3])
-@pytest.mark.parametrize("nt", [1, 5])
+@pytest.mark.parametrize("nt", [1, 5, 21])     # 21: more tokens than one cos/sin batch (PG_ROPE_TOK)
 @pytest.mark.parametrize("mode,n_dims", [(gg.RopeType.NORMAL, 64), (gg.RopeType.NEOX, 64), (gg.RopeType.NEOX, 32)])
 @pytest.mark.parametrize("typ", DST_TYPES)
 def test_rope_set_rows_fused_equals_unfused(ctx, rng, monkeypatch, typ, mode, n_dims, nt, nth):
     x = _values(rng, (nt, 3, 64)) * 10
     fused, plan = _kv_write(ctx, x, typ, nth, n_dims, mode, True, monkeypatch)
     assert [tuple(t.op for t in grp) for grp in plan.fused] == [(gg.Op.ROPE, gg.Op.SET_ROWS)]
-    assert plan.work_size == 2 * 3 * 64 * 4 * plan.n_threads
+    assert plan.work_size == (1 + 16) * 3 * 64 * 4 * plan.n_threads   # a row, then 16 tokens' caches
     unfused, plan = _kv_write(ctx, x, typ, nth, n_dims, mode, False, monkeypatch)
     assert plan.fused == []
     np.testing.assert_array_equal(fused, unfused)

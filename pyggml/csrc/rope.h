@@ -17,12 +17,13 @@
  * Elements outside the rotated span are copied. The angle of pair k at position p is
  * p * theta_scale^k with theta_scale = powf(freq_base, -2/d), formed by iterated f32 multiplication
  * as ggml does (bit-for-bit the same angles), then divided by ff[k] and YaRN-mixed with freq_scale;
- * cos and sin (scaled by mscale) come from a vectorised sincos within 2 ulp of libm's. The multi modes pick, per pair, which of the four position blocks drives the
- * angle (see pg_rope_cache_init).
+ * cos and sin (scaled by mscale) come from a vectorised sincos within 2 ulp of libm's. The multi
+ * modes pick, per pair, which of the four position blocks drives the angle (pg_rope_multi_block).
  *
- * Threads split the rows (head fastest) into contiguous ranges. Each thread keeps a cos/sin cache
- * for the current token in its scratch and rebuilds it only when the token changes, so the
- * transcendental work is per token, not per head.
+ * Threads split the rows (head fastest) into contiguous ranges. Each thread keeps the cos/sin
+ * caches of up to PG_ROPE_TOK consecutive tokens in its scratch (pg_rope_batch): the angles of a
+ * batch are formed together, the cos/sin of a token when it is first used, so the transcendental
+ * work is per token, not per head.
  */
 #pragma once
 #include "convert.h"
@@ -86,54 +87,91 @@ static inline float pg_rope_theta(const pg_rope * r, float theta_extrap, int64_t
     return theta_interp * (1.0f - mix) + theta_extrap * mix;
 }
 
-/* the angles of the multi modes: four running angles (t, h, w, e) from the position blocks, all
- * advanced at every pair; a mode-dependent rule picks which one drives pair k */
-static inline void pg_rope_multi_angles(const pg_rope * r, const int32_t * pp, float * out) {
-    const float * ff = r->freq_factors;
+/* Caches are built for up to PG_ROPE_TOK consecutive tokens at once: the angles of pair k are a
+ * chain of dependent f32 multiplications (ggml's iteration), which one token at a time is bound by
+ * the multiply latency; across tokens the chains are independent, so the loops below run over
+ * token lanes and vectorise. Every lane does the scalar formula's operations in the same order, so
+ * the angles are ggml's bit for bit. cos/sin of a token are taken when the token is first used. */
+#define PG_ROPE_TOK 16
+
+/* which position block drives pair k of a multi mode, and which block VISION restarts at pair k
+ * (-1: none) */
+static inline int pg_rope_multi_block(const pg_rope * r, int64_t k, int * reset) {
     const int * sec = r->sections;
     const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
     const int sec_w = sec[0] + sec[1], sec_e = sec_w + sec[2];
-    const float base[4] = {(float) pp[0], (float) pp[r->n_tok], (float) pp[2 * r->n_tok], (float) pp[3 * r->n_tok]};
-    float theta[4] = {base[0], base[1], base[2], base[3]};
+    const int sector = (int) (k % sect_dims);
+    /* VISION restarts the frequency index where a section starts (the first matching start wins
+     * when sections are empty, as in ggml) */
+    *reset = r->mode != PG_ROPE_VISION ? -1
+           : sector == 0 ? 0 : sector == sec[0] ? 1 : sector == sec_w ? 2 : sector == sec_e ? 3 : -1;
+    if (r->mode == PG_ROPE_IMROPE) {
+        /* interleaved t h w t h w ..., each while its section lasts */
+        return sector % 3 == 1 && sector < 3 * sec[1] ? 1
+             : sector % 3 == 2 && sector < 3 * sec[2] ? 2
+             : sector % 3 == 0 && sector < 3 * sec[0] ? 0 : 3;
+    }
+    return sector < sec[0] ? 0 : sector < sec_w ? 1 : sector < sec_e ? 2 : 3;
+}
+
+/* Angles of every pair for tokens t0 .. t0+nt-1 (nt <= PG_ROPE_TOK) into the cos slots of their
+ * caches (token t's cache at out + t*pg_rope_cache_floats(r)). Positions come from the I32 vector
+ * `pos` (packed; element i2 + j*n_tok for block j). Single modes run one angle per token from its
+ * position; the multi modes run four (t, h, w, e), all advanced at every pair, and
+ * pg_rope_multi_block picks the one that drives each pair. */
+static inline void pg_rope_angles(const pg_rope * r, const pg_tensor * pos, int64_t t0, int64_t nt, float * out) {
+    const int32_t * pp = (const int32_t *) pos->data + t0;
+    const float * ff = r->freq_factors;
+    const int64_t stride = pg_rope_cache_floats(r);
+    const int nb = r->mode & PG_ROPE_MROPE ? 4 : 1;
+    float base[4][PG_ROPE_TOK], theta[4][PG_ROPE_TOK], a[PG_ROPE_TOK];
+    for (int j = 0; j < nb; j++)
+        for (int t = 0; t < PG_ROPE_TOK; t++)
+            base[j][t] = theta[j][t] = t < nt ? (float) pp[t + j * r->n_tok] : 0.0f;
     for (int64_t k = 0; k < r->n_pairs; k++) {
-        const int sector = (int) (k % sect_dims);
-        int j;
-        if (r->mode == PG_ROPE_IMROPE) {
-            /* interleaved t h w t h w ..., each while its section lasts */
-            j = sector % 3 == 1 && sector < 3 * sec[1] ? 1
-              : sector % 3 == 2 && sector < 3 * sec[2] ? 2
-              : sector % 3 == 0 && sector < 3 * sec[0] ? 0 : 3;
-        } else {
-            j = sector < sec[0] ? 0 : sector < sec_w ? 1 : sector < sec_e ? 2 : 3;
-        }
-        /* VISION restarts the frequency index where a section starts (the first matching start
-         * wins when sections are empty, as in ggml) */
-        if (r->mode == PG_ROPE_VISION) {
-            const int reset = sector == 0 ? 0 : sector == sec[0] ? 1 : sector == sec_w ? 2 : sector == sec_e ? 3 : -1;
-            if (reset >= 0) theta[reset] = base[reset];
-        }
-        out[k] = pg_rope_theta(r, ff ? theta[j] / ff[k] : theta[j], k);
-        for (int i = 0; i < 4; i++) theta[i] *= r->theta_scale;
+        int reset = -1, j = 0;
+        if (nb == 4) j = pg_rope_multi_block(r, k, &reset);
+        if (reset >= 0) memcpy(theta[reset], base[reset], sizeof theta[reset]);
+        if (ff) for (int t = 0; t < PG_ROPE_TOK; t++) a[t] = theta[j][t] / ff[k];
+        else memcpy(a, theta[j], sizeof a);
+        for (int t = 0; t < nt; t++) out[t * stride + k] = pg_rope_theta(r, a[t], k);
+        for (int i = 0; i < nb; i++)
+            for (int t = 0; t < PG_ROPE_TOK; t++) theta[i][t] *= r->theta_scale;
     }
 }
 
-/* Contract: fills cache (pg_rope_cache_floats(r) floats) with cos/sin of every pair for token i2,
- * reading its positions from the I32 vector `pos` (packed; element i2 + j*n_tok for block j).
- * Depends on the token only: build it once, rotate every head of that token with it. */
-static inline void pg_rope_cache_init(const pg_rope * r, const pg_tensor * pos, int64_t i2, float * cache) {
-    const int32_t * pp = (const int32_t *) pos->data + i2;
-    const float * ff = r->freq_factors;
-    float * c = cache, * s = cache + r->n_pairs;
-    if (!(r->mode & PG_ROPE_MROPE)) {
-        float theta = (float) pp[0];
-        for (int64_t k = 0; k < r->n_pairs; k++) {
-            c[k] = pg_rope_theta(r, ff ? theta / ff[k] : theta, k);
-            theta *= r->theta_scale;
-        }
-    } else {
-        pg_rope_multi_angles(r, pp, c);
+/* the caches of up to PG_ROPE_TOK consecutive tokens t0 .. t0+nt-1; bit t of `ready` is set once
+ * token t0+t has its cos/sin (until then its cos slots hold the angles) */
+typedef struct pg_rope_batch {
+    float * cache;      /* PG_ROPE_TOK * pg_rope_cache_floats(r) floats */
+    int64_t t0, nt;
+    uint32_t ready;
+} pg_rope_batch;
+
+static inline void pg_rope_batch_init(pg_rope_batch * b, float * cache) {
+    b->cache = cache;
+    b->t0 = b->nt = 0;
+    b->ready = 0;
+}
+
+static inline size_t pg_rope_batch_floats(const pg_rope * r) { return PG_ROPE_TOK * pg_rope_cache_floats(r); }
+
+/* Contract: the cos/sin cache (cos[n_pairs] then sin[n_pairs], scaled by mscale) of token i2, from
+ * the batch b, which is refilled from token i2 on when it does not hold i2. */
+static inline const float * pg_rope_cache_of(const pg_rope * r, const pg_tensor * pos, pg_rope_batch * b, int64_t i2) {
+    if (i2 < b->t0 || i2 >= b->t0 + b->nt) {
+        b->t0 = i2;
+        b->nt = PG_MIN(PG_ROPE_TOK, r->n_tok - i2);
+        b->ready = 0;
+        pg_rope_angles(r, pos, i2, b->nt, b->cache);
     }
-    pg_vec_sincos_f32(r->n_pairs, c, c, s, r->mscale);
+    const int64_t t = i2 - b->t0;
+    float * c = b->cache + t * pg_rope_cache_floats(r);
+    if (!(b->ready >> t & 1)) {
+        pg_vec_sincos_f32(r->n_pairs, c, c, c + r->n_pairs, r->mscale);
+        b->ready |= 1u << t;
+    }
+    return c;
 }
 
 /* Contract: y = row x (ne0 f32 values) rotated with a cache from pg_rope_cache_init; elements outside
@@ -150,12 +188,12 @@ static inline void pg_rope_row_f32(const pg_rope * r, const float * cache, const
     if (x != y && b < r->ne0) memcpy(y + b, x + b, (size_t) (r->ne0 - b) * sizeof(float));
 }
 
-/* per thread: the cache, then one f32 row for F16 data */
+/* per thread: the cache batch, then one f32 row for F16 data */
 static inline size_t pg_rope_scratch(const pg_tensor * dst) {
     pg_rope r;
     pg_rope_init(&r, dst);
     const int64_t row = dst->type == PG_TYPE_F32 ? 0 : r.ne0;
-    return (size_t) (pg_rope_cache_floats(&r) + row) * sizeof(float);
+    return (pg_rope_batch_floats(&r) + (size_t) row) * sizeof(float);
 }
 
 static inline size_t pg_work_rope(const pg_tensor * dst, int nth) {
@@ -166,17 +204,16 @@ static inline void pg_compute_rope(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * src = dst->src[0];
     pg_rope r;
     pg_rope_init(&r, dst);
-    float * cache = (float *) pg_scratch(p, pg_rope_scratch(dst));
-    float * buf = cache + pg_rope_cache_floats(&r);
+    float * scratch = (float *) pg_scratch(p, pg_rope_scratch(dst));
+    float * buf = scratch + pg_rope_batch_floats(&r);
+    pg_rope_batch batch;
+    pg_rope_batch_init(&batch, scratch);
     const int64_t ne1 = dst->ne[1], ne2 = dst->ne[2];
-    int64_t r0, r1, cached = -1;
+    int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
     int64_t i1 = r0 % ne1, i2 = r0 / ne1 % ne2, i3 = r0 / (ne1 * ne2);
     for (int64_t ir = r0; ir < r1; ir++) {
-        if (i2 != cached) {
-            pg_rope_cache_init(&r, dst->src[1], i2, cache);
-            cached = i2;
-        }
+        const float * cache = pg_rope_cache_of(&r, dst->src[1], &batch, i2);
         const char * x = pg_row(src, i1, i2, i3);
         char * y = pg_row(dst, i1, i2, i3);
         if (dst->type == PG_TYPE_F32) {

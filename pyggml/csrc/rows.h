@@ -75,12 +75,11 @@ static inline void pg_compute_get_rows(const pg_params * p, pg_tensor * dst) {
 /* ---- set_rows ---- */
 
 /* where a fused set_rows gets its rows: the ROPE node, its decoded parameters and the thread's
- * cos/sin cache (valid for token `cached`) */
+ * cos/sin caches */
 typedef struct pg_rows_rope {
     const pg_tensor * node;
     pg_rope r;
-    float * cache;
-    int64_t cached;
+    pg_rope_batch batch;
 } pg_rows_rope;
 
 static inline bool pg_set_rows_widens(const pg_tensor * dst) {
@@ -91,8 +90,12 @@ static inline size_t pg_work_set_rows(const pg_tensor * dst, int nth) {
     return pg_set_rows_widens(dst) ? pg_per_thread(dst->ne[0] * sizeof(float), nth) : 0;
 }
 
+/* a fused set_rows' scratch: one destination row of E floats, then the rope's cache batch (a token's
+ * cache is 2*n_pairs <= the rope's ne0 <= E floats) */
+static inline size_t pg_rope_set_rows_scratch(int64_t E) { return (size_t) (1 + PG_ROPE_TOK) * E * sizeof(float); }
+
 static inline size_t pg_work_rope_set_rows(const pg_tensor * dst, int nth) {
-    return pg_per_thread(2 * dst->ne[0] * sizeof(float), nth);
+    return pg_per_thread(pg_rope_set_rows_scratch(dst->ne[0]), nth);
 }
 
 /* source row ir (linear over b's rows) of a fused set_rows as f32 in buf: rope rows
@@ -102,11 +105,8 @@ static inline void pg_rope_source_row(pg_rows_rope * rr, int64_t ir, int64_t E, 
     const int64_t ne0 = rope->ne[0], ne1 = rope->ne[1], ne2 = rope->ne[2];
     for (int64_t j = ir * (E / ne0), k = 0; k < E; j++, k += ne0) {
         const int64_t i1 = j % ne1, i2 = j / ne1 % ne2, i3 = j / (ne1 * ne2);
-        if (i2 != rr->cached) {
-            pg_rope_cache_init(&rr->r, rope->src[1], i2, rr->cache);
-            rr->cached = i2;
-        }
-        pg_rope_row_f32(&rr->r, rr->cache, (const float *) pg_row(rope->src[0], i1, i2, i3), buf + k);
+        const float * cache = pg_rope_cache_of(&rr->r, rope->src[1], &rr->batch, i2);
+        pg_rope_row_f32(&rr->r, cache, (const float *) pg_row(rope->src[0], i1, i2, i3), buf + k);
     }
 }
 
@@ -155,11 +155,10 @@ static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const 
     float * buf = NULL;
     pg_rows_rope rr, * prr = NULL;
     if (rope) {
-        buf = (float *) pg_scratch(p, 2 * E * sizeof(float));
+        buf = (float *) pg_scratch(p, pg_rope_set_rows_scratch(E));
         rr.node = rope;
         pg_rope_init(&rr.r, rope);
-        rr.cache = buf + E;
-        rr.cached = -1;
+        pg_rope_batch_init(&rr.batch, buf + E);
         prr = &rr;
     } else if (pg_set_rows_widens(dst)) {
         buf = (float *) pg_scratch(p, E * sizeof(float));
