@@ -605,15 +605,18 @@ static inline pg_gemm_shape pg_vec_gemm_shape(void) {
  * Every primitive below shares one loop (PG_NORM_ACC), so the same values give the same sum bit for
  * bit whether they arrive from a tensor, from x + r or from x - mean.
  *
- * pg_f64acc_add widens with the ISA's f32 -> f64 conversion. pg_f64acc_add_sq adds v*v; on AVX-512
- * it skips the conversion, which is what bounds the loop there (Zen 4: ~3.4 cycles per 16 floats,
- * cross-lane and double-pumped): a square q >= 0 in the low half of a 64-bit lane, shifted left by
- * 29, has the bits of the double q * 2^-896 (the f32 exponent lands in the double's, the mantissa on
- * top of the double's; f32 subnormals become double subnormals with the same factor), and the odd
- * element, shifted right by 3, likewise. The products are masked so the other half of the lane is
- * zero; the sums are exact in scaled form (every term a multiple of 2^-1045), and PG_SQ_SCALE undoes
- * the factor. Inf or NaN squares turn into finite garbage, so a scaled sum >= 2^128 (which only
- * huge or non-finite values give) is redone by a scalar loop. */
+ * pg_f64acc_add widens with the ISA's f32 -> f64 conversion. pg_f64acc_add_sq adds v*v; on x86 it
+ * skips the conversion, which is what bounds the loop (Zen 4: ~3.4 cycles per 16 floats with
+ * vcvtps2pd, cross-lane and double-pumped): the bits of a square q >= 0 moved up by 29 within a
+ * 64-bit lane are those of the double q * 2^-896 (the f32 exponent lands in the double's, the
+ * mantissa on top of the double's; f32 subnormals become double subnormals with the same factor).
+ * The move is an unsigned 32 x 32 -> 64-bit multiply by 2^29 (vpmuludq reads the even element, the
+ * low half of each lane, and ignores the other), the odd element first shifted down by 32: one
+ * shift per vector instead of two, which were the bottleneck (Zen 4 sum of 4096 squares: 143 ->
+ * 108 us per 512 rows with AVX-512, 210 -> 124 us with AVX2). The sums are exact in scaled form
+ * (every term a multiple of 2^-1045), and PG_SQ_SCALE undoes the factor. Inf or NaN squares turn
+ * into finite garbage, so a scaled sum >= 2^128 (which only huge or non-finite values give) is redone
+ * by a scalar loop. */
 #if defined(PG_SIMD_AVX512)
 typedef struct { __m512d lo, hi; } pg_f64acc;
 static inline pg_f64acc pg_f64acc_zero(void) { pg_f64acc a = { _mm512_setzero_pd(), _mm512_setzero_pd() }; return a; }
@@ -624,10 +627,9 @@ static inline pg_f64acc pg_f64acc_add(pg_f64acc a, __m512 v) {
     return a;
 }
 static inline pg_f64acc pg_f64acc_add_sq(pg_f64acc a, __m512 v) {
-    const __m512i even = _mm512_castps_si512(_mm512_maskz_mul_ps(0x5555, v, v));
-    const __m512i odd = _mm512_castps_si512(_mm512_maskz_mul_ps(0xAAAA, v, v));
-    a.lo = _mm512_add_pd(a.lo, _mm512_castsi512_pd(_mm512_slli_epi64(even, 29)));
-    a.hi = _mm512_add_pd(a.hi, _mm512_castsi512_pd(_mm512_srli_epi64(odd, 3)));
+    const __m512i q = _mm512_castps_si512(_mm512_mul_ps(v, v)), up = _mm512_set1_epi64(1 << 29);
+    a.lo = _mm512_add_pd(a.lo, _mm512_castsi512_pd(_mm512_mul_epu32(q, up)));
+    a.hi = _mm512_add_pd(a.hi, _mm512_castsi512_pd(_mm512_mul_epu32(_mm512_srli_epi64(q, 32), up)));
     return a;
 }
 #define PG_SQ_SCALE 0x1p896
@@ -642,6 +644,13 @@ static inline pg_f64acc pg_f64acc_add(pg_f64acc a, __m256 v) {
     a.hi = _mm256_add_pd(a.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
     return a;
 }
+static inline pg_f64acc pg_f64acc_add_sq(pg_f64acc a, __m256 v) {
+    const __m256i q = _mm256_castps_si256(_mm256_mul_ps(v, v)), up = _mm256_set1_epi64x(1 << 29);
+    a.lo = _mm256_add_pd(a.lo, _mm256_castsi256_pd(_mm256_mul_epu32(q, up)));
+    a.hi = _mm256_add_pd(a.hi, _mm256_castsi256_pd(_mm256_mul_epu32(_mm256_srli_epi64(q, 32), up)));
+    return a;
+}
+#define PG_SQ_SCALE 0x1p896
 static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
     const __m256d s = _mm256_add_pd(_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi));
     const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
@@ -659,7 +668,7 @@ static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
     return vaddvq_f64(vaddq_f64(vaddq_f64(a.lo, b.lo), vaddq_f64(a.hi, b.hi)));
 }
 #endif
-#if PG_HAVE_F32V && !defined(PG_SIMD_AVX512)
+#if defined(PG_SIMD_NEON)
 #define pg_f64acc_add_sq(a, v) pg_f64acc_add(a, PG_F32V_MUL(v, v))
 #endif
 #ifndef PG_SQ_SCALE
