@@ -95,6 +95,19 @@ def test_cpy_conversions_bit_exact(ctx, rng, src, dst, nth):
     assert b.tobytes() == expect.tobytes()
 
 
+@pytest.mark.parametrize("nth", sorted({*THREADS, 3}))
+@pytest.mark.parametrize("typ,shape,to", [("F32", (3, 7, 101), (707, 3)), ("Q4_0", (5, 96), (5, 96)),
+                                          ("I32", (13,), (13,)), ("F16", (2, 33), (66,))])
+def test_cpy_packed_same_type(ctx, rng, typ, shape, to, nth):
+    """Packed tensors of one type copy as one block of bytes cut among threads (copy.h), whatever
+    their shapes; sizes that are not whole cache lines."""
+    x = rng.integers(-2**30, 2**30, shape, np.int32) if typ == "I32" else rng.standard_normal(shape).astype(np.float32)
+    a = ctx.from_numpy(x, type=getattr(gg.Type, typ))
+    b = ctx.new_tensor(a.type, to[::-1])
+    run(gg.cpy(a, b), nth)
+    assert b.tobytes() == a.tobytes()
+
+
 @pytest.mark.parametrize("nth", THREADS)
 def test_cont_of_permuted(ctx, rng, nth):
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)

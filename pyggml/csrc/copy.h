@@ -37,8 +37,32 @@ static inline void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2,
     }
 }
 
+/* packed: no gaps, rows in order (ggml_is_contiguous) */
+static inline bool pg_is_packed(const pg_tensor * t) {
+    size_t nb = pg_traits[t->type].size;
+    if (t->ne[0] != pg_traits[t->type].blck && t->nb[0] != nb) return false;
+    nb *= (size_t) (t->ne[0] / pg_traits[t->type].blck);
+    for (int i = 1; i < 4; i++) {
+        if (t->ne[i] == 1) continue;
+        if (t->nb[i] != nb) return false;
+        nb *= (size_t) t->ne[i];
+    }
+    return true;
+}
+
 static inline void pg_compute_dup(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * src = dst->src[0];
+    if (src->type == dst->type && pg_is_packed(src) && pg_is_packed(dst)) {
+        /* memory order is logical order on both sides: one memcpy per thread, cut at cache lines
+         * (row by row, a [128, 32, 512] copy took 20% longer than numpy's) */
+        const int64_t n = (int64_t) pg_row_size(dst->type, pg_nelements(dst));
+        int64_t l0, l1;
+        pg_split_rows((n + PG_CACHE_LINE - 1) / PG_CACHE_LINE, p->ith, p->nth, &l0, &l1);
+        l0 *= PG_CACHE_LINE;
+        l1 = PG_MIN(l1 * PG_CACHE_LINE, n);
+        if (l1 > l0) memcpy((char *) dst->data + l0, (const char *) src->data + l0, (size_t) (l1 - l0));
+        return;
+    }
     const bool same_shape = src->ne[0] == dst->ne[0] && src->ne[1] == dst->ne[1] &&
                             src->ne[2] == dst->ne[2] && src->ne[3] == dst->ne[3];
     const bool as_float = pg_is_float_like(dst->type);
