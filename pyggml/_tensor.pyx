@@ -12,6 +12,7 @@ import numpy as np
 from pyggml._enums import INT_TYPES, TYPE_TRAITS, Op, Type
 
 cdef extern from "copy.h" nogil:
+    bint pg_is_contiguous(const pg_tensor * t)
     void pg_load_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, float * buf)
     void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, const float * buf)
 
@@ -213,16 +214,7 @@ cdef size_t tensor_nbytes(const pg_tensor * t) noexcept nogil:
 
 
 cdef bint tensor_is_contiguous(const pg_tensor * t) noexcept nogil:
-    cdef size_t next_nb = pg_traits[t.type].size
-    if t.ne[0] != pg_traits[t.type].blck and t.nb[0] != next_nb:
-        return False
-    next_nb *= t.ne[0] // pg_traits[t.type].blck
-    for i in range(1, 4):
-        if t.ne[i] != 1:
-            if t.nb[i] != next_nb:
-                return False
-            next_nb *= t.ne[i]
-    return True
+    return pg_is_contiguous(t)
 
 
 cdef inline int _n_dims(tuple ne):

@@ -90,3 +90,16 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
 };
 
 static inline size_t pg_row_size(int type, int64_t n) { return pg_traits[type].size * (size_t) (n / pg_traits[type].blck); }
+
+/* packed: no gaps, rows in order (ggml_is_contiguous); Tensor.is_contiguous() reports this */
+static inline bool pg_is_contiguous(const pg_tensor * t) {
+    size_t nb = pg_traits[t->type].size;
+    if (t->ne[0] != pg_traits[t->type].blck && t->nb[0] != nb) return false;
+    nb *= (size_t) (t->ne[0] / pg_traits[t->type].blck);
+    for (int i = 1; i < 4; i++) {
+        if (t->ne[i] == 1) continue;
+        if (t->nb[i] != nb) return false;
+        nb *= (size_t) t->ne[i];
+    }
+    return true;
+}

@@ -37,22 +37,9 @@ static inline void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2,
     }
 }
 
-/* packed: no gaps, rows in order (ggml_is_contiguous) */
-static inline bool pg_is_packed(const pg_tensor * t) {
-    size_t nb = pg_traits[t->type].size;
-    if (t->ne[0] != pg_traits[t->type].blck && t->nb[0] != nb) return false;
-    nb *= (size_t) (t->ne[0] / pg_traits[t->type].blck);
-    for (int i = 1; i < 4; i++) {
-        if (t->ne[i] == 1) continue;
-        if (t->nb[i] != nb) return false;
-        nb *= (size_t) t->ne[i];
-    }
-    return true;
-}
-
 static inline void pg_compute_dup(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * src = dst->src[0];
-    if (src->type == dst->type && pg_is_packed(src) && pg_is_packed(dst)) {
+    if (src->type == dst->type && pg_is_contiguous(src) && pg_is_contiguous(dst)) {
         /* memory order is logical order on both sides: one memcpy per thread, cut at cache lines
          * (row by row, a [128, 32, 512] copy took 20% longer than numpy's) */
         const int64_t n = (int64_t) pg_row_size(dst->type, pg_nelements(dst));
