@@ -410,8 +410,34 @@ def save(path, tensors, metadata, arch=None, types=None):
     arch = arch or metadata.get("general.architecture")
     if not arch:
         raise ValueError("save: no architecture: pass arch= or metadata['general.architecture']")
-    entries = {name: _tensor_entry(name, t) for name, t in tensors.items()}
-    for name, (typ, shape, _) in entries.items():
+    entries = [(name, *_tensor_entry(name, t)) for name, t in tensors.items()]
+    kv = []
+    for key, value in metadata.items():
+        if key == "general.architecture":
+            continue
+        vt = (types or {}).get(key)
+        vt = _value_type(gguf, key, value) if vt is None else vt
+        kv.append((key, value, *(vt if isinstance(vt, tuple) else (vt, None))))
+
+    def add_metadata(w):
+        for key, value, vt, sub in kv:
+            if key == "general.alignment":
+                w.data_alignment = int(value)
+            if vt == gguf.GGUFValueType.ARRAY:
+                w.add_key_value(key, list(value), gguf.GGUFValueType(vt), sub_type=gguf.GGUFValueType(sub))
+            else:
+                w.add_key_value(key, value, gguf.GGUFValueType(vt))
+
+    _write(path, arch, add_metadata, entries)
+
+
+def _write(path, arch, add_metadata, tensors):
+    """Write a GGUF file: add_metadata(writer) adds the key/values (after the tensor infos, so it can
+    count parameters); tensors is a list of (name, Type, numpy-order shape, function returning the
+    stored data as an array). Written to path + '.partial' and renamed, so a failure leaves no file;
+    one tensor's data is in memory at a time."""
+    gguf = _gguf()
+    for name, typ, shape, _ in tensors:
         blck, size = TYPE_TRAITS[typ]
         if shape[-1] % blck:
             raise ValueError(f"save: tensor {name!r}: ne[0]={shape[-1]} of a {typ.name} tensor is not a "
@@ -420,28 +446,15 @@ def save(path, tensors, metadata, arch=None, types=None):
     tmp = path + ".partial"
     w = gguf.GGUFWriter(tmp, arch)
     try:
-        for key, value in metadata.items():
-            if key == "general.architecture":
-                continue
-            vt = (types or {}).get(key)
-            vt = _value_type(gguf, key, value) if vt is None else vt
-            vt, sub = vt if isinstance(vt, tuple) else (vt, None)
-            if key == "general.alignment":
-                w.data_alignment = int(value)
-            if vt == gguf.GGUFValueType.ARRAY:
-                w.add_key_value(key, list(value), gguf.GGUFValueType(vt), sub_type=gguf.GGUFValueType(sub))
-            else:
-                w.add_key_value(key, value, gguf.GGUFValueType(vt))
-        for name, (typ, shape, _) in entries.items():
+        for name, typ, shape, _ in tensors:
             blck, size = TYPE_TRAITS[typ]
-            nbytes = int(np.prod(shape)) // blck * size
-            byte_shape = (*shape[:-1], shape[-1] // blck * size)
-            w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), nbytes,
-                              raw_dtype=gguf.GGMLQuantizationType(int(typ)))
+            w.add_tensor_info(name, (*shape[:-1], shape[-1] // blck * size), np.dtype(np.uint8),
+                              int(np.prod(shape)) // blck * size, raw_dtype=gguf.GGMLQuantizationType(int(typ)))
+        add_metadata(w)
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
-        for _, _, data in entries.values():
+        for _, _, _, data in tensors:
             w.write_tensor_data(data())
         w.close()
         os.replace(tmp, path)
