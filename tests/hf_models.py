@@ -107,13 +107,15 @@ def bpe_tokenizer(directory, vocab_size=300):
 
 def spm_tokenizer(directory, vocab_size=320):
     """A sentencepiece BPE model with byte fallback trained on TEXT, saved as `directory`/tokenizer.model
-    (llama's <unk>, <s>, </s> at 0, 1, 2). Returns the SentencePieceProcessor."""
+    (llama's <unk>, <s>, </s> at 0, 1, 2; 256 byte tokens from 3). Returns the SentencePieceProcessor."""
     import io
 
     import sentencepiece as spm
     blob = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_writer=blob, vocab_size=vocab_size,
-                                   model_type="bpe", byte_fallback=True, character_coverage=1.0, minloglevel=2)
+                                   model_type="bpe", byte_fallback=True, character_coverage=1.0, minloglevel=2,
+                                   # as llama.cpp's SPM tokenizer: no Unicode normalisation, spaces kept
+                                   normalization_rule_name="identity", remove_extra_whitespaces=False)
     Path(directory).mkdir(parents=True, exist_ok=True)
     (Path(directory) / "tokenizer.model").write_bytes(blob.getvalue())
     return spm.SentencePieceProcessor(model_proto=blob.getvalue())
