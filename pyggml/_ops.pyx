@@ -261,12 +261,21 @@ def reshape_4d(a, ne0, ne1, ne2, ne3):
     return reshape(a, (ne0, ne1, ne2, ne3))
 
 
+cdef _keep_blocks(str op, Tensor ta, bint moves_dim0, what):
+    """A Q8_0/Q4_0 tensor's blocks run along dim 0: a view that moves dim 0 addresses no element."""
+    if moves_dim0 and TYPE_TRAITS[ta.type][0] > 1:
+        raise ValueError(f"{op}: a {ta.type.name} tensor must keep dim 0 in place (its blocks run along it), "
+                         f"got {what}")
+
+
 def permute(a, ax0, ax1, ax2=2, ax3=3):
-    """Dim i of a becomes dim ax_i of the result (ggml_permute), no copy."""
+    """Dim i of a becomes dim ax_i of the result (ggml_permute), no copy. Q8_0/Q4_0 tensors keep
+    dim 0 (ax0 == 0)."""
     cdef Tensor ta = _tensor("permute", "a", a)
     axes = tuple(check_int("permute", "axes", x) for x in (ax0, ax1, ax2, ax3))
     if sorted(axes) != [0, 1, 2, 3]:
         raise ValueError(f"permute: axes must be a permutation of 0..3, got {axes}")
+    _keep_blocks("permute", ta, axes[0] != 0, f"axes {axes}")
     ne = [0] * 4
     nb = [0] * 4
     for i, ax in enumerate(axes):
@@ -277,8 +286,9 @@ def permute(a, ax0, ax1, ax2=2, ax3=3):
 
 
 def transpose(a):
-    """Swap dims 0 and 1, no copy."""
+    """Swap dims 0 and 1, no copy (not for Q8_0/Q4_0, whose blocks run along dim 0)."""
     cdef Tensor ta = _tensor("transpose", "a", a)
+    _keep_blocks("transpose", ta, True, "a transpose")
     cdef Tensor t = new_view(ta, (ta.c.ne[1], ta.c.ne[0], ta.c.ne[2], ta.c.ne[3]),
                              (ta.c.nb[1], ta.c.nb[0], ta.c.nb[2], ta.c.nb[3]), 0, Op.TRANSPOSE, max(ta._ndim, 2))
     return t

@@ -584,9 +584,6 @@ cdef class Tensor:
         typ = Type(self.c.type)
         if typ in INT_TYPES or typ == Type.F64:
             return np.ascontiguousarray(self.numpy())
-        if pg_traits[self.c.type].blck > 1 and self.c.nb[0] != pg_traits[self.c.type].size:
-            raise ValueError(f"to_numpy: a {typ.name} tensor must be packed in dim 0 (nb[0] == "
-                             f"{pg_traits[self.c.type].size}) to be dequantized, got nb={self.nb}")
         out = np.empty(self.ne[::-1], dtype=np.float32)
         cdef float[:, :, :, ::1] o = out
         cdef int64_t i1, i2, i3
