@@ -4,6 +4,7 @@ from pyggml._tensor import Tensor
 
 FLAG_INPUT: int
 FLAG_OUTPUT: int
+MAX_THREADS: int
 
 def default_threads() -> int: ...
 def build_info() -> dict[str, Any]: ...
