@@ -13,7 +13,7 @@ if _ilu.find_spec("pyggml._tensor") is None:  # the source folder shadows the in
 
 from pyggml import _ops
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
-from pyggml._graph import CGraph, Plan, build_info, default_threads
+from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output
 from pyggml._ops import *
 from pyggml._tensor import Context, Tensor
 from pyggml.kvcache import KVCache, KVStep
@@ -22,6 +22,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "Tensor", "Type",
-    "UnaryOp", "build_info", "default_threads",
+    "UnaryOp", "build_info", "default_threads", "set_input", "set_output",
 ]
 __all__ += _ops.__all__

@@ -88,6 +88,28 @@ cdef extern from "flash-attn.h" nogil:
 FLAG_INPUT = 1
 FLAG_OUTPUT = 2
 
+
+def set_input(tensor):
+    """Mark tensor as a graph input (ggml_set_input): data the caller writes in place between
+    computes (token ids, positions, a mask). Leafs always keep their own memory; the flag documents
+    the role and shows in Tensor.flags. Returns tensor."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"set_input: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
+    (<Tensor> tensor).c.flags |= FLAG_INPUT
+    return tensor
+
+
+def set_output(tensor):
+    """Mark tensor as a graph output (ggml_set_output): a graph planned afterwards neither reuses its
+    memory nor fuses it away, so an intermediate can be read after compute() (for debugging, or a
+    second result). build_forward_expand(t) marks t too. Set it before the graph is first planned;
+    like every result, its numpy() view is overwritten by the next compute. Returns tensor."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"set_output: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
+    (<Tensor> tensor).c.flags |= FLAG_OUTPUT
+    return tensor
+
+
 # what an exec entry does
 cdef enum:
     EXEC_OP = 0                 # run node.op
@@ -356,6 +378,16 @@ cdef class CGraph:
     def n_nodes(self):
         return len(self._nodes)
 
+    def get_tensor(self, name):
+        """The node or leaf called `name` (Tensor.name), nodes first, or None (ggml_graph_get_tensor)."""
+        for t in self._nodes:
+            if (<Tensor> t)._name == name:
+                return t
+        for t in self._leafs:
+            if (<Tensor> t)._name == name:
+                return t
+        return None
+
     def build_forward_expand(self, tensor):
         if not isinstance(tensor, Tensor):
             raise TypeError(f"build_forward_expand: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
@@ -441,6 +473,9 @@ cdef class CGraph:
                 if s is not None:
                     remaining[id(_root(s))] = remaining.get(id(_root(s)), 0) + 1
         protected = {id(_root(o)) for o in self._outputs}
+        for n in self._nodes:
+            if n.c.flags & FLAG_OUTPUT:
+                protected.add(id(_root(n)))
         free = []      # [offset, size], sorted by offset
         top = 0
         offsets = {}   # id -> (tensor, offset, size)

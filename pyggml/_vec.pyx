@@ -4,6 +4,8 @@ every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.d
 checked here, the test helpers pass contiguous arrays of the right dtype and length."""
 from libc.stdint cimport int64_t, uint16_t
 
+from pyggml._openmp cimport pg_parallel_run
+
 
 cdef extern from "vec.h" nogil:
     ctypedef struct pg_block_q8_0:
@@ -291,3 +293,31 @@ def attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, size_t q, int64_t ldq, size
 
 def attn_transpose_f32(int64_t nr, int64_t nc, size_t x, int64_t ldx, size_t y, int64_t ldy):
     pg_vec_attn_transpose_f32(nr, nc, <const float *> x, ldx, <float *> y, ldy)
+
+
+cdef struct _stream_arg:
+    const float * x
+    int64_t n
+    float * out     # one max per thread, a cache line apart
+
+
+cdef void _stream_worker(void * arg, int ith, int nth) noexcept nogil:
+    cdef _stream_arg * a = <_stream_arg *> arg
+    cdef int64_t lo = a.n * ith // nth, hi = a.n * (ith + 1) // nth
+    a.out[16 * ith] = pg_vec_max_f32(hi - lo, a.x + lo)
+
+
+def stream_read_f32(int64_t n, size_t x, int n_threads):
+    """Read n floats at x once, split in n_threads contiguous parts (the threads of a compute), with
+    the max primitive: a memory-read yardstick (read bandwidth = 4 * n / seconds) for the benchmarks
+    and the demo. Returns the max. The GIL is released."""
+    import numpy as np
+    out = np.full(16 * max(n_threads, 1), -np.inf, dtype=np.float32)
+    cdef float[::1] o = out
+    cdef _stream_arg a
+    a.x = <const float *> x
+    a.n = n
+    a.out = &o[0]
+    with nogil:
+        pg_parallel_run(max(n_threads, 1), _stream_worker, &a)
+    return float(out.max())
