@@ -11,7 +11,10 @@ if _ilu.find_spec("pyggml._tensor") is None:  # the source folder shadows the in
         "(Python puts the current directory first on sys.path). Run from another directory, or "
         "install in place with: pip install --no-build-isolation -e .")
 
-from pyggml import _ops
+from pyggml import (
+    _ops,
+    gguf,  # noqa: F401  (pyggml.gguf.load without importing the submodule)
+)
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
 from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output
 from pyggml._ops import *

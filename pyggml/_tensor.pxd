@@ -4,6 +4,8 @@ from pyggml._typedefs cimport pg_tensor
 cdef class Memory:
     cdef char * ptr
     cdef size_t size
+    cdef Py_buffer _view      # the buffer held when the memory is another object's (Context.from_buffer)
+    cdef bint _external
     cdef Py_ssize_t _shape[1]
     cdef Py_ssize_t _strides[1]
 

@@ -1,4 +1,5 @@
 """Tensor, Context and memory: ggml's tensor object (ne/nb, views without copies) with numpy interop."""
+from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
@@ -6,6 +7,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from pyggml._typedefs cimport PG_MAX_SRC, pg_tensor, pg_traits
+
+import operator
 
 import numpy as np
 
@@ -155,9 +158,18 @@ cdef size_t block_align(size_t size) noexcept nogil:
 
 cdef class Memory:
     """A zero-filled block that owns tensor data, aligned by block_align; exposes the buffer
-    protocol."""
+    protocol. With `buffer` (a writable, contiguous buffer-protocol object) it is instead that
+    object's memory, held (not copied) until this Memory is freed; `size` is then ignored."""
 
-    def __cinit__(self, size_t size):
+    def __cinit__(self, size_t size, object buffer=None):
+        if buffer is not None:
+            PyObject_GetBuffer(buffer, &self._view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+            self._external = True
+            self.ptr = <char *> self._view.buf
+            self.size = <size_t> self._view.len
+            self._shape[0] = self._view.len
+            self._strides[0] = 1
+            return
         self.size = size
         cdef size_t align = block_align(size)
         cdef size_t padded = (max(size, <size_t> 1) + align - 1) // align * align
@@ -169,7 +181,10 @@ cdef class Memory:
         self._strides[0] = 1
 
     def __dealloc__(self):
-        free(self.ptr)
+        if self._external:
+            PyBuffer_Release(&self._view)
+        else:
+            free(self.ptr)
 
     def __getbuffer__(self, Py_buffer * buf, int flags):
         buf.buf = self.ptr
@@ -375,6 +390,38 @@ cdef class Context:
         full, nd = _check_ne("from_bytes", ne, typ)
         t = new_tensor_impl(self, typ, full, nd)
         t.set_bytes(buffer)
+        return t
+
+    def from_buffer(self, type, ne, buffer, offset=0):
+        """A packed tensor whose data is `buffer`'s memory from byte `offset` on, not copied: a
+        numpy array or memmap, an mmap, a bytearray (any writable, contiguous buffer-protocol object).
+        The tensor, and its numpy() views, hold the buffer until they are gone (an mmap cannot be
+        closed meanwhile); writes to the tensor write the buffer. Read-only buffers are refused,
+        since ops and set() write into tensors: map a file copy-on-write (np.memmap(path, mode="c"),
+        mmap.ACCESS_COPY) to read it without changing it. The data must be aligned to the type's
+        element (F32 4 bytes, F16 2, a quantized block 2 for its f16 scale)."""
+        typ = _check_type("from_buffer", "type", type)
+        full, nd = _check_ne("from_buffer", ne, typ)
+        try:
+            mem = Memory(0, buffer)
+        except (BufferError, TypeError, ValueError) as e:
+            raise TypeError(f"from_buffer: buffer must be a writable, contiguous buffer-protocol object "
+                            f"(numpy array, np.memmap with mode 'r+' or 'c', mmap, bytearray), got "
+                            f"{buffer.__class__.__name__}: {e}") from None
+        offset = operator.index(offset)
+        cdef Tensor t = _blank(self, typ, full, nd)
+        _fill_nb(&t.c)
+        cdef size_t need = tensor_nbytes(&t.c)
+        if offset < 0 or offset + need > mem.size:
+            raise ValueError(f"from_buffer: a {typ.name} tensor of ne={full} needs {need} bytes from offset "
+                             f"{offset}, but the buffer has {mem.size} bytes")
+        blck, size = TYPE_TRAITS[typ]
+        align = size if blck == 1 else 2
+        misalign = (<uintptr_t> mem.ptr + <size_t> offset) % align
+        if misalign:
+            raise ValueError(f"from_buffer: {typ.name} data must be aligned to {align} bytes, but offset "
+                             f"{offset} gives an address {misalign} bytes past a multiple of {align}")
+        t._attach(mem, offset)
         return t
 
     def __repr__(self):
