@@ -11,6 +11,9 @@ embedding when output.weight is absent). They differ in the RoPE mode and the at
 | `qwen2`   | NEOX (pairs (i, i + n_rot/2)) | n_tokens          | required     |
 | `qwen2vl` | MROPE (sections t, h, w, e)   | 4 * n_tokens      | required     |
 
+(the modes come from pyggml.gguf.ARCHITECTURES, the tensors and which are required from
+pyggml.gguf.expected_tensors)
+
 llama's NORMAL mode holds because the converter permutes the rows of Q and K (HF's rotate_half pairs
 (i, i + d/2), which the permutation turns into adjacent pairs); qwen2 keeps HF's layout and uses
 NEOX. qwen2vl's M-RoPE splits each head's pairs into the GGUF's rope.dimension_sections and turns
@@ -19,21 +22,21 @@ section s with position row s; text tokens have all four rows equal to the token
 from dataclasses import dataclass
 
 from pyggml._enums import RopeType
+from pyggml.gguf import ARCHITECTURES
 
 
 @dataclass(frozen=True)
 class Arch:
     name: str
-    rope_mode: RopeType
-    qkv_bias: bool          # attn_q/k/v.bias required (False: used when present)
-    multi_rope: bool        # positions have 4 rows and rope_multi takes the sections
+    rope_mode: RopeType     # pyggml.gguf.ARCHITECTURES, llama.cpp's llama_model_rope_type
+
+    @property
+    def multi_rope(self):
+        """Positions have 4 rows and rope_multi takes the GGUF's sections."""
+        return bool(self.rope_mode & RopeType.MROPE)
 
 
-ARCHS = {
-    "llama": Arch("llama", RopeType.NORMAL, False, False),
-    "qwen2": Arch("qwen2", RopeType.NEOX, True, False),
-    "qwen2vl": Arch("qwen2vl", RopeType.MROPE, True, True),
-}
+ARCHS = {name: Arch(name, RopeType(mode)) for name, mode in ARCHITECTURES.items()}
 
 
 def get_arch(name, source=""):

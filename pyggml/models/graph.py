@@ -94,9 +94,8 @@ class StepGraph:
             a, x = op.get_rows(a, self.out_ids), op.get_rows(x, self.out_ids)
         x = _named(op.add(a, x), f"ffn_inp-{il}")
         h = _named(op.mul(op.rms_norm(x, hp["rms_eps"]), m.weight(f"blk.{il}.ffn_norm.weight")), f"ffn_norm-{il}")
-        f = op.swiglu_split(op.mul_mat(m.weight(f"blk.{il}.ffn_gate.weight"), h),
-                            op.mul_mat(m.weight(f"blk.{il}.ffn_up.weight"), h))
-        f = _named(op.mul_mat(m.weight(f"blk.{il}.ffn_down.weight"), f), f"ffn_out-{il}")
+        f = op.swiglu_split(self._proj(m, h, il, "ffn_gate"), self._proj(m, h, il, "ffn_up"))
+        f = _named(self._proj(m, f, il, "ffn_down"), f"ffn_out-{il}")
         return _named(op.add(f, x), f"l_out-{il}")
 
     def feed(self, inputs, positions, cells):

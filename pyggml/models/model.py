@@ -6,6 +6,7 @@ import numpy as np
 from pyggml._enums import Type
 from pyggml._graph import default_threads
 from pyggml._tensor import Context
+from pyggml.gguf import expected_tensors
 from pyggml.kvcache import KVCache
 from pyggml.models.arch import get_arch
 from pyggml.models.graph import StepGraph
@@ -75,35 +76,29 @@ class Model:
                            f"(architecture {self.arch})")
         return t
 
-    def _expected_shapes(self):
-        hp = self.hparams
-        d, nv, ff = hp["n_embd"], hp["n_vocab"], hp["n_ff"]
-        q, kv, vo = hp["n_head"] * hp["head_dim"], hp["n_head_kv"] * hp["head_dim"], hp["n_head_kv"] * hp["head_dim_v"]
-        o = hp["n_head"] * hp["head_dim_v"]
-        shapes = {"output_norm.weight": (d,), "output.weight": (d, nv)} if self.has_head else {}
-        if self.l0 == 0 or self.has_head:
-            shapes["token_embd.weight"] = (d, nv)
-        for il in range(self.l0, self.l1):
-            b = f"blk.{il}."
-            shapes.update({b + "attn_norm.weight": (d,), b + "attn_q.weight": (d, q), b + "attn_k.weight": (d, kv),
-                           b + "attn_v.weight": (d, vo), b + "attn_output.weight": (o, d),
-                           b + "ffn_norm.weight": (d,), b + "ffn_gate.weight": (d, ff), b + "ffn_up.weight": (d, ff),
-                           b + "ffn_down.weight": (ff, d), b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,),
-                           b + "attn_v.bias": (vo,), b + "attn_output.bias": (d,)})
-        return shapes
+    def _expected(self):
+        """expected_tensors of this layer range: name -> (ne, required)."""
+        out = {}
+        for name, (dims, required) in expected_tensors(self.arch, self.hparams).items():
+            il = int(name.split(".")[1]) if name.startswith("blk.") else None
+            if il is None and name != "token_embd.weight" and not self.has_head:
+                continue
+            if il is not None and not self.l0 <= il < self.l1:
+                continue
+            if name == "token_embd.weight" and self.l0 > 0 and not (self.has_head and "output.weight" not in self.tensors):
+                continue
+            out[name] = (tuple(v for v, _ in dims), required)
+        return out
 
     def _check_weights(self):
-        optional = {"output.weight", "attn_output.bias"} | (set() if self.spec.qkv_bias else
-                                                            {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
         where = self.source or self.arch
-        for name, shape in self._expected_shapes().items():
+        for name, (shape, required) in self._expected().items():
             t = self.tensors.get(name)
             if t is None:
-                if name in optional or name.split(".", 2)[-1] in optional:
-                    continue
-                raise KeyError(f"pyggml.models: {where}: tensor {name!r} is missing (architecture {self.arch})")
-            ne = tuple(x for x in t.ne[:len(shape)])
-            if ne != shape or any(x != 1 for x in t.ne[len(shape):]):
+                if required:
+                    raise KeyError(f"pyggml.models: {where}: tensor {name!r} is missing (architecture {self.arch})")
+                continue
+            if t.ne != shape + (1,) * (4 - len(shape)):
                 raise ValueError(f"pyggml.models: {where}: tensor {name!r} has ne={t.ne[:max(len(shape), 2)]}, "
                                  f"expected {shape} from the hyper-parameters")
             if len(shape) == 1 and t.type != Type.F32:
@@ -113,10 +108,10 @@ class Model:
     def weight_bytes(self):
         """Bytes of the weights this model reads per decoded token (the embedding table only
         when it is also the LM head)."""
-        names = set(self._expected_shapes()) | ({"rope_freqs.weight"} if self.rope_freqs is not None else set())
-        used = {id(self.tensors[n]): self.tensors[n] for n in names if n in self.tensors}
-        if not (self.has_head and self.output_weight is self.tensors.get("token_embd.weight")):
-            used.pop(id(self.tensors.get("token_embd.weight")), None)
+        embd = self.tensors.get("token_embd.weight")
+        used = {id(t): t for t in (self.tensors.get(n) for n in self._expected()) if t is not None}
+        if embd is not None and not (self.has_head and self.output_weight is embd):
+            used.pop(id(embd), None)
         return sum(t.nbytes for t in used.values())
 
     # ---- graphs ----
