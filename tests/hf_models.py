@@ -107,13 +107,32 @@ def bpe_tokenizer(directory, vocab_size=300):
 
 def spm_tokenizer(directory, vocab_size=320):
     """A sentencepiece BPE model with byte fallback trained on TEXT, saved as `directory`/tokenizer.model
-    (llama's <unk>, <s>, </s> at 0, 1, 2). Returns the SentencePieceProcessor."""
+    (llama's <unk>, <s>, </s> at 0, 1, 2; 256 byte tokens from 3). Returns the SentencePieceProcessor."""
     import io
 
     import sentencepiece as spm
     blob = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_writer=blob, vocab_size=vocab_size,
-                                   model_type="bpe", byte_fallback=True, character_coverage=1.0, minloglevel=2)
+                                   model_type="bpe", byte_fallback=True, character_coverage=1.0, minloglevel=2,
+                                   # as llama.cpp's SPM tokenizer: no Unicode normalisation, spaces kept
+                                   normalization_rule_name="identity", remove_extra_whitespaces=False)
     Path(directory).mkdir(parents=True, exist_ok=True)
     (Path(directory) / "tokenizer.model").write_bytes(blob.getvalue())
     return spm.SentencePieceProcessor(model_proto=blob.getvalue())
+
+
+def llama_hf_tokenizer(directory, vocab_size=320):
+    """A Llama-2-style tokenizer.json (sentencepiece-like BPE with byte fallback, no tokenizer.model)
+    trained on TEXT: <unk>, <s>, </s>, then the 256 byte tokens. Returns the transformers tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                                      show_progress=False))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    fast.save_pretrained(directory)
+    return fast

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import gguf
-from hf_models import KINDS, bpe_tokenizer, converted, hf_model, spm_tokenizer
+from hf_models import KINDS, bpe_tokenizer, converted, hf_model, llama_hf_tokenizer, spm_tokenizer
 
 import pyggml as gg
 import pyggml.convert as C
@@ -205,6 +205,22 @@ def test_sentencepiece_vocabulary(tmp_path):
     types = md["tokenizer.ggml.token_type"]
     assert types[:3] == [T.UNKNOWN, T.CONTROL, T.CONTROL] and types[3:259] == [T.BYTE] * 256
     assert types[300] == T.NORMAL
+    assert (md["tokenizer.ggml.bos_token_id"], md["tokenizer.ggml.eos_token_id"]) == (1, 2)
+
+
+def test_llama_tokenizer_json_vocabulary(tmp_path):
+    """llama without tokenizer.model: the Llama-style tokenizer.json through gguf.LlamaHfVocab (scores
+    -1000, byte tokens BYTE, special tokens CONTROL), as llama.cpp's _set_vocab_llama_hf."""
+    tok = llama_hf_tokenizer(tmp_path / "tok", vocab_size=320)
+    C.convert_hf(hf_model("llama-gqa", vocab_size=320), tmp_path / "m.gguf", "f16", tokenizer=tok)
+    md = G.load(tmp_path / "m.gguf").metadata
+    assert md["tokenizer.ggml.model"] == "llama" and md["tokenizer.ggml.pre"] == "default"
+    vocab = tok.get_vocab()
+    assert md["tokenizer.ggml.tokens"] == sorted(vocab, key=vocab.get)
+    assert md["tokenizer.ggml.scores"] == [-1000.0] * len(vocab)
+    T = gguf.TokenType
+    types = md["tokenizer.ggml.token_type"]
+    assert types[:3] == [T.CONTROL] * 3 and types[3:259] == [T.BYTE] * 256 and types[300] == T.NORMAL
     assert (md["tokenizer.ggml.bos_token_id"], md["tokenizer.ggml.eos_token_id"]) == (1, 2)
 
 
