@@ -178,11 +178,12 @@ class Model:
 
     # ---- public ----
 
-    def eval(self, tokens, logits="all", positions=None):
+    def eval(self, tokens, logits="all", positions=None, progress=None):
         """Append tokens (ids; hidden states [n, n_embd] when the layers start after 0) to the KV
         cache and return float32 logits [n, n_vocab] (logits="last": [1, n_vocab]) or, when the layers
         end before the last, the hidden states [n, n_embd]. positions: default n_past, n_past + 1, ...;
-        M-RoPE models take [4, n] (rows t, h, w, e) or [n] (text: all rows equal)."""
+        M-RoPE models take [4, n] (rows t, h, w, e) or [n] (text: all rows equal). progress: called
+        with the number of tokens of each chunk of n_batch once it has run."""
         if logits not in ("all", "last"):
             raise ValueError(f"Model.eval: logits must be 'all' or 'last', got {logits!r}")
         x = self._inputs(tokens)
@@ -197,6 +198,8 @@ class Model:
             out = self._step(x[s:e], pos[:, s:e], 1 if last_only else e - s)
             if not last_only or e == n:
                 outs.append(out.copy())
+            if progress is not None:
+                progress(e - s)
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
     def reset(self):
@@ -210,11 +213,11 @@ class Model:
                                "optional tokenizer dependency, or pass token ids)")
         return self.tokenizer.encode(text, add_bos=add_bos)
 
-    def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None):
+    def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, progress=None):
         """Generate up to n_predict ids after prompt (ids, or text when the model has a tokenizer),
         yielding each as it is sampled. The prompt is appended to the current context. Stops after
         an id in `stop` (default: the end-of-sequence id; () never stops). timings afterwards:
-        prefill/decode tokens and seconds."""
+        prefill/decode tokens and seconds. progress: passed to eval for the prompt."""
         if not self.has_head or self.l0 != 0:
             raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
         ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
@@ -229,7 +232,7 @@ class Model:
         if n_predict <= 0:
             return
         t0 = time.perf_counter()
-        logits = self.eval(ids, logits="last")[0]
+        logits = self.eval(ids, logits="last", progress=progress)[0]
         tok = sample(logits)
         self.timings["prefill_s"] = time.perf_counter() - t0
         x, pos = np.zeros(1, np.int32), np.zeros((4 if self.spec.multi_rope else 1, 1), np.int32)
