@@ -21,6 +21,7 @@ class Plan:
 
 class CGraph:
     size: int
+    run_seconds: float
     def __init__(self, size: int = 2048) -> None: ...
     @property
     def nodes(self) -> tuple[Tensor, ...]: ...

@@ -26,6 +26,7 @@ reused inside it, whether the group then runs fused or not). plan() applies the 
 PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns fusion off.
 """
 import os
+from time import perf_counter
 
 from libc.stdint cimport int32_t
 from libc.string cimport memset
@@ -354,6 +355,7 @@ cdef class CGraph:
     cdef Memory _shared_mem
     cdef tuple _mem           # (arena bytes, bytes without reuse)
     cdef bint _running        # a compute is in flight (the GIL is released during it)
+    cdef public double run_seconds    # wall time of the last compute's parallel region
 
     def __init__(self, size=2048):
         self.size = int(size)
@@ -365,6 +367,7 @@ cdef class CGraph:
         self._arena = None
         self._mem_planned = False
         self._plans = {}
+        self.run_seconds = 0.0
 
     @property
     def nodes(self):
@@ -578,7 +581,8 @@ cdef class CGraph:
         """Run every node; the GIL is released for the whole compute. Indices found out of range
         while running (get_rows, set_rows) raise IndexError afterwards. A graph runs one compute at
         a time (its work buffer and tensors are shared): a second one from another Python thread
-        while the first is running raises RuntimeError."""
+        while the first is running raises RuntimeError. run_seconds is then the time spent in the C
+        parallel region (compute's own Python preparation excluded)."""
         if self._running:
             raise RuntimeError("compute: this graph is already being computed (from another thread)")
         plan = self.plan(n_threads, use_ref)
@@ -606,11 +610,13 @@ cdef class CGraph:
         st.use_ref = plan.use_ref
         cdef int nth = plan.n_threads
         self._running = True
+        t0 = perf_counter()
         try:
             with nogil:
                 pg_parallel_run(nth, _worker, &st)
         finally:
             self._running = False
+            self.run_seconds = perf_counter() - t0
         if st.shared.err:
             self._raise_data_error(st.shared)
 

@@ -54,9 +54,20 @@ def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, 
                 "llama.feed_forward_length": n_ff, "llama.attention.head_count": n_head,
                 "llama.attention.head_count_kv": n_head_kv, "llama.rope.freq_base": 10000.0,
                 "llama.rope.dimension_count": hd, "llama.attention.layer_norm_rms_epsilon": 1e-5,
-                "llama.vocab_size": n_vocab}
+                "llama.vocab_size": n_vocab, **_spm_vocab(n_vocab)}
     save(path, tensors, metadata)
     return metadata
+
+
+def _spm_vocab(n_vocab):
+    """A sentencepiece-style vocabulary of n_vocab (>= 259) tokens, so that llama.cpp and pyggml's
+    tokenizer accept the file: <unk>, <s>, </s>, the 256 byte tokens, then pieces "▁w<i>"."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tokens += [f"\u2581w{i}" for i in range(n_vocab - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (n_vocab - 259)          # unknown, control, byte, normal
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": [0.0] * 259 + [-float(i) for i in range(n_vocab - 259)],
+            "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}
 
 
 def read_seconds(model, n_threads, repeat=3):

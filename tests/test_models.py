@@ -250,3 +250,22 @@ def test_weight_bytes(gguf_dir):
         m = models.load(converted(kind, "f16", gguf_dir))
         layer = 2 * (2 * 64 * 64 + 2 * 64 * n_kv_head * 16 + 3 * 64 * 80) + 2 * 4 * 64
         assert m.weight_bytes == 2 * layer + 4 * 64 + 2 * 64 * 128
+
+
+def test_keep_an_intermediate(gguf_dir):
+    """keep=(names): the nodes stay graph outputs with memory of their own, readable after a step.
+    attn_norm-0 is rms_norm(embedding) * weight; without keep its block is reused by later nodes."""
+    path = converted("llama-gqa", "f32", gguf_dir)
+    ids = [1, 2, 3]
+    x = models.load(path).weight("token_embd.weight").numpy()[ids].astype(np.float64)
+    got = {}
+    for keep in ((), ("attn_norm-0",)):
+        m = models.load(path, n_ctx=16, kv_type=gg.Type.F32, keep=keep)
+        m.eval(ids)
+        got[keep] = m.last_graph.get_tensor("attn_norm-0").numpy()
+    w = m.weight("blk.0.attn_norm.weight").numpy()
+    expect = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + m.hparams["rms_eps"]) * w
+    np.testing.assert_allclose(got["attn_norm-0",], expect, rtol=1e-5, atol=1e-6)
+    assert np.abs(got[()] - expect).max() > 1e-3           # overwritten when not kept
+    with pytest.raises(ValueError, match="keep: no tensor 'ffn_out-9'"):
+        models.load(path, keep=("ffn_out-9",)).eval([1])

@@ -16,12 +16,7 @@ import numpy as np
 
 from pyggml import _ops as op
 from pyggml._enums import Prec, Type
-from pyggml._graph import CGraph, set_input
-
-
-def _named(t, name):
-    t.name = name
-    return t
+from pyggml._graph import CGraph, set_input, set_output
 
 
 class StepGraph:
@@ -29,30 +24,42 @@ class StepGraph:
 
     def __init__(self, model, n_tokens, n_kv, n_out):
         m, hp = model, model.hparams
+        self.named = {}
+        nm = self._named
         self.key = (n_tokens, n_kv, n_out)
         self.n_tokens, self.n_kv, self.n_out = n_tokens, n_kv, n_out
         ctx = m.ctx
         if m.l0 == 0:
-            self.inp = _named(set_input(ctx.new_tensor(Type.I32, (n_tokens,))), "inp_tokens")
-            x = _named(op.get_rows(m.weight("token_embd.weight"), self.inp), "inp_embd")
+            self.inp = nm(set_input(ctx.new_tensor(Type.I32, (n_tokens,))), "inp_tokens")
+            x = nm(op.get_rows(m.weight("token_embd.weight"), self.inp), "inp_embd")
         else:
-            self.inp = x = _named(set_input(ctx.new_tensor(Type.F32, (hp["n_embd"], n_tokens))), "inp_embd")
+            self.inp = x = nm(set_input(ctx.new_tensor(Type.F32, (hp["n_embd"], n_tokens))), "inp_embd")
         n_pos = n_tokens * (4 if m.spec.multi_rope else 1)
-        self.pos = _named(set_input(ctx.new_tensor(Type.I32, (n_pos,))), "inp_pos")
+        self.pos = nm(set_input(ctx.new_tensor(Type.I32, (n_pos,))), "inp_pos")
         self.kv = m.cache.batch(n_tokens, n_kv)
         self.out_ids = None
         if m.has_head and n_out < n_tokens:
-            self.out_ids = _named(set_input(ctx.from_numpy(np.arange(n_tokens - n_out, n_tokens, dtype=np.int32))),
+            self.out_ids = nm(set_input(ctx.from_numpy(np.arange(n_tokens - n_out, n_tokens, dtype=np.int32))),
                                   "inp_out_ids")
         for il in range(m.l0, m.l1):
             x = self._layer(m, x, il, il == hp["n_layer"] - 1)
         if m.has_head:
-            x = _named(op.mul(op.rms_norm(x, hp["rms_eps"]), m.weight("output_norm.weight")), "result_norm")
-            x = _named(op.mul_mat(m.output_weight, x), "result_output")
+            x = nm(op.mul(op.rms_norm(x, hp["rms_eps"]), m.weight("output_norm.weight")), "result_norm")
+            x = nm(op.mul_mat(m.output_weight, x), "result_output")
         self.out = x
+        for name in m.keep:
+            if name not in self.named:
+                raise ValueError(f"pyggml.models: keep: no tensor {name!r} in the graph (names such as "
+                                 f"'ffn_out-0', 'l_out-0', 'result_norm')")
+            set_output(self.named[name])
         self.graph = CGraph(size=64 * (m.l1 - m.l0) + 64)
         self.graph.build_forward_expand(x)
         self._inp_np, self._pos_np = self.inp.numpy(), self.pos.numpy()
+
+    def _named(self, t, name):
+        t.name = name
+        self.named[name] = t
+        return t
 
     def _rope(self, m, t):
         hp = m.hparams
@@ -68,14 +75,14 @@ class StepGraph:
         return y if b is None else op.add(y, b)
 
     def _layer(self, m, x, il, last):
-        hp, n = m.hparams, self.n_tokens
+        hp, n, nm = m.hparams, self.n_tokens, self._named
         li = il - m.l0          # the cache holds the stage's layers only
         hd, hdv, nh, nkv = hp["head_dim"], hp["head_dim_v"], hp["n_head"], hp["n_head_kv"]
-        h = _named(op.mul(op.rms_norm(x, hp["rms_eps"]), m.weight(f"blk.{il}.attn_norm.weight")), f"attn_norm-{il}")
+        h = nm(op.mul(op.rms_norm(x, hp["rms_eps"]), m.weight(f"blk.{il}.attn_norm.weight")), f"attn_norm-{il}")
         q = op.reshape_3d(self._proj(m, h, il, "attn_q"), hd, nh, n)
         k = op.reshape_3d(self._proj(m, h, il, "attn_k"), hd, nkv, n)
-        v = _named(op.reshape_3d(self._proj(m, h, il, "attn_v"), hdv, nkv, n), f"Vcur-{il}")
-        q, k = _named(self._rope(m, q), f"Qcur-{il}"), _named(self._rope(m, k), f"Kcur-{il}")
+        v = nm(op.reshape_3d(self._proj(m, h, il, "attn_v"), hdv, nkv, n), f"Vcur-{il}")
+        q, k = nm(self._rope(m, q), f"Qcur-{il}"), nm(self._rope(m, k), f"Kcur-{il}")
         self.kv.cpy_k(li, k)
         self.kv.cpy_v(li, v)
         q = op.permute(q, 0, 2, 1, 3)                                   # [hd, n, nh]
@@ -85,18 +92,18 @@ class StepGraph:
             a = op.flash_attn_ext_set_prec(op.flash_attn_ext(q, kk, vv, self.kv.mask, scale), Prec.F32)
             a = op.reshape_2d(a, hdv * nh, n)                           # [hdv, nh, n] -> rows of n_embd
         else:
-            kq = _named(op.soft_max_ext(op.mul_mat(kk, q), self.kv.mask, scale, 0.0), f"kq_soft_max-{il}")
+            kq = nm(op.soft_max_ext(op.mul_mat(kk, q), self.kv.mask, scale, 0.0), f"kq_soft_max-{il}")
             a = op.permute(op.mul_mat(vv, kq), 0, 2, 1, 3)              # [hdv, n, nh] -> [hdv, nh, n]
             a = op.reshape_2d(op.cont(a), hdv * nh, n)
-        a = _named(a, f"kqv_out-{il}")
-        a = _named(self._proj(m, a, il, "attn_output"), f"attn_out-{il}")
+        a = nm(a, f"kqv_out-{il}")
+        a = nm(self._proj(m, a, il, "attn_output"), f"attn_out-{il}")
         if last and self.out_ids is not None:
             a, x = op.get_rows(a, self.out_ids), op.get_rows(x, self.out_ids)
-        x = _named(op.add(a, x), f"ffn_inp-{il}")
-        h = _named(op.mul(op.rms_norm(x, hp["rms_eps"]), m.weight(f"blk.{il}.ffn_norm.weight")), f"ffn_norm-{il}")
+        x = nm(op.add(a, x), f"ffn_inp-{il}")
+        h = nm(op.mul(op.rms_norm(x, hp["rms_eps"]), m.weight(f"blk.{il}.ffn_norm.weight")), f"ffn_norm-{il}")
         f = op.swiglu_split(self._proj(m, h, il, "ffn_gate"), self._proj(m, h, il, "ffn_up"))
-        f = _named(self._proj(m, f, il, "ffn_down"), f"ffn_out-{il}")
-        return _named(op.add(f, x), f"l_out-{il}")
+        f = nm(self._proj(m, f, il, "ffn_down"), f"ffn_out-{il}")
+        return nm(op.add(f, x), f"l_out-{il}")
 
     def feed(self, inputs, positions, cells):
         """Write the token ids (or hidden rows [n_tokens, n_embd]), the positions ([rows, n_tokens])

@@ -25,10 +25,12 @@ class Model:
     mul_mat + soft_max_ext with V stored transposed, llama.cpp's form without flash attention);
     layers: (l0, l1) to run only layers [l0, l1) (input hidden states when l0 > 0, output hidden
     states when l1 < n_layer); n_batch: most tokens per graph (longer inputs run in chunks); kv_pad:
-    the cell multiple the attended cache is padded to (llama.cpp: 256)."""
+    the cell multiple the attended cache is padded to (llama.cpp: 256); keep: names of intermediates
+    ("ffn_out-3", "l_out-0", ...) marked as graph outputs, readable after each step through
+    last_graph.get_tensor(name).numpy()."""
 
     def __init__(self, arch, hparams, tensors, *, n_ctx=512, n_threads=None, kv_type=Type.F16, flash_attn=True,
-                 layers=None, n_batch=512, kv_pad=256, tokenizer=None, source=""):
+                 layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source=""):
         self.source = str(source)
         self.spec = get_arch(arch, self.source)
         self.arch = self.spec.name
@@ -49,6 +51,7 @@ class Model:
         self.n_vocab, self.n_ctx, self.n_batch = self.hparams["n_vocab"], int(n_ctx), int(n_batch)
         self.n_threads = default_threads() if n_threads is None else int(n_threads)
         self.flash_attn = bool(flash_attn)
+        self.keep = tuple(keep)
         self.tokenizer = tokenizer
         self.tensors = tensors
         self._check_weights()
