@@ -16,7 +16,7 @@ from pyggml import (
     gguf,  # noqa: F401  (pyggml.gguf.load without importing the submodule)
 )
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
-from pyggml._graph import CGraph, Plan, build_info, default_threads
+from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output
 from pyggml._ops import *
 from pyggml._tensor import Context, Tensor
 from pyggml.kvcache import KVCache, KVStep
@@ -25,6 +25,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "Tensor", "Type",
-    "UnaryOp", "build_info", "default_threads",
+    "UnaryOp", "build_info", "default_threads", "set_input", "set_output",
 ]
 __all__ += _ops.__all__

@@ -28,6 +28,7 @@ PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns
 import os
 import struct
 import weakref
+from time import perf_counter
 
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy, memset
@@ -89,6 +90,28 @@ cdef extern from "flash-attn.h" nogil:
 
 FLAG_INPUT = 1
 FLAG_OUTPUT = 2
+
+
+def set_input(tensor):
+    """Mark tensor as a graph input (ggml_set_input): data the caller writes in place between
+    computes (token ids, positions, a mask). Leafs always keep their own memory; the flag documents
+    the role and shows in Tensor.flags. Returns tensor."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"set_input: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
+    (<Tensor> tensor).c.flags |= FLAG_INPUT
+    return tensor
+
+
+def set_output(tensor):
+    """Mark tensor as a graph output (ggml_set_output): a graph planned afterwards neither reuses its
+    memory nor fuses it away, so an intermediate can be read after compute() (for debugging, or a
+    second result). build_forward_expand(t) marks t too. Set it before the graph is first planned;
+    like every result, its numpy() view is overwritten by the next compute. Returns tensor."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"set_output: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
+    (<Tensor> tensor).c.flags |= FLAG_OUTPUT
+    return tensor
+
 
 # what an exec entry does
 cdef enum:
@@ -352,6 +375,7 @@ cdef class CGraph:
     cdef tuple _mem           # (arena bytes, bytes without reuse)
     cdef bint _busy           # an expand, plan or compute is running (see _enter)
     cdef object __weakref__
+    cdef public double run_seconds    # wall time of the last compute's parallel region
 
     def __init__(self, size=2048):
         size = check_int("CGraph", "size", size)
@@ -366,6 +390,7 @@ cdef class CGraph:
         self._arena = None
         self._mem_planned = False
         self._plans = {}
+        self.run_seconds = 0.0
 
     @property
     def nodes(self):
@@ -394,6 +419,16 @@ cdef class CGraph:
 
     cdef void _leave(self):
         self._busy = False
+
+    def get_tensor(self, name):
+        """The node or leaf called `name` (Tensor.name), nodes first, or None (ggml_graph_get_tensor)."""
+        for t in self._nodes:
+            if (<Tensor> t)._name == name:
+                return t
+        for t in self._leafs:
+            if (<Tensor> t)._name == name:
+                return t
+        return None
 
     def build_forward_expand(self, tensor):
         """Add tensor and every node it depends on (each once, sources first) and mark it an output,
@@ -529,6 +564,9 @@ cdef class CGraph:
                 if s is not None:
                     remaining[id(_root(s))] = remaining.get(id(_root(s)), 0) + 1
         protected = {id(_root(o)) for o in self._outputs}
+        for n in self._nodes:
+            if n.c.flags & FLAG_OUTPUT:
+                protected.add(id(_root(n)))
         free = []      # [offset, size], sorted by offset
         top = 0
         offsets = {}   # id -> (tensor, offset, size)
@@ -644,7 +682,8 @@ cdef class CGraph:
         ValueError for a rope frequency factor that is not finite and > 0; the results of such a
         compute are undefined, and no set_rows after the error writes anything. A graph runs one
         call at a time (its arena, work buffer and barrier are shared): compute, plan or
-        build_forward_expand from another Python thread while this runs raises RuntimeError."""
+        build_forward_expand from another Python thread while this runs raises RuntimeError.
+        run_seconds is then the time spent in the C parallel region (Python preparation excluded)."""
         key = _plan_key(n_threads, use_ref)
         self._enter("compute")
         try:
@@ -677,8 +716,12 @@ cdef class CGraph:
         st.shared = <pg_shared *> self._shared_mem.ptr
         st.use_ref = plan.use_ref
         cdef int nth = plan.n_threads
-        with nogil:
-            pg_parallel_run(nth, _worker, &st)
+        t0 = perf_counter()
+        try:
+            with nogil:
+                pg_parallel_run(nth, _worker, &st)
+        finally:
+            self.run_seconds = perf_counter() - t0
         if st.shared.err:
             self._raise_data_error(st.shared)
 

@@ -9,7 +9,8 @@ from pyggml._tensor cimport Tensor, check_int, new_node, new_view, tensor_is_con
 from pyggml._enums import FLOAT_TYPES, QUANT_TYPES, TYPE_TRAITS, GluOp, Op, Type, UnaryOp
 
 __all__ = [
-    "add", "mul", "scale", "cpy", "cont", "dup", "view_1d", "view_2d", "view_3d", "view_4d",
+    "add", "mul", "scale", "cpy", "cont", "cont_2d", "cont_3d", "cont_4d", "dup",
+    "view_1d", "view_2d", "view_3d", "view_4d",
     "reshape", "reshape_1d", "reshape_2d", "reshape_3d", "reshape_4d", "permute", "transpose",
     "get_rows", "soft_max_ext", "soft_max_add_sinks", "glu", "glu_split", "swiglu", "swiglu_split",
     "silu", "gelu", "gelu_erf", "mul_mat",
@@ -182,6 +183,37 @@ def cont(a):
 def dup(a):
     """A packed copy of a, same type."""
     return _copy_node("dup", Op.DUP, a)
+
+
+def _cont_nd(str op, a, ne):
+    cdef Tensor ta = _tensor(op, "a", a)
+    full = _ne4(op, ne)
+    if full[0] * full[1] * full[2] * full[3] != ta.nelements:
+        raise ValueError(f"{op}: ne={full[:len(ne)]} has {full[0] * full[1] * full[2] * full[3]} elements, "
+                         f"a has {ta.nelements}")
+    if ta.type in QUANT_TYPES and full != ta.ne:
+        raise ValueError(f"{op}: a quantized tensor keeps its shape, got ne={full} for a.ne={ta.ne}")
+    blck = TYPE_TRAITS[ta.type][0]
+    if full[0] % blck:
+        raise ValueError(f"{op}: ne0 of a {ta.type.name} tensor must be a multiple of {blck}, got {full[0]}")
+    if ta.type in QUANT_TYPES:
+        _packed0(op, "a", ta)
+    return new_node(ta.ctx, ta.c.type, full, Op.CONT, (ta,), len(ne))
+
+
+def cont_2d(a, ne0, ne1):
+    """A packed copy of a with shape [ne0, ne1] (ggml_cont_2d): elements in a's logical order."""
+    return _cont_nd("cont_2d", a, (ne0, ne1))
+
+
+def cont_3d(a, ne0, ne1, ne2):
+    """A packed copy of a with shape [ne0, ne1, ne2] (ggml_cont_3d)."""
+    return _cont_nd("cont_3d", a, (ne0, ne1, ne2))
+
+
+def cont_4d(a, ne0, ne1, ne2, ne3):
+    """A packed copy of a with shape [ne0, ne1, ne2, ne3] (ggml_cont_4d)."""
+    return _cont_nd("cont_4d", a, (ne0, ne1, ne2, ne3))
 
 
 cdef tuple _ne4(str op, ne):
@@ -514,8 +546,8 @@ cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base
     multi = bool(mode & _ROPE_MULTI)
     if multi and sections is None:
         raise ValueError(f"{op}: mode {RopeType(mode).name} needs sections: use rope_multi")
-    n_dims = check_int(op, "n_dims", n_dims)
     ne0 = ta.c.ne[0]
+    n_dims = (ne0 // 2 if mode == RopeType.VISION else ne0) if n_dims is None else check_int(op, "n_dims", n_dims)
     if n_dims <= 0 or n_dims % 2:
         raise ValueError(f"{op}: n_dims must be even and > 0, got {n_dims}")
     if n_dims > ne0:
@@ -576,14 +608,17 @@ cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base
     return t
 
 
-def rope_ext(a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
-             beta_fast, beta_slow):
+def rope_ext(a, b, c=None, n_dims=None, mode=RopeType.NORMAL, n_ctx_orig=0, freq_base=10000.0,
+             freq_scale=1.0, ext_factor=0.0, attn_factor=1.0, beta_fast=32.0, beta_slow=1.0):
     """Rotary position embedding (ggml_rope_ext) of a [ne0, n_head, n_tokens, ne3] (F32/F16, dims 1-3
     any stride) at the I32 positions b [n_tokens]; c: None or F32 frequency factors (the angle of
     pair k is divided by c[k]). mode: RopeType.NORMAL (pairs (2k, 2k+1)) or NEOX (pairs (k, k+n_dims/2));
     the multi modes need rope_multi. n_dims < ne0 rotates the first n_dims elements (from n_offs, see
     rope_set_offset) and copies the rest. YaRN: ext_factor > 0 mixes interpolated (freq_scale) and
     extrapolated angles between the correction dims from beta_fast/beta_slow and n_ctx_orig.
+    Keyword defaults are ggml_rope's: c=None, n_dims=None (the whole row, a.ne[0]), mode NORMAL,
+    n_ctx_orig=0, freq_base=10000, freq_scale=1, ext_factor=0, attn_factor=1, beta_fast=32,
+    beta_slow=1; the positional order is ggml_rope_ext's.
     Differs from ggml: only the factors of rotated pairs are read (ggml's cache loop reads ne0/2 of
     them even when n_dims < ne0). The factors are data, checked when the graph runs: one that is not
     finite and > 0 makes compute() raise ValueError (position, value); ggml rotates by NaN. Parameters
@@ -593,13 +628,15 @@ def rope_ext(a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_facto
                  ext_factor, attn_factor, beta_fast, beta_slow)
 
 
-def rope_multi(a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
-               attn_factor, beta_fast, beta_slow):
+def rope_multi(a, b, c=None, n_dims=None, sections=None, mode=RopeType.MROPE, n_ctx_orig=0,
+               freq_base=10000.0, freq_scale=1.0, ext_factor=0.0, attn_factor=1.0, beta_fast=32.0,
+               beta_slow=1.0):
     """Multimodal RoPE (ggml_rope_multi): b holds 4 * n_tokens positions, four blocks t | h | w | e.
     sections (4 ints) give how many pairs each block drives: MROPE contiguous sections in the NEOX
     layout, IMROPE interleaved t h w t h w ..., VISION restarts the frequency index per section and
     rotates (k, k + n_dims) over the whole row (n_dims = ne0 / 2). With NORMAL/NEOX the sections are
-    ignored (stored as zeros) and b holds n_tokens positions, as in ggml.
+    ignored (stored as zeros) and b holds n_tokens positions, as in ggml. Defaults as rope_ext's,
+    with mode MROPE (n_dims=None: a.ne[0], or a.ne[0] / 2 for VISION).
     Differs from ggml: VISION needs ne0 == 2 * n_dims exactly, and c one factor per pair (n_dims of
     them; ggml checks for n_dims / 2 and reads past them)."""
     return _rope("rope_multi", a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale,

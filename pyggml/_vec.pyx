@@ -4,6 +4,8 @@ every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.d
 checked here, the test helpers pass contiguous arrays of the right dtype and length."""
 from libc.stdint cimport int64_t, uint16_t
 
+from pyggml._openmp cimport pg_parallel_run
+
 
 cdef extern from "vec.h" nogil:
     ctypedef struct pg_block_q8_0:
@@ -291,3 +293,42 @@ def attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, size_t q, int64_t ldq, size
 
 def attn_transpose_f32(int64_t nr, int64_t nc, size_t x, int64_t ldx, size_t y, int64_t ldy):
     pg_vec_attn_transpose_f32(nr, nc, <const float *> x, ldx, <float *> y, ldy)
+
+
+cdef struct _stream_arg:
+    const int64_t * addr
+    const int64_t * n
+    int64_t n_blocks
+    float * out     # one max per thread, a cache line apart
+
+
+cdef void _stream_worker(void * arg, int ith, int nth) noexcept nogil:
+    cdef _stream_arg * a = <_stream_arg *> arg
+    cdef int64_t b, lo, hi
+    cdef float m = -1e38, v
+    for b in range(a.n_blocks):
+        lo = a.n[b] * ith // nth
+        hi = a.n[b] * (ith + 1) // nth
+        v = pg_vec_max_f32(hi - lo, <const float *> a.addr[b] + lo)
+        m = v if v > m else m
+    a.out[16 * ith] = m
+
+
+def stream_read_f32(addr, n, int n_threads):
+    """Read n[i] floats at address addr[i] for every block i once, each block split in n_threads
+    contiguous parts, in one parallel region (the threads of a compute), with the max primitive: a
+    memory-read yardstick (bandwidth = 4 * sum(n) / seconds) for the benchmarks and the demo.
+    Returns the max. The GIL is released."""
+    import numpy as np
+    cdef int64_t[::1] ad = np.ascontiguousarray(addr, dtype=np.int64)
+    cdef int64_t[::1] cnt = np.ascontiguousarray(n, dtype=np.int64)
+    out = np.full(16 * max(n_threads, 1), -np.inf, dtype=np.float32)
+    cdef float[::1] o = out
+    cdef _stream_arg a
+    a.addr = &ad[0]
+    a.n = &cnt[0]
+    a.n_blocks = ad.shape[0]
+    a.out = &o[0]
+    with nogil:
+        pg_parallel_run(max(n_threads, 1), _stream_worker, &a)
+    return float(out.max())
