@@ -30,11 +30,12 @@ import os
 from libc.stdint cimport int32_t
 from libc.string cimport memset
 
-from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_max_threads, pg_parallel_run
+from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_parallel_run
 from pyggml._tensor cimport Memory, Tensor, block_align, tensor_nbytes
 from pyggml._typedefs cimport *
 
 from pyggml._enums import NO_COMPUTE_OPS, Op, Type
+from pyggml._threads import count_threads
 
 cdef extern from "binary.h" nogil:
     void pg_compute_add(const pg_params * p, pg_tensor * dst)
@@ -199,9 +200,18 @@ cdef void _worker(void * arg, int ith, int nth) noexcept nogil:
             pg_barrier(&p)
 
 
+_default_threads = None
+
+
 def default_threads():
-    """Threads used when n_threads is None: OMP_NUM_THREADS if set, else all cores."""
-    return max(1, pg_max_threads()) if pg_have_openmp() else 1
+    """Threads used when n_threads is None: OMP_NUM_THREADS if set, else the physical cores (SMT
+    siblings counted once) among the CPUs the process may run on; 1 without OpenMP. Read once, at
+    the first call (pyggml/_threads.py). A graph's plan then uses no more threads than its widest
+    node can split work for."""
+    global _default_threads
+    if _default_threads is None:
+        _default_threads = count_threads(bool(pg_have_openmp()))
+    return _default_threads
 
 
 def build_info():

@@ -22,14 +22,6 @@ static inline int pg_have_openmp(void) {
 #endif
 }
 
-static inline int pg_max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 /* run fn on n_threads threads (one parallel region); returns the team size actually used */
 static inline int pg_parallel_run(int n_threads, pg_worker_fn fn, void * arg) {
     int used = 1;
