@@ -194,10 +194,12 @@ cdef void _worker(void * arg, int ith, int nth) noexcept nogil:
     p.shared = r.shared
     p.use_ref = r.use_ref
     cdef int i
+    # a barrier after the last node too: the threads then reach the end of the parallel region
+    # together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a
+    # short spin), not in libgomp's end-of-region barrier (which spins for milliseconds)
     for i in range(r.n):
         _compute_node(&p, &r.ex[i])
-        if i + 1 < r.n:
-            pg_barrier(&p)
+        pg_barrier(&p)
 
 
 _default_threads = None
