@@ -33,11 +33,12 @@ from time import perf_counter
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy, memset
 
-from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_max_threads, pg_parallel_run
+from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_parallel_run
 from pyggml._tensor cimport Memory, Tensor, block_align, check_int, tensor_nbytes
 from pyggml._typedefs cimport *
 
 from pyggml._enums import NO_COMPUTE_OPS, Op, Type
+from pyggml._threads import count_threads
 
 cdef extern from "binary.h" nogil:
     void pg_compute_add(const pg_params * p, pg_tensor * dst)
@@ -218,10 +219,15 @@ cdef void _worker(void * arg, int ith, int nth) noexcept nogil:
     p.shared = r.shared
     p.use_ref = r.use_ref
     cdef int i
+    # a barrier after the last node too: the threads then reach the end of the parallel region
+    # together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a
+    # short spin), not in libgomp's end-of-region barrier (which spins for milliseconds)
     for i in range(r.n):
         _compute_node(&p, &r.ex[i])
-        if i + 1 < r.n:
-            pg_barrier(&p)
+        pg_barrier(&p)
+
+
+_default_threads = None
 
 
 # the most threads one compute may use (ggml's GGML_MAX_N_THREADS)
@@ -229,9 +235,14 @@ MAX_THREADS = 512
 
 
 def default_threads():
-    """Threads used when n_threads is None: OMP_NUM_THREADS if set, else all cores (at most
-    MAX_THREADS)."""
-    return min(MAX_THREADS, max(1, pg_max_threads())) if pg_have_openmp() else 1
+    """Threads used when n_threads is None: OMP_NUM_THREADS if set, else the physical cores (SMT
+    siblings counted once) among the CPUs the process may run on; 1 without OpenMP. At most MAX_THREADS. Read once, at
+    the first call (pyggml/_threads.py). A graph's plan then uses no more threads than its widest
+    node can split work for."""
+    global _default_threads
+    if _default_threads is None:
+        _default_threads = min(MAX_THREADS, count_threads(bool(pg_have_openmp())))
+    return _default_threads
 
 
 def build_info():

@@ -1,10 +1,16 @@
 """vec.h's row primitives called directly, for tests/test_vec.py: each SIMD path (AVX-512, AVX2,
 NEON, RVV at any VLEN, the scalar loops) is compared against float64 references at lengths that hit
 every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.data); nothing is
-checked here, the test helpers pass contiguous arrays of the right dtype and length."""
+checked here, the test helpers pass contiguous arrays of the right dtype and length.
+barrier_probe() drives barrier.h's barrier directly (tests/test_barrier.py)."""
 from libc.stdint cimport int64_t, uint16_t
+from libc.stdlib cimport free
+from libc.string cimport memset
+from posix.stdlib cimport posix_memalign
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, clock_gettime, clockid_t, nanosleep, timespec
 
-from pyggml._openmp cimport pg_parallel_run
+from pyggml._openmp cimport pg_barrier, pg_parallel_run
+from pyggml._typedefs cimport pg_params, pg_shared
 
 
 cdef extern from "vec.h" nogil:
@@ -332,3 +338,62 @@ def stream_read_f32(addr, n, int n_threads):
     with nogil:
         pg_parallel_run(max(n_threads, 1), _stream_worker, &a)
     return float(out.max())
+
+
+# ---- barrier.h: the barrier's sleep path, for tests/test_barrier.py ----
+
+cdef enum:
+    PROBE_MAX_THREADS = 64
+
+cdef struct _probe_state:
+    pg_shared * shared
+    int rounds
+    timespec delay
+    double cpu_s[PROBE_MAX_THREADS]
+
+
+cdef double _seconds(clockid_t clock) noexcept nogil:
+    cdef timespec ts
+    clock_gettime(clock, &ts)
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+cdef void _probe_worker(void * arg, int ith, int nth) noexcept nogil:
+    cdef _probe_state * s = <_probe_state *> arg
+    cdef pg_params p
+    memset(&p, 0, sizeof(p))
+    p.ith = ith
+    p.nth = nth
+    p.shared = s.shared
+    cdef double c0 = _seconds(CLOCK_THREAD_CPUTIME_ID)
+    cdef int r
+    for r in range(s.rounds):
+        if r % nth == ith and (s.delay.tv_sec or s.delay.tv_nsec):
+            nanosleep(&s.delay, NULL)
+        pg_barrier(&p)
+    s.cpu_s[ith] = _seconds(CLOCK_THREAD_CPUTIME_ID) - c0
+
+
+def barrier_probe(int rounds, double delay_s, int n_threads=2):
+    """Run `rounds` barriers on n_threads in one parallel region; before each, one thread in turn
+    sleeps delay_s (if > 0), so the others wait that long. Returns (team size, wall seconds, CPU seconds of
+    all threads together): a barrier that sleeps instead of spinning uses far less CPU than wall."""
+    if not 1 <= n_threads <= PROBE_MAX_THREADS:
+        raise ValueError(f"barrier_probe: n_threads must be in [1, {PROBE_MAX_THREADS}], got {n_threads}")
+    cdef void * mem = NULL
+    if posix_memalign(&mem, 64, sizeof(pg_shared)) != 0:
+        raise MemoryError("barrier_probe")
+    memset(mem, 0, sizeof(pg_shared))
+    cdef _probe_state s
+    s.shared = <pg_shared *> mem
+    s.rounds = rounds
+    s.delay.tv_sec = <long> delay_s
+    s.delay.tv_nsec = <long> ((delay_s - <long> delay_s) * 1e9)
+    memset(s.cpu_s, 0, sizeof(s.cpu_s))
+    cdef double t0 = _seconds(CLOCK_MONOTONIC)
+    cdef int used
+    with nogil:
+        used = pg_parallel_run(n_threads, _probe_worker, &s)
+    wall = _seconds(CLOCK_MONOTONIC) - t0
+    free(mem)
+    return used, wall, sum(s.cpu_s[i] for i in range(used))

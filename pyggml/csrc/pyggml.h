@@ -58,9 +58,11 @@ typedef struct pg_tensor {
 /* state shared by the threads of one compute; each counter on its own cache line */
 typedef struct pg_shared {
     _Alignas(PG_CACHE_LINE) int chunk;
-    /* the barrier between nodes (barrier.h): arrivals, and completed barriers */
+    /* the barrier between nodes (barrier.h): arrivals, completed barriers (the word sleepers wait
+     * on), and how many threads sleep */
     _Alignas(PG_CACHE_LINE) int n_barrier;
     _Alignas(PG_CACHE_LINE) int n_barrier_passed;
+    int n_sleeping;
     /* a kernel that finds bad data (an index out of range) records it here instead of crashing;
      * the first report wins and Python raises after the compute */
     _Alignas(PG_CACHE_LINE) int err;
