@@ -19,7 +19,6 @@ Ray is an optional dependency (pip install "pyggml[ray]"); plan() and split_laye
 only. See docs/distributed.md for clusters of several machines.
 """
 import os
-import signal
 import time
 
 import numpy as np
@@ -165,10 +164,6 @@ class _Stage:
         out = (self.seconds, self.calls)
         self.seconds, self.calls = 0.0, 0
         return out
-
-    def kill(self):
-        """End this process at once (tests: a stage that dies mid-generation)."""
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _REMOTE = None
