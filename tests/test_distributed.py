@@ -79,13 +79,12 @@ def test_load_without_ray_names_the_package(tiny, monkeypatch):
 def ray_local(tmp_path_factory):
     ray = pytest.importorskip("ray")
     # Ray puts the driver's working directory first on its workers' sys.path; from the repository
-    # root that is the source folder, which has no compiled modules: start the cluster elsewhere
-    cwd = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("ray"))
-    try:
+    # root that is the source folder, which has no compiled modules: start the cluster elsewhere.
+    # Its workers run at niceness 15 by default, slow on a machine shared with other jobs: 0.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path_factory.mktemp("ray"))
+        mp.setenv("RAY_worker_niceness", "0")
         ray.init(num_cpus=6, include_dashboard=False, logging_level="ERROR")
-    finally:
-        os.chdir(cwd)
     yield ray
     ray.shutdown()
 
