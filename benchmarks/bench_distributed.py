@@ -93,10 +93,11 @@ def main():
     # Ray starts workers at niceness 15; on a shared machine that starves the stages, not the single model
     os.environ.setdefault("RAY_worker_niceness", "0")
     import ray
-    ray.init(num_cpus=max(args.stages) * args.threads, include_dashboard=False, logging_level="ERROR")
+    policies = {"default": [False], "passive": [True], "both": [False, True]}[args.wait_policy]
+    # every stage reserves one logical CPU (load's default num_cpus); the pipelines are all alive at once
+    ray.init(num_cpus=sum(args.stages) * len(policies), include_dashboard=False, logging_level="ERROR")
     info = gg.build_info()
     print(f"machine: {machine()}; pyggml {info['version']} {info['simd']}, ray {ray.__version__}")
-    policies = {"default": [False], "passive": [True], "both": [False, True]}[args.wait_policy]
     engines = [Single(path, args)] + [Piped(path, args, s, w) for s in args.stages for w in policies]
     for e in engines[1:]:
         print(f"{e.name}: " + ", ".join(f"[{s['layers'][0]}, {s['layers'][1]}) {s['weight_bytes'] / 1e6:.0f} MB"

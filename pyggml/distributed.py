@@ -19,11 +19,13 @@ Ray is an optional dependency (pip install "pyggml[ray]"); plan() and split_laye
 only. See docs/distributed.md for clusters of several machines.
 """
 import os
+import re
 import time
 
 import numpy as np
 
 from pyggml._enums import Type
+from pyggml.models.model import generation
 from pyggml.models.sampling import Sampler
 
 __all__ = ["Pipeline", "StageError", "layer_bytes", "load", "plan", "split_layers"]
@@ -36,7 +38,7 @@ class StageError(RuntimeError):
     or a new load()."""
 
     def __init__(self, stage, layers, what):
-        self.stage, self.layers = stage, tuple(layers) if layers else None
+        self.stage, self.layers, self.what = stage, tuple(layers) if layers else None, what
         where = f"layers [{layers[0]}, {layers[1]})" if layers else "layers not yet assigned"
         super().__init__(f"pyggml.distributed: stage {stage} ({where}) {what}")
 
@@ -245,7 +247,7 @@ class Pipeline:
                              f"{what} within {self.start_timeout} s (no node with the resources it asks for? "
                              f"options {self._options[i]}; see `ray status`)") from None
         except ray.exceptions.RayError as e:
-            raise StageError(i, self.stages[i]["layers"], f"{what}: {_first_line(e)}") from e
+            raise StageError(i, self.stages[i]["layers"], f"{what}: {_summary(e)}") from e
 
     def _failure(self, refs, timed_out):
         """The StageError of a step whose result raised: the first stage (in pipeline order) whose
@@ -260,9 +262,9 @@ class Pipeline:
             except ray.exceptions.RayTaskError as e:
                 if i == 0 and isinstance(e.cause, (ValueError, TypeError)):
                     return e.cause
-                return StageError(i, self.stages[i]["layers"], f"raised {_first_line(e)}")
+                return StageError(i, self.stages[i]["layers"], f"raised {_summary(e)}")
             except ray.exceptions.RayError as e:
-                return StageError(i, self.stages[i]["layers"], f"failed: {_first_line(e)}")
+                return StageError(i, self.stages[i]["layers"], f"failed: {_summary(e)}")
         return StageError(len(refs) - 1, self.stages[-1]["layers"], "failed")
 
     def _step(self, x, positions, logits, sample=False):
@@ -270,8 +272,8 @@ class Pipeline:
         if self.actors[0] is None:
             raise RuntimeError("pyggml.distributed: the pipeline is closed; load again")
         if self._broken is not None:
-            raise StageError(self._broken.stage, self._broken.layers,
-                             f"failed earlier ({self._broken}); call reset() or load again")
+            b = self._broken
+            raise StageError(b.stage, b.layers, f"failed earlier ({b.what}); call reset() or load again")
         refs, ref = [], x
         for i, actor in enumerate(self.actors):
             last = i == len(self.actors) - 1
@@ -304,31 +306,16 @@ class Pipeline:
     def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None):
         """Model.stream over the pipeline: yields up to n_predict sampled ids after prompt (ids, or text
         when the GGUF has a tokenizer); the last stage samples, so only the id comes back per step."""
-        ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-        if not ids:
-            raise ValueError("Pipeline.generate: the prompt is empty")
-        if stop is None:
-            eos = self.hparams.get("eos_id")
-            stop = () if eos is None else (eos,)
-        stop = frozenset(int(s) for s in stop)
         sampler = Sampler(temperature, top_k, top_p, seed)
-        self.timings = {"prefill_tokens": len(ids), "prefill_s": 0.0, "decode_tokens": 0, "decode_s": 0.0}
-        if n_predict <= 0:
-            return
-        self.actors[-1].set_sampler.remote(sampler)     # runs before the step below (actor order)
-        t0 = time.perf_counter()
-        tok = self._step(np.asarray(ids, dtype=np.int64), None, "last", sample=True)
-        self.timings["prefill_s"] = time.perf_counter() - t0
-        x = np.zeros(1, np.int64)
-        for i in range(n_predict):
-            yield tok
-            if tok in stop or i + 1 == n_predict:
-                break
-            t0 = time.perf_counter()
-            x[0] = tok
-            tok = self._step(x, None, "last", sample=True)
-            self.timings["decode_s"] += time.perf_counter() - t0
-            self.timings["decode_tokens"] += 1
+
+        def prefill(ids):
+            self.actors[-1].set_sampler.remote(sampler)     # runs before the step below (actor order)
+            return decode(ids)
+
+        def decode(ids):
+            return self._step(np.asarray(ids, dtype=np.int64).reshape(-1), None, "last", sample=True)
+
+        yield from generation(self, prompt, n_predict, stop, prefill, decode)
 
     def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None):
         """The ids stream() yields, as a list (the new ids only)."""
@@ -376,9 +363,16 @@ class Pipeline:
         return f"Pipeline({self.arch}, {len(self.stages)} stages: {ranges}, n_ctx={self.n_ctx})"
 
 
-def _first_line(e):
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+def _summary(e):
+    """A Ray error in one line: its type, its first line and, when it carries a traceback (an error
+    raised in a stage), the last line, the exception raised there; terminal colours removed."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in str(e).splitlines()]
+    lines = [ln[:300] for ln in lines if ln]
+    text = " ... ".join(lines[:1] + lines[-1:] if len(lines) > 1 else lines)
+    return f"{type(e).__name__}: {text}"
+
+
+_MODEL_OPTIONS = frozenset({"flash_attn", "n_batch", "kv_pad"})
 
 
 def load(path, stages=2, n_ctx=512, n_threads=None, kv_type=Type.F16, *, split=None, actor_options=None,
@@ -394,6 +388,12 @@ def load(path, stages=2, n_ctx=512, n_threads=None, kv_type=Type.F16, *, split=N
     timeout: seconds a step may take before StageError (None: no limit); start_timeout: seconds for a
     stage to start (map the file, build its model) or reset. address: ray.init's, used only when Ray
     is not initialised yet in this process."""
+    if int(stages) < 1:
+        raise ValueError(f"pyggml.distributed.load: stages must be >= 1, got {stages}")
+    unknown = set(options) - _MODEL_OPTIONS
+    if unknown:
+        raise TypeError(f"pyggml.distributed.load: unknown options {sorted(unknown)}; the model options are "
+                        f"{sorted(_MODEL_OPTIONS)}")
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False)

@@ -73,6 +73,13 @@ def test_load_without_ray_names_the_package(tiny, monkeypatch):
         dist.load(tiny, stages=2)
 
 
+def test_load_checks_its_arguments_before_starting_anything(tiny):
+    with pytest.raises(ValueError, match="stages must be >= 1, got 0"):
+        dist.load(tiny, stages=0)
+    with pytest.raises(TypeError, match=r"unknown options \['layers'\]"):
+        dist.load(tiny, stages=2, layers=(0, 1))
+
+
 # ---- pipelines on a local Ray cluster ----
 
 @pytest.fixture(scope="module")
@@ -131,6 +138,14 @@ def test_generate_gives_the_same_ids(pipe3, single):
         assert pipe3.timings["decode_tokens"] == 11
     # the context goes on: a second generation appends, as the single-process model's
     assert pipe3.generate([5], 4, stop=()) == single.generate([5], 4, stop=())
+
+
+@pytest.mark.subprocess
+def test_a_stage_that_cannot_start_is_named(ray_local, tmp_path, tiny):
+    with pytest.raises(dist.StageError, match=r"stage 0 \(layers not yet assigned\) did not start: .*missing.gguf"):
+        dist.load(str(tmp_path / "missing.gguf"), stages=2, start_timeout=120)
+    with pytest.raises(ValueError, match=r"split must be 2 contiguous non-empty ranges covering \[0, 4\)"):
+        dist.load(tiny, stages=2, split=[(0, 2), (3, 4)], start_timeout=120)
 
 
 @pytest.mark.subprocess
