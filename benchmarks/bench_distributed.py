@@ -69,7 +69,7 @@ class Piped:
         self.p = dist.load(path, stages=stages, n_ctx=args.ctx, n_threads=args.threads, actor_options=env)
 
     def run(self, prompt, n):
-        return run(self.p, prompt, n, lambda: sum(s for s, _ in self.p.stage_timings()))
+        return run(self.p, prompt, n, lambda: sum(s["seconds"] for s in self.p.stage_timings()))
 
 
 def main():

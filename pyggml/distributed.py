@@ -162,8 +162,9 @@ class _Stage:
         return self.model.tokenize(text, add_bos)
 
     def timings(self):
-        """Seconds spent in run() and the number of calls since the last timings()."""
-        out = (self.seconds, self.calls)
+        """Seconds spent in run() and the number of calls since the last timings(), and the graphs
+        the model has built."""
+        out = {"seconds": self.seconds, "calls": self.calls, "graph_builds": self.model.n_graph_builds}
         self.seconds, self.calls = 0.0, 0
         return out
 
@@ -341,7 +342,8 @@ class Pipeline:
         self._broken = None
 
     def stage_timings(self):
-        """Per stage (seconds, calls) of its run() (Model.eval and sampling) since the last call."""
+        """Per stage a dict: "seconds" and "calls" of its steps (Model.eval and sampling) since the last
+        stage_timings(), "graph_builds" (Model.n_graph_builds: graphs are reused between steps)."""
         return [self._wait_stage(i, a.timings.remote(), "gave no timings") for i, a in enumerate(self.actors)]
 
     def close(self):

@@ -119,9 +119,14 @@ def test_logits_equal_the_single_process_model(request, ray_local, tiny, single,
     assert [s["layers"] for s in p.stages] == [s["layers"] for s in dist.plan(tiny, stages)]
     assert len({s["pid"] for s in p.stages}) == stages
     assert (p.arch, p.n_vocab, p.n_ctx, p.hparams["n_layer"]) == ("llama", 300, N_CTX, 4)
+    p.stage_timings()
     for got, ref in zip(run_steps(p), run_steps(single)):
         assert got.shape == ref.shape and got.dtype == np.float32
         assert np.array_equal(got, ref)
+    # every stage ran each step and built 3 graphs (7 tokens, 1 token reused for every decode, 2 tokens)
+    stats = p.stage_timings()
+    assert [s["calls"] for s in stats] == [len(DECODE) + 2] * stages
+    assert [s["graph_builds"] for s in stats] == [3] * stages
     if stages == 2:
         p.close()
         with pytest.raises(RuntimeError, match="closed"):
