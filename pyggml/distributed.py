@@ -252,8 +252,9 @@ class Pipeline:
 
     def _failure(self, refs, timed_out):
         """The StageError of a step whose result raised: the first stage (in pipeline order) whose
-        result is an error or, after a timeout, is not ready. A ValueError/TypeError of stage 0
-        (bad input, a full context: nothing was appended anywhere) is returned as it is."""
+        result is an error or, after a timeout, is not ready (None when all are ready by now). A
+        ValueError/TypeError of stage 0 (bad input, a full context: nothing was appended anywhere)
+        is returned as it is."""
         ray = self.ray
         for i, r in enumerate(refs):
             try:
@@ -266,7 +267,7 @@ class Pipeline:
                 return StageError(i, self.stages[i]["layers"], f"raised {_summary(e)}")
             except ray.exceptions.RayError as e:
                 return StageError(i, self.stages[i]["layers"], f"failed: {_summary(e)}")
-        return StageError(len(refs) - 1, self.stages[-1]["layers"], "failed")
+        return None
 
     def _step(self, x, positions, logits, sample=False):
         """Send x through every stage; the last stage's output."""
@@ -285,6 +286,8 @@ class Pipeline:
             return ray.get(ref, timeout=self.timeout)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
             err = self._failure(refs, isinstance(e, ray.exceptions.GetTimeoutError))
+            if err is None:             # the last stage answered just after the timeout
+                return ray.get(ref)
             if isinstance(err, StageError):
                 self._broken = err
             raise err from e

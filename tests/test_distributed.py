@@ -184,13 +184,15 @@ def test_a_stage_killed_mid_generation_raises_and_reset_recovers(pipe3, single):
     assert pipe3.stages[1]["pid"] != victim["pid"] and pipe3.stages[1]["layers"] == (1, 3)
     for got, ref in zip(run_steps(pipe3), run_steps(single)):
         assert np.array_equal(got, ref)
-    # a step that takes longer than the timeout names the stage still working on it
-    timeout, pipe3.timeout = pipe3.timeout, 1e-4
+    # a stage that hangs (its process stopped, as on a stalled node) is named after the timeout
+    timeout, pipe3.timeout = pipe3.timeout, 2.0
+    os.kill(pipe3.stages[0]["pid"], signal.SIGSTOP)
     try:
-        with pytest.raises(dist.StageError, match=r"stage \d \(layers \[\d, \d\)\) gave no answer within"):
+        with pytest.raises(dist.StageError, match=r"stage 0 \(layers \[0, 1\)\) gave no answer within 2.0 s"):
             pipe3.eval(PROMPT)
     finally:
         pipe3.timeout = timeout
+        os.kill(pipe3.stages[0]["pid"], signal.SIGCONT)
     pipe3.reset()
     single.reset()
     assert np.array_equal(pipe3.eval(PROMPT), single.eval(PROMPT))
