@@ -1,5 +1,9 @@
-"""Enums with ggml's values (Op uses pyggml's own numbering, mirrored in csrc/pyggml.h)."""
+"""Enums with ggml's values. Op (pyggml's own numbering), GluOp and UnaryOp are built from the C
+tables (csrc/ops.h, csrc/glu.h: _tables), so each is defined once; _enums.pyi declares their members
+for type checkers, and tests/test_tables.py checks the two agree."""
 from enum import IntEnum
+
+from pyggml import _tables
 
 
 class Type(IntEnum):
@@ -15,42 +19,9 @@ class Type(IntEnum):
     BF16 = 30
 
 
-class Op(IntEnum):
-    NONE = 0
-    DUP = 1
-    ADD = 2
-    MUL = 3
-    SCALE = 4
-    CPY = 5
-    CONT = 6
-    RESHAPE = 7
-    VIEW = 8
-    PERMUTE = 9
-    TRANSPOSE = 10
-    GET_ROWS = 11
-    SET_ROWS = 12
-    SOFT_MAX = 13
-    ROPE = 14
-    MUL_MAT = 15
-    NORM = 16
-    RMS_NORM = 17
-    GLU = 18
-    UNARY = 19
-    FLASH_ATTN_EXT = 20
-
-
-class UnaryOp(IntEnum):
-    GELU = 8
-    SILU = 10
-    GELU_ERF = 14
-
-
-class GluOp(IntEnum):
-    REGLU = 0
-    GEGLU = 1
-    SWIGLU = 2
-    GEGLU_ERF = 4
-    GEGLU_QUICK = 5
+Op = IntEnum("Op", [(name, i) for i, (name, _) in enumerate(_tables.ops())], module=__name__)
+UnaryOp = IntEnum("UnaryOp", sorted(_tables.unary_ops().items(), key=lambda kv: kv[1]), module=__name__)
+GluOp = IntEnum("GluOp", sorted(_tables.glu_ops().items(), key=lambda kv: kv[1]), module=__name__)
 
 
 class RopeType(IntEnum):
@@ -66,9 +37,7 @@ class Prec(IntEnum):
     F32 = 10
 
 
-# op groups
-VIEW_OPS = frozenset({Op.RESHAPE, Op.VIEW, Op.PERMUTE, Op.TRANSPOSE})
-NO_COMPUTE_OPS = VIEW_OPS | {Op.NONE}
+# type groups
 FLOAT_TYPES = frozenset({Type.F32, Type.F16, Type.BF16})
 QUANT_TYPES = frozenset({Type.Q8_0, Type.Q4_0})
 INT_TYPES = frozenset({Type.I8, Type.I16, Type.I32, Type.I64})

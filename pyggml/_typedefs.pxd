@@ -3,34 +3,12 @@ from libc.stdint cimport int32_t, int64_t, uint16_t
 
 
 cdef extern from "pyggml.h" nogil:
-    cdef enum pg_op:
-        PG_OP_NONE
-        PG_OP_DUP
-        PG_OP_ADD
-        PG_OP_MUL
-        PG_OP_SCALE
-        PG_OP_CPY
-        PG_OP_CONT
-        PG_OP_RESHAPE
-        PG_OP_VIEW
-        PG_OP_PERMUTE
-        PG_OP_TRANSPOSE
-        PG_OP_GET_ROWS
-        PG_OP_SET_ROWS
-        PG_OP_SOFT_MAX
-        PG_OP_ROPE
-        PG_OP_MUL_MAT
-        PG_OP_NORM
-        PG_OP_RMS_NORM
-        PG_OP_GLU
-        PG_OP_UNARY
-        PG_OP_FLASH_ATTN_EXT
-
     enum:
         PG_MAX_DIMS
         PG_MAX_SRC
         PG_MAX_OP_PARAMS
         PG_CACHE_LINE
+        PG_FLAG_OUTPUT
 
     ctypedef struct pg_tensor:
         int32_t type
@@ -58,6 +36,14 @@ cdef extern from "pyggml.h" nogil:
         void * wdata
         pg_shared * shared
         int use_ref
+        int32_t variant
+
+    ctypedef struct pg_plan:
+        int nth
+        bint use_ref
+        size_t work
+        int32_t variant
+        char err[192]
 
     const char * pg_build_compiler()
 

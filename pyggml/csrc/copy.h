@@ -12,8 +12,9 @@ static inline size_t pg_copy_scratch(const pg_tensor * dst) {
     return (size_t) PG_MAX(dst->ne[0], dst->src[0]->ne[0]) * sizeof(float);
 }
 
-static inline size_t pg_work_dup(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_copy_scratch(dst), nth);
+static inline bool pg_plan_dup(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_copy_scratch(dst), pl->nth);
+    return true;
 }
 
 static inline bool pg_is_float_like(int type) { return pg_traits[type].to_float != NULL && type != PG_TYPE_I32; }

@@ -155,12 +155,12 @@ static inline size_t pg_fa_thread_bytes(const pg_fa_ctx * c) {
     return (size_t) n * sizeof(float);
 }
 
-static inline size_t pg_work_flash_attn_ext(const pg_tensor * dst, int nth) {
+static inline bool pg_plan_flash_attn_ext(const pg_tensor * dst, pg_plan * pl) {
     pg_fa_ctx c;
     pg_fa_init(&c, dst);
-    size_t w = pg_per_thread(pg_fa_thread_bytes(&c), nth);
-    if (pg_fa_split_ok(&c)) w += (size_t) (c.Hq * nth * pg_fa_part_floats(&c)) * sizeof(float);
-    return w;
+    pl->work = pg_per_thread(pg_fa_thread_bytes(&c), pl->nth);
+    if (pg_fa_split_ok(&c)) pl->work += (size_t) (c.Hq * pl->nth * pg_fa_part_floats(&c)) * sizeof(float);
+    return true;
 }
 
 /* ---- one_chunk ---- */

@@ -107,9 +107,10 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     return l;
 }
 
-static inline size_t pg_work_mul_mat(const pg_tensor * dst, int nth) {
+static inline bool pg_plan_mul_mat(const pg_tensor * dst, pg_plan * pl) {
     const pg_mm_layout l = pg_mm_get_layout(dst);
-    return pg_per_thread(l.scratch, nth) + PG_PAD(l.conv_bytes, PG_CACHE_LINE) + l.pack_bytes;
+    pl->work = pg_per_thread(l.scratch, pl->nth) + PG_PAD(l.conv_bytes, PG_CACHE_LINE) + l.pack_bytes;
+    return true;
 }
 
 /* activation row (j, i12, i13) in vec_dot_type: converted copy, or b itself for F32 weights */

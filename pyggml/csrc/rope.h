@@ -196,8 +196,9 @@ static inline size_t pg_rope_scratch(const pg_tensor * dst) {
     return (pg_rope_batch_floats(&r) + (size_t) row) * sizeof(float);
 }
 
-static inline size_t pg_work_rope(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_rope_scratch(dst), nth);
+static inline bool pg_plan_rope(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_rope_scratch(dst), pl->nth);
+    return true;
 }
 
 static inline void pg_compute_rope(const pg_params * p, pg_tensor * dst) {

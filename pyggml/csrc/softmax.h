@@ -25,8 +25,9 @@ static inline size_t pg_soft_max_scratch(const pg_tensor * dst) {
     return mask && mask->type == PG_TYPE_F16 ? (size_t) dst->ne[0] * sizeof(float) : 0;
 }
 
-static inline size_t pg_work_soft_max(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_soft_max_scratch(dst), nth);
+static inline bool pg_plan_soft_max(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_soft_max_scratch(dst), pl->nth);
+    return true;
 }
 
 static inline float pg_alibi_slope(float max_bias, int64_t h, int64_t n_head) {
