@@ -15,6 +15,7 @@ from pyggml import _ops
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
 from pyggml._graph import CGraph, Plan, build_info, default_threads
 from pyggml._ops import *
+from pyggml._tables import blck_size, row_size, type_size
 from pyggml._tensor import Context, Tensor
 from pyggml.kvcache import KVCache, KVStep
 
@@ -22,6 +23,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "Tensor", "Type",
-    "UnaryOp", "build_info", "default_threads",
+    "UnaryOp", "blck_size", "build_info", "default_threads", "row_size", "type_size",
 ]
 __all__ += _ops.__all__

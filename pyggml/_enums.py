@@ -1,24 +1,13 @@
-"""Enums with ggml's values. Op (pyggml's own numbering), GluOp and UnaryOp are built from the C
-tables (csrc/ops.h, csrc/glu.h: _tables), so each is defined once; _enums.pyi declares their members
-for type checkers, and tests/test_tables.py checks the two agree."""
+"""Enums with ggml's values. Type, Op (pyggml's own numbering), GluOp and UnaryOp are built from the C
+tables (csrc/types.h, ops.h, glu.h, read through _tables), so each is defined once; _enums.pyi
+declares their members for type checkers, and tests/test_tables.py checks the two agree."""
 from enum import IntEnum
 
 from pyggml import _tables
 
+_TYPES = _tables.types()
 
-class Type(IntEnum):
-    F32 = 0
-    F16 = 1
-    Q4_0 = 2
-    Q8_0 = 8
-    I8 = 24
-    I16 = 25
-    I32 = 26
-    I64 = 27
-    F64 = 28
-    BF16 = 30
-
-
+Type = IntEnum("Type", [(row[0].upper(), i) for i, row in sorted(_TYPES.items())], module=__name__)
 Op = IntEnum("Op", [(name, i) for i, (name, _) in enumerate(_tables.ops())], module=__name__)
 UnaryOp = IntEnum("UnaryOp", sorted(_tables.unary_ops().items(), key=lambda kv: kv[1]), module=__name__)
 GluOp = IntEnum("GluOp", sorted(_tables.glu_ops().items(), key=lambda kv: kv[1]), module=__name__)
@@ -37,13 +26,17 @@ class Prec(IntEnum):
     F32 = 10
 
 
-# type groups
-FLOAT_TYPES = frozenset({Type.F32, Type.F16, Type.BF16})
-QUANT_TYPES = frozenset({Type.Q8_0, Type.Q4_0})
-INT_TYPES = frozenset({Type.I8, Type.I16, Type.I32, Type.I64})
+# type groups, from the kind of each type table row (float types: those with row conversions)
+FLOAT_TYPES = frozenset(Type(i) for i, r in _TYPES.items() if r[3] == "float" and "to_float" in r[4])
+QUANT_TYPES = frozenset(Type(i) for i, r in _TYPES.items() if r[3] == "quant")
+INT_TYPES = frozenset(Type(i) for i, r in _TYPES.items() if r[3] == "int")
 
-# (block size, bytes per block) as ggml's type traits
-TYPE_TRAITS = {
-    Type.F32: (1, 4), Type.F16: (1, 2), Type.BF16: (1, 2), Type.Q8_0: (32, 34), Type.Q4_0: (32, 18),
-    Type.I8: (1, 1), Type.I16: (1, 2), Type.I32: (1, 4), Type.I64: (1, 8), Type.F64: (1, 8),
-}
+
+def kernel_types(*kernels):
+    """The types whose type-table rows have all of `kernels` ("to_float", "vec_dot", ...)."""
+    return frozenset(Type(i) for i, r in _TYPES.items() if r[4].issuperset(kernels))
+
+
+# (block size, bytes per block) of every type, read from the type table (for code written against it;
+# prefer blck_size/type_size)
+TYPE_TRAITS = {Type(i): (r[1], r[2]) for i, r in _TYPES.items()}

@@ -9,7 +9,8 @@ from pyggml._typedefs cimport PG_MAX_SRC, pg_tensor, pg_traits
 
 import numpy as np
 
-from pyggml._enums import INT_TYPES, TYPE_TRAITS, Op, Type
+from pyggml._enums import INT_TYPES, Op, Type
+from pyggml._tables import blck_size, type_size
 
 cdef extern from "copy.h" nogil:
     bint pg_is_contiguous(const pg_tensor * t)
@@ -238,14 +239,14 @@ def _check_ne(op, ne, typ):
         raise ValueError(f"{op}: ne must have 1 to 4 entries, got {len(ne)}")
     if any(x < 0 for x in ne):
         raise ValueError(f"{op}: ne entries must be >= 0, got {ne}")
-    blck = TYPE_TRAITS[typ][0]
+    blck = blck_size(typ)
     if ne[0] % blck:
         raise ValueError(f"{op}: ne[0] of a {typ.name} tensor must be a multiple of {blck}, got {ne[0]}")
     full = ne + (1,) * (4 - len(ne))
     total = 1
     for x in full:
         total *= x
-    if total * TYPE_TRAITS[typ][1] // blck >= (1 << 62):
+    if total * type_size(typ) // blck >= (1 << 62):
         raise ValueError(f"{op}: tensor of ne={full} is too large (size overflow)")
     return full, len(ne)
 

@@ -1,4 +1,4 @@
-# The one home of the C declarations shared by the extension modules (csrc/pyggml.h, convert.h).
+# The one home of the C declarations shared by the extension modules (csrc/pyggml.h, types.h).
 from libc.stdint cimport int32_t, int64_t, uint16_t
 
 
@@ -48,17 +48,28 @@ cdef extern from "pyggml.h" nogil:
     const char * pg_build_compiler()
 
 
-cdef extern from "convert.h" nogil:
+cdef extern from "types.h" nogil:
     ctypedef void (*pg_to_float_fn)(const void * x, float * y, int64_t n)
     ctypedef void (*pg_from_float_fn)(const float * x, void * y, int64_t n)
+
+    enum:
+        PG_TYPE_COUNT
+        PG_KIND_FLOAT
+        PG_KIND_QUANT
+        PG_KIND_INT
 
     ctypedef struct pg_type_traits:
         const char * name
         int64_t blck
         size_t size
-        int vec_dot_type
+        int kind
         pg_to_float_fn to_float
         pg_from_float_fn from_float
+        void * vec_dot
+        int vec_dot_type
+        void * vec_dot4
+        void * attn_dot
+        void * attn_acc
 
     const pg_type_traits pg_traits[]
     size_t pg_row_size(int type, int64_t n)

@@ -19,8 +19,9 @@ the step (when there is one), so a graph that uses them runs the write first. Th
 """
 import numpy as np
 
-from pyggml._enums import TYPE_TRAITS, Type
+from pyggml._enums import Type
 from pyggml._ops import reshape_2d, set_rows, view_3d
+from pyggml._tables import blck_size, row_size
 
 __all__ = ["KVCache", "KVStep"]
 
@@ -34,7 +35,7 @@ class KVCache:
         typ = Type(type)
         if typ not in _CACHE_TYPES:
             raise TypeError(f"KVCache: type must be one of {', '.join(t.name for t in _CACHE_TYPES)}, got {typ.name}")
-        blck = TYPE_TRAITS[typ][0]
+        blck = blck_size(typ)
         if head_dim <= 0 or head_dim % blck:
             raise ValueError(f"KVCache: head_dim must be a positive multiple of the {typ.name} block size {blck}, "
                              f"got {head_dim}")
@@ -96,7 +97,7 @@ class KVStep:
     def _get(self, kind, il):
         c = self.cache
         src = self._written.get((kind, il), (c.k if kind == "k" else c.v)[il])
-        row = TYPE_TRAITS[c.type][1] * c.head_dim // TYPE_TRAITS[c.type][0]
+        row = row_size(c.type, c.head_dim)
         return view_3d(src, c.head_dim, self.n_kv, c.n_head_kv, src.nb[1], row, 0)
 
     def cpy_k(self, il, k_cur):

@@ -5,7 +5,7 @@
  * SCALE: dst = a*s + b, F32.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 typedef void (*pg_vec_binary_fn)(int64_t n, float * z, const float * x, const float * y);

@@ -31,7 +31,7 @@
  *              are merged (parallel over heads). Any K/V type.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 #define PG_FA_TILE_Q 64
@@ -84,33 +84,11 @@ static inline void pg_fa_softcap(const pg_fa_ctx * c, int64_t n, float * x) {
     if (c->softcap != 0.0f) for (int64_t j = 0; j < n; j++) x[j] = c->softcap * tanhf(x[j]);
 }
 
-/* s[r*lds] = dot(q_r, k row) for nr f32 query rows; quantized K rows are dequantised to tmp first */
-static inline void pg_fa_dot(const pg_tensor * k, int nr, int64_t n, const float * q, int64_t ldq,
-                             const char * krow, float * s, int64_t lds, float * tmp) {
-    switch (k->type) {
-    case PG_TYPE_F32: pg_vec_attn_dot_f32(nr, n, q, ldq, (const float *) krow, s, lds); break;
-    case PG_TYPE_F16: pg_vec_attn_dot_f16(nr, n, q, ldq, (const pg_fp16_t *) krow, s, lds); break;
-    case PG_TYPE_BF16: pg_vec_attn_dot_bf16(nr, n, q, ldq, (const pg_bf16_t *) krow, s, lds); break;
-    default:
-        pg_traits[k->type].to_float(krow, tmp, n);
-        pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);
-    }
-}
-
-/* acc_r = f[r] * acc_r + sum_{j<nk} p[r*ldp + j] * v row j (rows from vrows at stride v->nb[1]);
- * quantized V rows are dequantised to tmp (nk x DV floats) first */
+/* acc_r = f[r] * acc_r + sum_{j<nk} p[r*ldp + j] * v row j (rows from vrows at stride v->nb[1]), with
+ * V's attn_acc; tmp: nk x DV floats for types converted first */
 static inline void pg_fa_acc(const pg_tensor * v, int nr, float * acc, int64_t lda, int64_t nk,
                              const float * p, int64_t ldp, const char * vrows, const float * f, float * tmp) {
-    const int64_t n = v->ne[0];
-    const size_t nbv = v->nb[1];
-    switch (v->type) {
-    case PG_TYPE_F32: pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, (const float *) vrows, nbv, f); break;
-    case PG_TYPE_F16: pg_vec_attn_acc_f16(nr, n, acc, lda, nk, p, ldp, (const pg_fp16_t *) vrows, nbv, f); break;
-    case PG_TYPE_BF16: pg_vec_attn_acc_bf16(nr, n, acc, lda, nk, p, ldp, (const pg_bf16_t *) vrows, nbv, f); break;
-    default:
-        for (int64_t j = 0; j < nk; j++) pg_traits[v->type].to_float(vrows + j * nbv, tmp + j * n, n);
-        pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);
-    }
+    pg_traits[v->type].attn_acc(nr, v->ne[0], acc, lda, nk, p, ldp, vrows, v->nb[1], f, tmp);
 }
 
 /* out = acc / S with the head's sink logit joining the denominator; 0 when nothing had weight */
@@ -170,7 +148,8 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
     float * acc = (float *) pg_scratch(p, pg_fa_thread_bytes(c));
     float * vtmp = acc + c->DV;
     void * qc = vtmp + c->DV;
-    const int kdt = pg_traits[k->type].vec_dot_type;
+    const pg_type_traits * kt = &pg_traits[k->type];
+    const int kdt = kt->vec_dot_type;
     const int64_t nr = c->N * c->Hq * c->S;
     /* ggml's chunking: about 4 chunks per thread, taken dynamically */
     int64_t nchunk = p->nth;
@@ -187,6 +166,7 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
             const int64_t kh = h / c->G;
             const float * qrow = (const float *) pg_row(c->q, i, h, s);
             if (kdt != PG_TYPE_F32) pg_traits[kdt].from_float(qrow, qc, c->DK);
+            const void * qd = kdt != PG_TYPE_F32 ? qc : (const void *) qrow;
             const pg_fp16_t * mrow = pg_fa_mask_row(c, i, h, s);
             const float slope = pg_fa_slope(c, h);
             float M = -INFINITY, S = 0.0f;
@@ -194,16 +174,7 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
             for (int64_t j = 0; j < c->L; j++) {
                 const float mv = mrow ? slope * pg_fp16_to_fp32(mrow[j]) : 0.0f;
                 if (mv == -INFINITY) continue;
-                const char * krow = pg_row(k, j, kh, s);
-                float x;
-                switch (k->type) {
-                case PG_TYPE_F32: x = pg_vec_dot_f32(c->DK, (const float *) krow, qrow); break;
-                case PG_TYPE_F16: x = pg_vec_dot_f16(c->DK, (const pg_fp16_t *) krow, (const pg_fp16_t *) qc); break;
-                case PG_TYPE_BF16: x = pg_vec_dot_bf16(c->DK, (const pg_bf16_t *) krow, (const pg_bf16_t *) qc); break;
-                case PG_TYPE_Q8_0: x = pg_vec_dot_q8_0_q8_0(c->DK, (const pg_block_q8_0 *) krow, (const pg_block_q8_0 *) qc); break;
-                default: x = pg_vec_dot_q4_0_q8_0(c->DK, (const pg_block_q4_0 *) krow, (const pg_block_q8_0 *) qc); break;
-                }
-                x *= c->scale;
+                float x = kt->vec_dot(c->DK, pg_row(k, j, kh, s), qd) * c->scale;
                 pg_fa_softcap(c, 1, &x);
                 const float ms = pg_vec_attn_softmax_f32(1, &x, &mv, &M, &S);
                 pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), &ms, vtmp);
@@ -227,6 +198,7 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
     float * racc = vtmp + B * DV;                    /* [DVp] reduction accumulator */
     float * part = (float *) ((char *) p->wdata + PG_PAD(tb, PG_CACHE_LINE) * p->nth);
     const int nth = p->nth, ith = p->ith;
+    const pg_attn_dot_fn k_dot = pg_traits[c->k->type].attn_dot;
 
     const int64_t seg = (c->L + nth - 1) / nth;
     const int64_t j0 = PG_MIN(c->L, ith * seg), j1 = PG_MIN(c->L, j0 + seg);
@@ -257,7 +229,7 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
                 if (!any) continue;
                 for (int64_t jj = 0; jj < nk; jj++) {
                     if (live[jj] != 0.0f) {
-                        pg_fa_dot(c->k, ng, DK, qs + h0 * DK, DK, pg_row(c->k, jb + jj, kh, 0), sc + jj, B, ktmp);
+                        k_dot(ng, DK, qs + h0 * DK, DK, pg_row(c->k, jb + jj, kh, 0), sc + jj, B, ktmp);
                     } else {
                         for (int g = 0; g < ng; g++) sc[g * B + jj] = -INFINITY;
                     }

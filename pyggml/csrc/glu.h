@@ -14,7 +14,7 @@
  * split contiguously across threads.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 typedef void (*pg_vec_glu_fn)(int64_t n, float * y, const float * x, const float * g);

@@ -23,7 +23,7 @@
  * so a one-row graph runs on one thread.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 /* row (i1, i2, i3) of t, with t's rows repeated over a larger tensor's (ggml_can_repeat) */

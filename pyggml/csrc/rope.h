@@ -26,7 +26,7 @@
  * work is per token, not per head.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 enum { PG_ROPE_NORMAL = 0, PG_ROPE_NEOX = 2, PG_ROPE_MROPE = 8, PG_ROPE_VISION = 24, PG_ROPE_IMROPE = 40 };

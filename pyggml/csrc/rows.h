@@ -33,7 +33,7 @@
  * cache (at most E floats) per thread.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 #include "rope.h"
 

@@ -17,7 +17,7 @@
  * widened into the thread's scratch (n floats).
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 static inline size_t pg_soft_max_scratch(const pg_tensor * dst) {
