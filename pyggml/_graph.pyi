@@ -2,7 +2,6 @@ from typing import Any
 
 from pyggml._tensor import Tensor
 
-FLAG_INPUT: int
 FLAG_OUTPUT: int
 
 def default_threads() -> int: ...
@@ -16,6 +15,7 @@ class Plan:
     mem_bytes: int
     mem_bytes_naive: int
     use_ref: bool
+    paths: dict[Tensor, str]
 
 class CGraph:
     size: int

@@ -29,6 +29,7 @@ from pyggml._tensor cimport Memory, Tensor, block_align, tensor_nbytes
 from pyggml._typedefs cimport *
 
 from pyggml._enums import Op
+from pyggml._ops import FA_PATHS
 
 cdef extern from "graph.h" nogil:
     enum:
@@ -50,7 +51,6 @@ cdef extern from "graph.h" nogil:
         void * wdata
         size_t wsize
         pg_shared * shared
-        int use_ref
 
     bint pg_executed(const pg_tensor * t)
     int pg_op_tasks(const pg_tensor * t, int nth)
@@ -68,6 +68,10 @@ FLAG_OUTPUT = PG_FLAG_OUTPUT
 
 cdef int _fusion_size(int k) noexcept:
     return pg_fusions[k].n
+
+
+# flash_attn_ext reports the path its plan chose in this op_params slot (flash_attn_ext_get_path)
+cdef int _FA_PARAM_TAKEN = 5
 
 
 def default_threads():
@@ -113,10 +117,11 @@ cdef inline bint _executed(Tensor t):
 
 class Plan:
     """What plan() decided: thread count, work buffer bytes, tasks per node, fused groups (tuples of
-    the Tensors each fused kernel computes, in graph order) and the memory planned for intermediate
+    the Tensors each fused kernel computes, in graph order), the path of each flash_attn_ext node
+    (paths: {Tensor: "one_chunk" | "tiled" | "split"}) and the memory planned for intermediate
     tensors (mem_bytes, against mem_bytes_naive without reuse)."""
 
-    def __init__(self, n_threads, work_size, n_tasks, fused, mem_bytes, mem_bytes_naive, use_ref):
+    def __init__(self, n_threads, work_size, n_tasks, fused, mem_bytes, mem_bytes_naive, use_ref, paths=None):
         self.n_threads = n_threads
         self.work_size = work_size
         self.n_tasks = n_tasks
@@ -124,6 +129,7 @@ class Plan:
         self.mem_bytes = mem_bytes
         self.mem_bytes_naive = mem_bytes_naive
         self.use_ref = use_ref
+        self.paths = {} if paths is None else paths
 
     def __repr__(self):
         return (f"Plan(n_threads={self.n_threads}, work_size={self.work_size}, fused={len(self.fused)}, "
@@ -331,8 +337,8 @@ cdef class CGraph:
 
     def plan(self, n_threads=None, use_ref=False):
         """Decide threads, work buffer, fusion and the memory of intermediates (once per graph,
-        thread count and use_ref). Returns a Plan. A node that cannot run (no kernel for its op, a
-        plan function that refuses it) raises ValueError naming the node."""
+        thread count and use_ref). Returns a Plan. A node whose plan function refuses it (an op
+        parameter no table row covers) raises ValueError naming the node."""
         key = _plan_key(n_threads, use_ref)
         nth = key[0]
         if key in self._plans:
@@ -359,6 +365,7 @@ cdef class CGraph:
         pl.nth = plan_threads
         pl.use_ref = bool(use_ref)
         work = 0
+        paths = {}
         for i, (kind, g) in enumerate(steps):
             ex[i].fusion = kind
             for j in range(PG_FUSE_MAX):
@@ -368,8 +375,10 @@ cdef class CGraph:
                 raise ValueError(f"plan: node {self._nodes.index(n)} ({Op(n.c.op).name}"
                                  f"{' ' + repr(n.name) if n.name else ''}): {pl.err.decode()}")
             work = max(work, pl.work)
+            if kind < 0 and (<Tensor> g[0]).c.op == Op.FLASH_ATTN_EXT:
+                paths[g[0]] = FA_PATHS[ex[i].variant]
         plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
-                    bool(use_ref))
+                    bool(use_ref), paths)
         self._plans[key] = (plan, ex_mem, len(steps))
         return plan
 
@@ -382,6 +391,9 @@ cdef class CGraph:
             raise RuntimeError("compute: this graph is already being computed (from another thread)")
         plan = self.plan(n_threads, use_ref)
         _, ex_mem, n_steps = self._plans[_plan_key(n_threads, use_ref)]
+        cdef Tensor t
+        for t, path in plan.paths.items():
+            t.c.op_params[_FA_PARAM_TAKEN] = FA_PATHS.index(path)
         cdef pg_run st
         if self._work is None or self._work.size < plan.work_size:
             self._work = Memory(plan.work_size)
@@ -393,7 +405,6 @@ cdef class CGraph:
         st.wdata = self._work.ptr
         st.wsize = plan.work_size
         st.shared = <pg_shared *> self._shared_mem.ptr
-        st.use_ref = plan.use_ref
         cdef int nth = plan.n_threads
         self._running = True
         try:

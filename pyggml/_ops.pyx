@@ -672,7 +672,8 @@ from pyggml._enums import Prec
 # accumulated (attn_acc, to f32 on tiled)
 _FA_K_TYPES = kernel_types("vec_dot", "attn_dot", "to_float")
 _FA_V_TYPES = kernel_types("attn_acc", "to_float")
-# op_params slot 4 = forced path (index in FA_PATHS), slot 5 = path taken by the last compute
+# op_params slot 4 = forced path (index in FA_PATHS), slot 5 = path of the last compute (CGraph.compute
+# writes the one its plan chose)
 FA_PATHS = ("auto", "one_chunk", "tiled", "split")
 cdef int _FA_PARAM_PATH = 4
 cdef int _FA_PARAM_TAKEN = 5
@@ -787,7 +788,7 @@ def flash_attn_ext_set_path(t, path):
 
 def flash_attn_ext_get_path(t):
     """The path the last compute of this flash_attn_ext node took ("one_chunk", "tiled", "split"),
-    or None before it has run. pyggml only."""
+    or None before it has run (CGraph.plan chooses it; Plan.paths reports it). pyggml only."""
     cdef Tensor tt = _fa_node("flash_attn_ext_get_path", t)
     taken = tt.c.op_params[_FA_PARAM_TAKEN]
     return FA_PATHS[taken] if taken else None

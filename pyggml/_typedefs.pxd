@@ -35,7 +35,6 @@ cdef extern from "pyggml.h" nogil:
         size_t wsize
         void * wdata
         pg_shared * shared
-        int use_ref
         int32_t variant
 
     ctypedef struct pg_plan:

@@ -182,12 +182,11 @@ typedef struct pg_run {
     void * wdata;
     size_t wsize;
     pg_shared * shared;
-    int use_ref;
 } pg_run;
 
 static inline void pg_graph_worker(void * arg, int ith, int nth) {
     const pg_run * r = (const pg_run *) arg;
-    pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, r->use_ref, 0};
+    pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
     for (int i = 0; i < r->n; i++) {
         p.variant = r->steps[i].variant;
         pg_exec_run(&p, &r->steps[i]);

@@ -67,7 +67,6 @@ typedef struct pg_params {
     size_t wsize;           /* bytes of wdata (all threads) */
     void * wdata;           /* work buffer, PG_CACHE_LINE aligned */
     pg_shared * shared;
-    int use_ref;            /* reference kernels only */
     int32_t variant;        /* what the node's plan function chose (pg_plan.variant) */
 } pg_params;
 
@@ -133,6 +132,22 @@ static inline void pg_report_error(const pg_params * p, const pg_tensor * node, 
         p->shared->err_val = val;
     }
 }
+
+/* A scratch layout: buffers laid out one after the other, by one function that serves both the plan
+ * and the kernel. With at == NULL it only counts (the plan's sizes); with at set it hands out the
+ * pointers (the kernel's carving). */
+typedef struct pg_layout {
+    char * at;
+    size_t bytes;
+} pg_layout;
+
+static inline void * pg_layout_take(pg_layout * l, size_t bytes) {
+    void * p = l->at ? l->at + l->bytes : NULL;
+    l->bytes += bytes;
+    return p;
+}
+
+static inline float * pg_layout_f32(pg_layout * l, int64_t n) { return (float *) pg_layout_take(l, (size_t) n * sizeof(float)); }
 
 /* work-buffer bytes for `bytes` of scratch per thread (the layout pg_scratch() indexes) */
 static inline size_t pg_per_thread(size_t bytes, int nth) {
