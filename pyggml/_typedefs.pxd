@@ -66,7 +66,8 @@ cdef extern from "types.h" nogil:
         pg_from_float_fn from_float
         void * vec_dot
         int vec_dot_type
-        void * vec_dot4
+        void * dot_f32
+        void * dot4_f32
         void * attn_dot
         void * attn_acc
 

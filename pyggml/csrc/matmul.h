@@ -15,9 +15,9 @@
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
  *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
- *     of weight rows and streams every row once, dotting it with the N activation rows: four at a
- *     time with the type's vec_dot4 where it has one (float weights; F16/BF16 activations are
- *     widened back to f32 once per thread for it, which is exact), the rest with its vec_dot.
+ *     of weight rows and streams every row once, dotting it with the N activation rows: float
+ *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
+ *     widened back to f32 once per thread for them, which is exact), the others with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM): the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
  *     chunk counter. A thread widens or dequantises its tile of weight rows to f32 once, into its
@@ -46,7 +46,7 @@ typedef struct pg_mm_layout {
     int vt;                 /* vec_dot_type of a */
     pg_gemm_shape tile;     /* GEMM micro-kernel: mr weight rows x nr columns */
     bool gemm;
-    bool widen;             /* dot path: converted activations widened to f32 per thread (vec_dot4) */
+    bool widen;             /* dot path: converted activations widened to f32 per thread (dot_f32) */
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
     int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
@@ -62,7 +62,7 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     l.vt = pg_traits[a->type].vec_dot_type;
     l.tile = pg_vec_gemm_shape();
     l.gemm = N >= pg_mm_gemm_min_n(l.tile);
-    l.widen = !l.gemm && pg_traits[a->type].vec_dot4 && l.vt != PG_TYPE_F32;
+    l.widen = !l.gemm && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32;
     l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
@@ -111,11 +111,10 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     const pg_tensor * b = dst->src[1];
     const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const pg_vec_dot_fn dot = pg_traits[a->type].vec_dot;
-    const pg_vec_dot4_fn dot4 = pg_traits[a->type].vec_dot4;
+    const pg_type_traits * tr = &pg_traits[a->type];
     float * wide = (float *) pg_scratch(p, l->scratch);
     const void * brows[PG_MM_GEMM_MIN_N_MAX];       /* activation rows in vec_dot_type */
-    const float * bf32[PG_MM_GEMM_MIN_N_MAX];       /* the same as f32 (vec_dot4's operands) */
+    const float * bf32[PG_MM_GEMM_MIN_N_MAX];       /* the same as f32 (dot_f32's operands) */
     int64_t r0, r1;
     pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
     while (r0 < r1) {
@@ -133,14 +132,15 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         for (int64_t i = i0; i < i1; i++) {
             const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
             int64_t j = 0;
-            if (dot4) {
+            if (tr->dot_f32) {
                 for (; j + 4 <= N; j += 4) {
                     float s4[4];
-                    dot4(K, arow, bf32 + j, s4);
+                    tr->dot4_f32(K, arow, bf32 + j, s4);
                     for (int c = 0; c < 4; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
                 }
+                for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->dot_f32(K, arow, bf32[j]);
             }
-            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = dot(K, arow, brows[j]);
+            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
         }
         r0 += i1 - i0;
     }

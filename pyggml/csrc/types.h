@@ -8,8 +8,9 @@
  *   from_float         f32 -> row, ggml's CPU rounding                    (convert.h)
  *   vec_dot            dot(row of this type, row of vec_dot_type): mul_mat's GEMV and the one_chunk
  *   vec_dot_type       attention path convert the other operand (activations, q) to this type first
- *   vec_dot4           one row of this type against four f32 rows (vec_dot_type rows widened to f32,
- *                      exact): mul_mat's GEMV with float weights; NULL: one vec_dot per column
+ *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
+ *                      weights widens the vec_dot_type activations back to f32 once per thread
+ *                      (exact) and dots with these; NULL: vec_dot on the converted rows
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
  *
@@ -25,7 +26,8 @@
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
 typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
-typedef void (*pg_vec_dot4_fn)(int64_t n, const void * x, const float * const * y, float * s);
+typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
+typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
 typedef void (*pg_attn_dot_fn)(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
                                int64_t lds, float * tmp);
 typedef void (*pg_attn_acc_fn)(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
@@ -40,7 +42,8 @@ typedef struct pg_type_traits {
     pg_from_float_fn from_float;
     pg_vec_dot_fn vec_dot;
     int vec_dot_type;
-    pg_vec_dot4_fn vec_dot4;
+    pg_dot_f32_fn dot_f32;
+    pg_dot4_f32_fn dot4_f32;
     pg_attn_dot_fn attn_dot;
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
@@ -61,6 +64,16 @@ static inline float pg_type_dot_q8_0(int64_t n, const void * x, const void * y) 
 }
 static inline float pg_type_dot_q4_0(int64_t n, const void * x, const void * y) {
     return pg_vec_dot_q4_0_q8_0(n, (const pg_block_q4_0 *) x, (const pg_block_q8_0 *) y);
+}
+
+static inline float pg_type_dot_f32_f32(int64_t n, const void * x, const float * y) {
+    return pg_vec_dot_f32(n, (const float *) x, y);
+}
+static inline float pg_type_dot_f16_f32(int64_t n, const void * x, const float * y) {
+    return pg_vec_dot_f16_f32(n, (const pg_fp16_t *) x, y);
+}
+static inline float pg_type_dot_bf16_f32(int64_t n, const void * x, const float * y) {
+    return pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) x, y);
 }
 
 static inline void pg_type_dot4_f32(int64_t n, const void * x, const float * const * y, float * s) {
@@ -141,19 +154,22 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
     [PG_TYPE_F32] = {
         .name = "f32", .blck = 1, .size = sizeof(float), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f32_to_f32, .from_float = pg_row_f32_from_f32,
-        .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32, .vec_dot4 = pg_type_dot4_f32,
+        .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32,
+        .dot_f32 = pg_type_dot_f32_f32, .dot4_f32 = pg_type_dot4_f32,
         .attn_dot = pg_type_attn_dot_f32, .attn_acc = pg_type_attn_acc_f32,
     },
     [PG_TYPE_F16] = {
         .name = "f16", .blck = 1, .size = sizeof(pg_fp16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f16_to_f32, .from_float = pg_row_f16_from_f32,
-        .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16, .vec_dot4 = pg_type_dot4_f16,
+        .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16,
+        .dot_f32 = pg_type_dot_f16_f32, .dot4_f32 = pg_type_dot4_f16,
         .attn_dot = pg_type_attn_dot_f16, .attn_acc = pg_type_attn_acc_f16,
     },
     [PG_TYPE_BF16] = {
         .name = "bf16", .blck = 1, .size = sizeof(pg_bf16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_bf16_to_f32, .from_float = pg_row_bf16_from_f32,
-        .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16, .vec_dot4 = pg_type_dot4_bf16,
+        .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16,
+        .dot_f32 = pg_type_dot_bf16_f32, .dot4_f32 = pg_type_dot4_bf16,
         .attn_dot = pg_type_attn_dot_bf16, .attn_acc = pg_type_attn_acc_bf16,
     },
     [PG_TYPE_Q8_0] = {
