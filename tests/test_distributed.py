@@ -111,11 +111,16 @@ def run_steps(m):
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("stages", [2, 3])
-def test_logits_equal_the_single_process_model(request, ray_local, tiny, single, stages):
+def test_logits_equal_the_single_process_model(request, ray_local, tiny, single, tmp_path, stages):
+    """3 stages: F32 weights and cache, flash attention; 2 stages: F16 weights and cache, mul_mat +
+    soft_max attention over a transposed V."""
     if stages == 3:
         p = request.getfixturevalue("pipe3")
     else:
-        p = dist.load(tiny, stages=2, n_ctx=N_CTX, n_threads=1, kv_type=gg.Type.F32, timeout=60, start_timeout=120)
+        tiny = str(tmp_path / "tiny-f16.gguf")
+        write_random_llama(tiny, **TINY, type="f16", seed=4)
+        single = models.load(tiny, n_ctx=N_CTX, n_threads=1, flash_attn=False)
+        p = dist.load(tiny, stages=2, n_ctx=N_CTX, n_threads=1, flash_attn=False, timeout=60, start_timeout=120)
     assert [s["layers"] for s in p.stages] == [s["layers"] for s in dist.plan(tiny, stages)]
     assert len({s["pid"] for s in p.stages}) == stages
     assert (p.arch, p.n_vocab, p.n_ctx, p.hparams["n_layer"]) == ("llama", 300, N_CTX, 4)
