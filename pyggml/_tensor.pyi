@@ -1,12 +1,12 @@
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 from pyggml._enums import Op, Type
 
 class Memory:
-    def __new__(cls, size: int, buffer: Any = None) -> Memory: ...
+    def __new__(cls, size: int, buffer: Any = None) -> Self: ...
     def __len__(self) -> int: ...
     @property
     def address(self) -> int: ...
