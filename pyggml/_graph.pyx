@@ -21,7 +21,9 @@ variable PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is ma
 """
 import os
 
-from libc.stdint cimport int32_t
+import numpy as np
+
+from libc.stdint cimport int32_t, uint64_t
 from libc.string cimport memset
 
 from pyggml._openmp cimport pg_have_openmp, pg_max_threads, pg_parallel_run
@@ -51,7 +53,11 @@ cdef extern from "graph.h" nogil:
         void * wdata
         size_t wsize
         pg_shared * shared
+        uint64_t * prof
+        int prof_nth
+        uint64_t t0
 
+    uint64_t pg_prof_now()
     bint pg_executed(const pg_tensor * t)
     int pg_op_tasks(const pg_tensor * t, int nth)
     int pg_graph_fuse(const pg_graph * g, pg_tensor * const * run, int n_run, int32_t * fusion_at)
@@ -379,18 +385,19 @@ cdef class CGraph:
                 paths[g[0]] = FA_PATHS[ex[i].variant]
         plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
                     bool(use_ref), paths)
-        self._plans[key] = (plan, ex_mem, len(steps))
+        self._plans[key] = (plan, ex_mem, len(steps), [g for _, g in steps])
         return plan
 
-    def compute(self, n_threads=None, use_ref=False):
+    def compute(self, n_threads=None, use_ref=False, profile=False):
         """Run every node; the GIL is released for the whole compute. Indices found out of range
         while running (get_rows, set_rows) raise IndexError afterwards. A graph runs one compute at
         a time (its work buffer and tensors are shared): a second one from another Python thread
-        while the first is running raises RuntimeError."""
+        while the first is running raises RuntimeError. profile=True times every step on every
+        thread and returns a pyggml.profile.Profile (else None)."""
         if self._running:
             raise RuntimeError("compute: this graph is already being computed (from another thread)")
         plan = self.plan(n_threads, use_ref)
-        _, ex_mem, n_steps = self._plans[_plan_key(n_threads, use_ref)]
+        _, ex_mem, n_steps, groups = self._plans[_plan_key(n_threads, use_ref)]
         cdef Tensor t
         for t, path in plan.paths.items():
             t.c.op_params[_FA_PARAM_TAKEN] = FA_PATHS.index(path)
@@ -405,15 +412,30 @@ cdef class CGraph:
         st.wdata = self._work.ptr
         st.wsize = plan.work_size
         st.shared = <pg_shared *> self._shared_mem.ptr
-        cdef int nth = plan.n_threads
+        cdef int nth = plan.n_threads, used
+        cdef Memory prof = Memory(max(n_steps, 1) * nth * 3 * sizeof(uint64_t)) if profile else None
+        st.prof = <uint64_t *> prof.ptr if profile else NULL
+        st.prof_nth = nth
         self._running = True
         try:
+            st.t0 = pg_prof_now()
             with nogil:
-                pg_parallel_run(nth, pg_graph_worker, &st)
+                used = pg_parallel_run(nth, pg_graph_worker, &st)
+            wall = pg_prof_now() - st.t0
         finally:
             self._running = False
         if st.shared.err:
             self._raise_data_error(st.shared)
+        if profile:
+            from pyggml.profile import Profile
+            times = np.frombuffer(prof, dtype=np.uint64, count=n_steps * nth * 3).reshape(n_steps, nth, 3)[:, :used]
+            return Profile(groups, times, wall, plan.paths)
+
+    def to_dot(self):
+        """The graph as Graphviz DOT (pyggml.profile.graph_dot): nodes with op, name, type and
+        shape, leafs, sources as edges, the groups that fusion would run as one kernel outlined."""
+        from pyggml.profile import graph_dot
+        return graph_dot(self._nodes, self._leafs, [g for _, g in self._fusions()])
 
     cdef _raise_data_error(self, pg_shared * sh):
         # the indices are src[1] of get_rows (range: a.ne[1]) and of set_rows (range: the destination's

@@ -23,6 +23,8 @@
 #include "rows.h"
 #include "softmax.h"
 
+#include <time.h>
+
 typedef void (*pg_compute_fn)(const pg_params * p, pg_tensor * dst);
 typedef bool (*pg_plan_fn)(const pg_tensor * dst, pg_plan * pl);
 
@@ -182,14 +184,35 @@ typedef struct pg_run {
     void * wdata;
     size_t wsize;
     pg_shared * shared;
+    /* profiling (compute(profile=True)), else NULL: prof[(step * prof_nth + ith) * 3 + k] = ns since
+     * t0 of the start of the thread's work (k = 0), its end (1), its return from the barrier (2) */
+    uint64_t * prof;
+    int prof_nth;
+    uint64_t t0;
 } pg_run;
+
+static inline uint64_t pg_prof_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* prof is a constant at both call sites: the unprofiled walk has no clock read and no test */
+static inline __attribute__((always_inline)) void pg_graph_walk(const pg_run * r, int ith, int nth, const bool prof) {
+    pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
+    for (int i = 0; i < r->n; i++) {
+        uint64_t * rec = prof ? r->prof + ((size_t) i * r->prof_nth + ith) * 3 : NULL;
+        if (prof) rec[0] = pg_prof_now() - r->t0;
+        p.variant = r->steps[i].variant;
+        pg_exec_run(&p, &r->steps[i]);
+        if (prof) rec[1] = pg_prof_now() - r->t0;
+        if (i + 1 < r->n) pg_barrier(&p);
+        if (prof) rec[2] = pg_prof_now() - r->t0;
+    }
+}
 
 static inline void pg_graph_worker(void * arg, int ith, int nth) {
     const pg_run * r = (const pg_run *) arg;
-    pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
-    for (int i = 0; i < r->n; i++) {
-        p.variant = r->steps[i].variant;
-        pg_exec_run(&p, &r->steps[i]);
-        if (i + 1 < r->n) pg_barrier(&p);
-    }
+    if (r->prof) pg_graph_walk(r, ith, nth, true);
+    else pg_graph_walk(r, ith, nth, false);
 }
