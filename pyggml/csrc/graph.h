@@ -23,8 +23,6 @@
 #include "rows.h"
 #include "softmax.h"
 
-#include <time.h>
-
 typedef void (*pg_compute_fn)(const pg_params * p, pg_tensor * dst);
 typedef bool (*pg_plan_fn)(const pg_tensor * dst, pg_plan * pl);
 
@@ -116,9 +114,13 @@ static const pg_fusion pg_fusions[] = {
 };
 #define PG_N_FUSIONS ((int) (sizeof(pg_fusions) / sizeof(pg_fusions[0])))
 
-/* a node that runs: an op with a kernel and at least one element */
+/* a node that runs: an op with a kernel and at least one element (at least one index, for the
+ * ops whose indices are checked: PG_OPF_INDICES) */
 static inline bool pg_executed(const pg_tensor * t) {
-    return !(pg_op_table[t->op].flags & PG_OPF_NO_COMPUTE) && t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != 0;
+    const int flags = pg_op_table[t->op].flags;
+    if (flags & PG_OPF_NO_COMPUTE) return false;
+    const pg_tensor * n = flags & PG_OPF_INDICES ? t->src[1] : t;
+    return n->ne[0] * n->ne[1] * n->ne[2] * n->ne[3] != 0;
 }
 
 /* the fused groups among run[0..n_run) (the executed nodes of g, in order): fusion_at[i] is the
@@ -191,23 +193,20 @@ typedef struct pg_run {
     uint64_t t0;
 } pg_run;
 
-static inline uint64_t pg_prof_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
-/* prof is a constant at both call sites: the unprofiled walk has no clock read and no test */
+/* prof is a constant at both call sites: the unprofiled walk has no clock read and no test. A
+ * barrier after the last step too: the threads then reach the end of the parallel region
+ * together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a short
+ * spin), not in libgomp's end-of-region barrier (which spins for milliseconds) */
 static inline __attribute__((always_inline)) void pg_graph_walk(const pg_run * r, int ith, int nth, const bool prof) {
     pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
     for (int i = 0; i < r->n; i++) {
         uint64_t * rec = prof ? r->prof + ((size_t) i * r->prof_nth + ith) * 3 : NULL;
-        if (prof) rec[0] = pg_prof_now() - r->t0;
+        if (prof) rec[0] = pg_now_ns() - r->t0;
         p.variant = r->steps[i].variant;
         pg_exec_run(&p, &r->steps[i]);
-        if (prof) rec[1] = pg_prof_now() - r->t0;
-        if (i + 1 < r->n) pg_barrier(&p);
-        if (prof) rec[2] = pg_prof_now() - r->t0;
+        if (prof) rec[1] = pg_now_ns() - r->t0;
+        pg_barrier(&p);
+        if (prof) rec[2] = pg_now_ns() - r->t0;
     }
 }
 
