@@ -5,6 +5,7 @@ draws the graph.
     print(p.table())                 # per op type, top nodes, barrier wait per thread, efficiency
     p.save_json("profile.json")
     p.save_svg("profile.svg")        # a timeline: one lane per thread, one box per step
+    p, g = profile_decode(model, prompt_ids)    # one decode step of a pyggml.models.Model
 
 The executor (csrc/graph.h) records, for every step (a node, or a fused group of nodes run by one
 kernel) and every thread, three clock reads in nanoseconds since the compute began: the start of
@@ -24,7 +25,7 @@ import numpy as np
 
 from pyggml._enums import GluOp, Op, UnaryOp
 
-__all__ = ["Profile", "graph_dot"]
+__all__ = ["Profile", "graph_dot", "profile_decode"]
 
 _SUB_OPS = {Op.UNARY: UnaryOp, Op.GLU: GluOp}
 
@@ -235,3 +236,15 @@ def graph_dot(nodes, leafs, fused=()):
                 out.append(f"  {nid(s)} -> {nid(t)}{tag};")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def profile_decode(model, prompt):
+    """Profile one decode step of a pyggml.models.Model: the cache is reset, prompt (token ids) is
+    evaluated, one greedy token decoded (which builds the step's graph and brings its weights in),
+    and that step computed once more with profile=True: it reads the same inputs and writes the
+    same cache cells with the same values. Returns (Profile, the step's CGraph)."""
+    model.reset()
+    logits = model.eval(prompt, logits="last")
+    model.eval([int(np.argmax(logits[-1]))], logits="last")
+    g = model.last_graph
+    return g.compute(model.n_threads, profile=True), g

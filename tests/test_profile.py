@@ -1,6 +1,8 @@
 """compute(profile=True) and pyggml.profile: the records of every step and thread, their summaries,
 the timeline SVG, the JSON, and CGraph.to_dot."""
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -114,3 +116,52 @@ def test_to_dot_parses_and_outlines_fused_groups(ctx, rng):
     n_edges = sum(s is not None for n in g.nodes for s in n.src)
     assert len(parsed.get_edges()) == n_edges
     assert 'label="FLASH_ATTN_EXT\\nattn\\nF32 [16, 4]"' in dot
+
+
+def _pyggml_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "pyggml", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, check=False, timeout=300)
+
+
+def _small_llama(path):
+    from pyggml.demo import write_random_llama
+    write_random_llama(path, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_vocab=300, type="f16")
+
+
+def test_profile_decode_is_one_step_of_the_model(tmp_path):
+    """profile_decode's profiled rerun of the step leaves the model where one decode step leaves it:
+    the next step gives the logits of a model that decoded without profiling."""
+    from pyggml import models
+    from pyggml.profile import profile_decode
+    _small_llama(tmp_path / "m.gguf")
+    m, ref = (models.load(tmp_path / "m.gguf", n_ctx=32, n_threads=2) for _ in range(2))
+    prompt = [1, 5, 9, 4]
+    prof, g = profile_decode(m, prompt)
+    assert g is m.last_graph and m.n_past == len(prompt) + 1
+    # q, k, v, output, gate, up, down per layer, and the head
+    assert sum(s["op"] == "MUL_MAT" for s in prof.steps) == 2 * 7 + 1
+    assert any(s["op"] == "FLASH_ATTN_EXT" and s["path"] for s in prof.steps)
+    ref.eval([int(np.argmax(ref.eval(prompt, logits="last")[-1]))], logits="last")
+    np.testing.assert_array_equal(m.eval([7], logits="last"), ref.eval([7], logits="last"))
+
+
+@pytest.mark.subprocess
+def test_profile_command_on_a_gguf(tmp_path):
+    _small_llama(tmp_path / "m.gguf")
+    p = _pyggml_cli("profile", tmp_path / "m.gguf", "-t", 2, "--prompt", 4, "--out", tmp_path / "out", "--dot",
+                    cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "one decode step after 4 prompt tokens" in p.stdout and "parallel efficiency" in p.stdout
+    assert "MUL_MAT" in p.stdout and "top steps" in p.stdout
+    d = json.loads((tmp_path / "out" / "profile.json").read_text())
+    assert d["steps"] and sum(r["count"] for r in d["by_op"]) == len(d["steps"])
+    ET.parse(tmp_path / "out" / "profile.svg")
+    assert (tmp_path / "out" / "graph.dot").read_text().startswith("digraph pyggml {")
+
+
+@pytest.mark.subprocess
+def test_profile_command_on_the_demo_model(tmp_path):
+    p = _pyggml_cli("profile", "--layers", 1, "--prompt", 2, "-t", 1, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("demo model: one decode step") and "FLASH_ATTN_EXT" in p.stdout
+    assert (tmp_path / "profile.svg").exists() and (tmp_path / "profile.json").exists()
