@@ -18,6 +18,7 @@ its work, its end, and the return from the barrier after it. From those:
     busy     a thread's work summed over the steps
     efficiency   sum of busy / (wall x threads)
 """
+import functools
 import json
 from xml.sax.saxutils import escape
 
@@ -61,17 +62,21 @@ class Profile:
     def __init__(self, groups, times, wall_ns, paths=None):
         """groups: the Tensors of each step (a fused group: several, in graph order); times:
         uint64 array [n_steps, n_threads, 3] of (start, end, barrier return) in ns since the start;
-        paths: {Tensor: attention path} of the flash_attn_ext nodes."""
-        times = np.asarray(times, dtype=np.int64)
-        paths = paths or {}
-        self.n_threads = int(times.shape[1]) if times.ndim == 3 else 1
+        paths: {Tensor: attention path} of the flash_attn_ext nodes. The steps are described on
+        first use, so a profiled compute costs the clock reads and little more."""
+        self._times = np.asarray(times, dtype=np.int64)
+        self._groups = groups
+        self._paths = paths or {}
+        self.n_threads = int(self._times.shape[1])
         self.wall_ns = int(wall_ns)
-        self.steps = []
-        for i, (g, tt) in enumerate(zip(groups, times)):
+
+    @functools.cached_property
+    def steps(self):
+        """One dict per step, in execution order (module docstring; docs/profiling.md)."""
+        steps = []
+        for i, (g, tt) in enumerate(zip(self._groups, self._times)):
             last = g[-1]
-            work = tt[:, 1] - tt[:, 0]
-            wait = tt[:, 2] - tt[:, 1]
-            self.steps.append({
+            steps.append({
                 "index": i,
                 "op": "+".join(_op(t) for t in g),
                 "nodes": [_label(t) for t in g],
@@ -79,23 +84,23 @@ class Profile:
                 "shape": _shape(last),
                 "type": last.type.name,
                 "fused": len(g) > 1,
-                "path": paths.get(last),
+                "path": self._paths.get(last),
                 "start_ns": tt[:, 0].tolist(),
-                "work_ns": work.tolist(),
-                "wait_ns": wait.tolist(),
-                "span_ns": int(tt[:, 1].max() - tt[:, 0].min()) if len(tt) else 0,
+                "work_ns": (tt[:, 1] - tt[:, 0]).tolist(),
+                "wait_ns": (tt[:, 2] - tt[:, 1]).tolist(),
+                "span_ns": int(tt[:, 1].max() - tt[:, 0].min()),
             })
-        self._times = times
+        return steps
 
     # ---- summaries ----
 
     def busy_ns(self):
         """Work per thread, summed over the steps."""
-        return [int(sum(s["work_ns"][t] for s in self.steps)) for t in range(self.n_threads)]
+        return (self._times[:, :, 1] - self._times[:, :, 0]).sum(axis=0).tolist()
 
     def wait_ns(self):
         """Barrier wait per thread, summed over the steps."""
-        return [int(sum(s["wait_ns"][t] for s in self.steps)) for t in range(self.n_threads)]
+        return (self._times[:, :, 2] - self._times[:, :, 1]).sum(axis=0).tolist()
 
     @property
     def efficiency(self):

@@ -199,14 +199,15 @@ typedef struct pg_run {
  * spin), not in libgomp's end-of-region barrier (which spins for milliseconds) */
 static inline __attribute__((always_inline)) void pg_graph_walk(const pg_run * r, int ith, int nth, const bool prof) {
     pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
+    uint64_t t = prof ? pg_now_ns() - r->t0 : 0;   /* a step starts where the previous barrier returned */
     for (int i = 0; i < r->n; i++) {
         uint64_t * rec = prof ? r->prof + ((size_t) i * r->prof_nth + ith) * 3 : NULL;
-        if (prof) rec[0] = pg_now_ns() - r->t0;
+        if (prof) rec[0] = t;
         p.variant = r->steps[i].variant;
         pg_exec_run(&p, &r->steps[i]);
         if (prof) rec[1] = pg_now_ns() - r->t0;
         pg_barrier(&p);
-        if (prof) rec[2] = pg_now_ns() - r->t0;
+        if (prof) rec[2] = t = pg_now_ns() - r->t0;
     }
 }
 
