@@ -56,6 +56,14 @@ static inline pg_f32v pg_f32v_exp(pg_f32v x) {
     return PG_F32V_KEEP_NAN(x, y);
 }
 
+/* exp(w) for w already in [PG_EXP_LO, PG_EXP_HI_1]: k <= 127, so 2^k is one exponent step and no
+ * lane needs exp's range selects (vec/act.h's sigmoid clamps its argument into this range) */
+#define PG_EXP_HI_1 88.0f
+static inline pg_f32v pg_f32v_exp_in_range(pg_f32v w) {
+    const pg_f32v k = pg_f32v_exp_k(w);
+    return pg_f32v_mul_pow2_1(pg_f32v_exp_poly(w, k), k);
+}
+
 /* pg_f32v_exp with the same value for every input; where the ISA has a scaling instruction
  * (PG_HAVE_F32V_SCALEF: AVX-512's vscalefps, 13 instructions instead of 24) the 2^k, the zero below
  * PG_EXP_LO and the NaN pass-through are one zero-masked scaling instead of the generic selects.
