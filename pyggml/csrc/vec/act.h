@@ -18,11 +18,15 @@
 #define PG_GELU_QUICK_COEF 1.702f
 #define PG_SQRT_2_INV      0.70710678118654752440084436210484f
 
-static inline float pg_silu_f32(float x) { return x / (1.0f + expf(-x)); }
-static inline float pg_gelu_f32(float x) {
-    return x / (1.0f + expf(-2.0f * PG_SQRT_2_OVER_PI * x * (1.0f + PG_GELU_COEF_A * x * x)));
+/* x / (1 + exp(-z)) with pg_f32v_sigmul's clamps (below): -z at most 88, x at least -88, NaN kept */
+static inline float pg_sigmul_f32(float x, float z) {
+    return (x < -PG_EXP_HI_1 ? -PG_EXP_HI_1 : x) / (1.0f + expf(fminf(-z, PG_EXP_HI_1)));
 }
-static inline float pg_gelu_quick_f32(float x) { return x / (1.0f + expf(-PG_GELU_QUICK_COEF * x)); }
+static inline float pg_silu_f32(float x) { return pg_sigmul_f32(x, x); }
+static inline float pg_gelu_f32(float x) {
+    return pg_sigmul_f32(x, 2.0f * PG_SQRT_2_OVER_PI * x * (1.0f + PG_GELU_COEF_A * x * x));
+}
+static inline float pg_gelu_quick_f32(float x) { return pg_sigmul_f32(x, PG_GELU_QUICK_COEF * x); }
 static inline float pg_relu_f32(float x) { return x > 0.0f ? x : 0.0f; }
 static inline float pg_gelu_erf_f32(float x) { return 0.5f * x * erfcf(-x * PG_SQRT_2_INV); }
 
