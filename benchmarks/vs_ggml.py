@@ -3,7 +3,7 @@ same numpy inputs in both libraries (ggml through the ggml-python package, see g
 once for the same numbers (NMSE against ggml's result below the case's bound) and timed alternately
 in one run at 1 and 2 threads. The ratio is ggml time / pyggml time: > 1 means pyggml is faster.
 
-    python -m benchmarks --vs-ggml [--quick] [--threads 1,2] [--cases SUBSTR] [--runs N] [--load]
+    python -m benchmarks --vs-ggml [--quick] [--threads 1,2] [--cases SUBSTR[|SUBSTR...]] [--runs N] [--load]
 
 Both sides are timed from Python: pyggml's CGraph.compute() and one ctypes call of
 ggml_graph_compute() on a graph planned once (ggml_graph_plan; a disposable threadpool and the
@@ -267,7 +267,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks --vs-ggml", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter timing (0.3 s per case and thread count)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
-    ap.add_argument("--cases", default="", help="only the cases whose name contains this text")
+    ap.add_argument("--cases", default="", help="only the cases whose name contains this text (or one of "
+                    "several, separated by |)")
     ap.add_argument("--runs", type=int, default=3, help="passes over all cases (default 3); each side's best counts")
     ap.add_argument("--load", action="store_true", help="also time the tiny graphs with a busy competitor")
     args = ap.parse_args(argv)
@@ -284,8 +285,8 @@ def main(argv=None):
     print(f"ggml (ggml-python {getattr(ggml, '__version__', '?')}): {level} ({' '.join(flags)}), "
           f"ctypes call {ctypes_floor(ggml) * 1e6:.3f} us")
     print()
-    table(ggml, [c for c in CASES if args.cases in c[0]], threads, min_time, args.runs)
+    table(ggml, [c for c in CASES if any(s in c[0] for s in args.cases.split("|"))], threads, min_time, args.runs)
     if args.load:
         print("\nwith a busy process competing for the cores:\n")
         with busy_competitor():
-            table(ggml, [c for c in LOAD_CASES if args.cases in c[0]], threads, min_time, args.runs)
+            table(ggml, [c for c in LOAD_CASES if any(s in c[0] for s in args.cases.split("|"))], threads, min_time, args.runs)

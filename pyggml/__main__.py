@@ -1,4 +1,4 @@
-"""The pyggml command: run, convert, info, demo (`pyggml CMD --help`; also python -m pyggml from
+"""The pyggml command: run, convert, info, demo, profile (`pyggml CMD --help`; also python -m pyggml from
 outside the source tree). Without a command it runs the demo."""
 import argparse
 import itertools
@@ -88,6 +88,40 @@ def _cmd_demo(args):
     return demo(args)
 
 
+def _cmd_profile(args):
+    import os
+    import pathlib
+    import tempfile
+
+    import numpy as np
+
+    import pyggml
+    from pyggml import models
+    from pyggml.demo import DEMO, write_random_llama
+    from pyggml.profile import profile_decode
+
+    with tempfile.TemporaryDirectory(prefix="pyggml-profile-") as tmp:
+        path = args.model
+        if path is None:
+            path = os.path.join(tmp, "random-llama-f16.gguf")
+            write_random_llama(path, **dict(DEMO, n_layer=args.layers), type="f16", tied=True, seed=0)
+        m = models.load(path, n_ctx=args.prompt + 8, n_threads=args.threads)
+        prompt = np.random.default_rng(0).integers(0, m.n_vocab, args.prompt).tolist()
+        prof, g = profile_decode(m, prompt)
+    info = pyggml.build_info()
+    print(f"{args.model or 'demo model'}: one decode step after {args.prompt} prompt tokens, {m.n_threads} threads "
+          f"({info['simd']})\n")
+    print(prof.table(top=args.top))
+    os.makedirs(args.out, exist_ok=True)
+    written = {"profile.svg": prof.save_svg, "profile.json": prof.save_json}
+    if args.dot:
+        written["graph.dot"] = lambda f: pathlib.Path(f).write_text(g.to_dot())
+    for name, save in written.items():
+        save(os.path.join(args.out, name))
+    print(f"\nwrote {', '.join(os.path.join(args.out, n) for n in written)}")
+    return 0
+
+
 def parser():
     """The argparse parser of the pyggml command."""
     from pyggml.demo import add_arguments as demo_arguments
@@ -140,6 +174,22 @@ def parser():
                                    "the weight-read bandwidth measured in the same run. No download.")
     demo_arguments(d)
     d.set_defaults(fn=_cmd_demo)
+
+    from pyggml.demo import DEMO
+    pr = sub.add_parser("profile", help="profile one decode step: per-op tables, profile.svg, profile.json",
+                        description="Profile one decode step of MODEL (default: the demo's random llama, written to "
+                                    "a temporary GGUF) after a random prompt: print the time per op type, the top "
+                                    "steps, the barrier wait per thread and the parallel efficiency, and write the "
+                                    "timeline (profile.svg) and every step (profile.json). See docs/profiling.md.")
+    pr.add_argument("model", nargs="?", help="a .gguf file (default: the demo model)")
+    pr.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
+    pr.add_argument("--prompt", type=int, default=32, help="prompt tokens before the step (default 32)")
+    pr.add_argument("--layers", type=int, default=DEMO["n_layer"],
+                    help=f"layers of the demo model (default {DEMO['n_layer']})")
+    pr.add_argument("--top", type=int, default=15, help="steps in the top list (default 15)")
+    pr.add_argument("--out", default=".", help="folder for profile.svg and profile.json (default: here)")
+    pr.add_argument("--dot", action="store_true", help="also write the step's graph as graph.dot")
+    pr.set_defaults(fn=_cmd_profile)
     return p
 
 

@@ -24,7 +24,9 @@ import struct
 import weakref
 from time import perf_counter
 
-from libc.stdint cimport int32_t
+import numpy as np
+
+from libc.stdint cimport int32_t, uint64_t
 from libc.string cimport memcpy, memset
 
 from pyggml._openmp cimport pg_have_openmp, pg_parallel_run
@@ -55,7 +57,11 @@ cdef extern from "graph.h" nogil:
         void * wdata
         size_t wsize
         pg_shared * shared
+        uint64_t * prof
+        int prof_nth
+        uint64_t t0
 
+    uint64_t pg_now_ns()
     bint pg_executed(const pg_tensor * t)
     int pg_op_tasks(const pg_tensor * t, int nth)
     int pg_graph_fuse(const pg_graph * g, pg_tensor * const * run, int n_run, int32_t * fusion_at)
@@ -524,27 +530,29 @@ cdef class CGraph:
                 paths[g[0]] = FA_PATHS[ex[i].variant]
         plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
                     bool(use_ref), paths)
-        self._plans[key] = (plan, ex_mem, len(steps))
+        self._plans[key] = (plan, ex_mem, len(steps), [g for _, g in steps])
         return plan
 
-    def compute(self, n_threads=None, use_ref=False):
+    def compute(self, n_threads=None, use_ref=False, profile=False):
         """Run every node; the GIL is released for the whole compute. Data errors found while
         running raise afterwards: IndexError for indices out of range (get_rows, set_rows),
         ValueError for a rope frequency factor that is not finite and > 0; the results of such a
         compute are undefined, and no set_rows after the error writes anything. A graph runs one
         call at a time (its arena, work buffer and barrier are shared): compute, plan or
         build_forward_expand from another Python thread while this runs raises RuntimeError.
-        run_seconds is then the time spent in the C parallel region (Python preparation excluded)."""
+        run_seconds is then the time spent in the C parallel region (Python preparation excluded).
+        profile=True times every step on every thread and returns a pyggml.profile.Profile
+        (docs/profiling.md); else None."""
         key = _plan_key(n_threads, use_ref)
         self._enter("compute")
         try:
-            self._run(key)
+            return self._run(key, profile)
         finally:
             self._leave()
 
-    cdef _run(self, tuple key):
+    cdef _run(self, tuple key, bint profile):
         plan = self._plan(key)
-        _, ex_mem, n_steps = self._plans[key]
+        _, ex_mem, n_steps, groups = self._plans[key]
         cdef Tensor t
         for t, path in plan.paths.items():
             t.c.op_params[_FA_PARAM_TAKEN] = FA_PATHS.index(path)
@@ -559,15 +567,30 @@ cdef class CGraph:
         st.wdata = self._work.ptr
         st.wsize = plan.work_size
         st.shared = <pg_shared *> self._shared_mem.ptr
-        cdef int nth = plan.n_threads
+        cdef int nth = plan.n_threads, used
+        cdef Memory prof = Memory(max(n_steps, 1) * nth * 3 * sizeof(uint64_t)) if profile else None
+        st.prof = <uint64_t *> prof.ptr if profile else NULL
+        st.prof_nth = nth
         t0 = perf_counter()
         try:
+            st.t0 = pg_now_ns()
             with nogil:
-                pg_parallel_run(nth, pg_graph_worker, &st)
+                used = pg_parallel_run(nth, pg_graph_worker, &st)
+            wall = pg_now_ns() - st.t0
         finally:
             self.run_seconds = perf_counter() - t0
         if st.shared.err:
             self._raise_data_error(st.shared)
+        if profile:
+            from pyggml.profile import Profile
+            times = np.frombuffer(prof, dtype=np.uint64, count=n_steps * nth * 3).reshape(n_steps, nth, 3)[:, :used]
+            return Profile(groups, times, wall, plan.paths)
+
+    def to_dot(self):
+        """The graph as Graphviz DOT (pyggml.profile.graph_dot): nodes with op, name, type and
+        shape, leafs, sources as edges, the groups that fusion would run as one kernel outlined."""
+        from pyggml.profile import graph_dot
+        return graph_dot(self._nodes, self._leafs, [g for _, g in self._fusions()])
 
     cdef _raise_data_error(self, pg_shared * sh):
         # the indices are src[1] of get_rows (range: a.ne[1]) and of set_rows (range: the destination's

@@ -21,7 +21,7 @@ def pyggml(*args, cwd):
                           cwd=cwd, check=False, timeout=300)
 
 
-@pytest.mark.parametrize("cmd", [[], ["run"], ["convert"], ["info"], ["demo"]])
+@pytest.mark.parametrize("cmd", [[], ["run"], ["convert"], ["info"], ["demo"], ["profile"]])
 def test_help(tmp_path, cmd):
     p = pyggml(*cmd, "--help", cwd=tmp_path)
     assert p.returncode == 0, p.stderr

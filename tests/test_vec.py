@@ -354,6 +354,16 @@ def test_act_extremes():
             assert_act(y, ACT_REF[name](x))
 
 
+def test_sigmoid_gated_acts_at_infinity():
+    # x / (1 + exp(-z)) at x = -inf: the limit 0 (not -inf/inf = NaN); +inf stays inf, NaN stays NaN
+    x = unaligned(np.tile(np.array([-np.inf, np.inf, np.nan, -1e30], dtype=np.float32), 9))
+    y = np.empty_like(x)
+    for name in ("silu", "gelu"):
+        _vec.act_f32(name, x.size, ptr(y), ptr(x))
+        assert np.all(np.abs(y[0::4]) < 1e-30) and np.all(np.abs(y[3::4]) < 1e-30), name
+        assert np.all(y[1::4] == np.inf) and np.all(np.isnan(y[2::4])), name
+
+
 # ---- norm sums ----
 @pytest.mark.parametrize("n", NS)
 def test_norm_sums(rng, n):

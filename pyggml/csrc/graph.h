@@ -188,17 +188,33 @@ typedef struct pg_run {
     void * wdata;
     size_t wsize;
     pg_shared * shared;
+    /* profiling (compute(profile=True)), else NULL: prof[(step * prof_nth + ith) * 3 + k] = ns since
+     * t0 of the start of the thread's work (k = 0), its end (1), its return from the barrier (2) */
+    uint64_t * prof;
+    int prof_nth;
+    uint64_t t0;
 } pg_run;
+
+/* prof is a constant at both call sites: the unprofiled walk has no clock read and no test. A
+ * barrier after the last step too: the threads then reach the end of the parallel region
+ * together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a short
+ * spin), not in libgomp's end-of-region barrier (which spins for milliseconds) */
+static inline __attribute__((always_inline)) void pg_graph_walk(const pg_run * r, int ith, int nth, const bool prof) {
+    pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
+    uint64_t t = prof ? pg_now_ns() - r->t0 : 0;   /* a step starts where the previous barrier returned */
+    for (int i = 0; i < r->n; i++) {
+        uint64_t * rec = prof ? r->prof + ((size_t) i * r->prof_nth + ith) * 3 : NULL;
+        if (prof) rec[0] = t;
+        p.variant = r->steps[i].variant;
+        pg_exec_run(&p, &r->steps[i]);
+        if (prof) rec[1] = pg_now_ns() - r->t0;
+        pg_barrier(&p);
+        if (prof) rec[2] = t = pg_now_ns() - r->t0;
+    }
+}
 
 static inline void pg_graph_worker(void * arg, int ith, int nth) {
     const pg_run * r = (const pg_run *) arg;
-    pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
-    /* a barrier after the last step too: the threads then reach the end of the parallel region
-     * together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a short
-     * spin), not in libgomp's end-of-region barrier (which spins for milliseconds) */
-    for (int i = 0; i < r->n; i++) {
-        p.variant = r->steps[i].variant;
-        pg_exec_run(&p, &r->steps[i]);
-        pg_barrier(&p);
-    }
+    if (r->prof) pg_graph_walk(r, ith, nth, true);
+    else pg_graph_walk(r, ith, nth, false);
 }

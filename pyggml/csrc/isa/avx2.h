@@ -37,6 +37,11 @@ static inline pg_f32v pg_f32v_mul_pow2(pg_f32v p, pg_f32v k) {
                          _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, b), 23)));
 }
 
+static inline pg_f32v pg_f32v_mul_pow2_1(pg_f32v p, pg_f32v k) {
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
     const __m256i q = _mm256_cvtps_epi32(j), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
     const __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(q, one), one));

@@ -39,6 +39,8 @@ static inline pg_f32v pg_f32v_mul_pow2(pg_f32v p, pg_f32v k) {
                          _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, b), 23)));
 }
 
+static inline pg_f32v pg_f32v_mul_pow2_1(pg_f32v p, pg_f32v k) { return _mm512_scalef_ps(p, k); }
+
 /* vscalefps with the lanes below lo (ordered) zeroed: exp's 2^k, its zero below the range and its
  * NaN pass-through (through p) in one instruction */
 #define PG_HAVE_F32V_SCALEF 1

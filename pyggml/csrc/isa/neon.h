@@ -37,6 +37,10 @@ static inline pg_f32v pg_f32v_mul_pow2(pg_f32v p, pg_f32v k) {
                      vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k2, b), 23)));
 }
 
+static inline pg_f32v pg_f32v_mul_pow2_1(pg_f32v p, pg_f32v k) {
+    return vmulq_f32(p, vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(k), vdupq_n_s32(127)), 23)));
+}
+
 static inline void pg_f32v_quadrant(pg_f32v j, pg_f32v sp, pg_f32v cp, pg_f32v * s, pg_f32v * c) {
     const int32x4_t q = vcvtnq_s32_f32(j), one = vdupq_n_s32(1), two = vdupq_n_s32(2);
     const uint32x4_t swap = vceqq_s32(vandq_s32(q, one), one);

@@ -16,6 +16,7 @@
  *   PG_F32V_KEEP_NAN(x, r)       r, with the NaN lanes of x kept
  *   PG_F32V_KEEP(v)              keep v in its register (no load folded into each use)
  *   pg_f32v_mul_pow2(p, k)       p * 2^k for integral k in [-126, 128], applied as two halves
+ *   pg_f32v_mul_pow2_1(p, k)     p * 2^k for integral k in [-126, 127], one exponent (AVX-512: vscalefps)
  *   pg_f32v_quadrant(j, sp, cp, &s, &c)   sin/cos from their values on r and the quadrant j (mod 4)
  *   pg_f32v_load_even_odd(p, &e, &o)      2*EPR floats at p split into even and odd elements;
  *   pg_f32v_store_interleaved(p, e, o)    and back

@@ -8,8 +8,10 @@
 
 /* e32 m2 (the exp inside keeps about ten temporaries live): the formulas of vec/act.h lane-wise; x / (1 + exp(-z)) serves the sigmoid ones */
 static inline vfloat32m2_t pg_rvv_sigmul(vfloat32m2_t x, vfloat32m2_t z, size_t vl) {
-    const vfloat32m2_t e = pg_rvv_exp_f32m2(__riscv_vfneg_v_f32m2(z, vl), vl);
-    return __riscv_vfdiv_vv_f32m2(x, __riscv_vfadd_vf_f32m2(e, 1.0f, vl), vl);
+    /* pg_f32v_sigmul's clamps: -z at most 88, x at least -88 (a merge, so NaN lanes keep x) */
+    const vfloat32m2_t e = pg_rvv_exp_f32m2(__riscv_vfmin_vf_f32m2(__riscv_vfneg_v_f32m2(z, vl), PG_EXP_HI_1, vl), vl);
+    const vfloat32m2_t xc = __riscv_vfmerge_vfm_f32m2(x, -PG_EXP_HI_1, __riscv_vmflt_vf_f32m2_b16(x, -PG_EXP_HI_1, vl), vl);
+    return __riscv_vfdiv_vv_f32m2(xc, __riscv_vfadd_vf_f32m2(e, 1.0f, vl), vl);
 }
 static inline vfloat32m2_t pg_rvv_silu(vfloat32m2_t x, size_t vl) { return pg_rvv_sigmul(x, x, vl); }
 static inline vfloat32m2_t pg_rvv_gelu(vfloat32m2_t x, size_t vl) {

@@ -18,11 +18,15 @@
 #define PG_GELU_QUICK_COEF 1.702f
 #define PG_SQRT_2_INV      0.70710678118654752440084436210484f
 
-static inline float pg_silu_f32(float x) { return x / (1.0f + expf(-x)); }
-static inline float pg_gelu_f32(float x) {
-    return x / (1.0f + expf(-2.0f * PG_SQRT_2_OVER_PI * x * (1.0f + PG_GELU_COEF_A * x * x)));
+/* x / (1 + exp(-z)) with pg_f32v_sigmul's clamps (below): -z at most 88, x at least -88, NaN kept */
+static inline float pg_sigmul_f32(float x, float z) {
+    return (x < -PG_EXP_HI_1 ? -PG_EXP_HI_1 : x) / (1.0f + expf(fminf(-z, PG_EXP_HI_1)));
 }
-static inline float pg_gelu_quick_f32(float x) { return x / (1.0f + expf(-PG_GELU_QUICK_COEF * x)); }
+static inline float pg_silu_f32(float x) { return pg_sigmul_f32(x, x); }
+static inline float pg_gelu_f32(float x) {
+    return pg_sigmul_f32(x, 2.0f * PG_SQRT_2_OVER_PI * x * (1.0f + PG_GELU_COEF_A * x * x));
+}
+static inline float pg_gelu_quick_f32(float x) { return pg_sigmul_f32(x, PG_GELU_QUICK_COEF * x); }
 static inline float pg_relu_f32(float x) { return x > 0.0f ? x : 0.0f; }
 static inline float pg_gelu_erf_f32(float x) { return 0.5f * x * erfcf(-x * PG_SQRT_2_INV); }
 
@@ -32,9 +36,17 @@ static const float pg_erfc_c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.1
                                     -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
 
 #if PG_HAVE_F32V
-/* x / (1 + exp(-z)); exp overflow gives x/inf = 0, the right limit */
+/* x / (1 + exp(-z)), with -z clamped into [PG_EXP_LO, 88] so that the exp needs no range selects
+ * (vec/exp.h's pg_f32v_exp_in_range: 2/3 of pg_f32v_exp's instructions; swiglu's rows at 1 thread
+ * are bound by them on AVX2). Below the range exp(-z) < 2^-126 leaves 1 + exp(-z) = 1, as before.
+ * Above it 1 + exp(-z) stays at e^88 instead of inf: the result is at most |x| * 6e-39 instead of
+ * 0. x below -88 is raised to -88 (NaN kept): there -z > 88 for silu, gelu and gelu_quick alike,
+ * so the result stays within 6e-37 of the limit 0, and x = -inf gives that instead of NaN. */
 static inline pg_f32v pg_f32v_sigmul(pg_f32v x, pg_f32v z) {
-    return PG_F32V_DIV(x, PG_F32V_ADD(PG_F32V_SET1(1.0f), pg_f32v_exp(PG_F32V_SUB(PG_F32V_ZERO(), z))));
+    const pg_f32v w = PG_F32V_MIN(PG_F32V_MAX(PG_F32V_SET1(PG_EXP_LO), PG_F32V_SUB(PG_F32V_ZERO(), z)),
+                                  PG_F32V_SET1(PG_EXP_HI_1));
+    const pg_f32v xc = PG_F32V_MAX(PG_F32V_SET1(-PG_EXP_HI_1), x);
+    return PG_F32V_DIV(xc, PG_F32V_ADD(PG_F32V_SET1(1.0f), pg_f32v_exp_in_range(w)));
 }
 static inline pg_f32v pg_f32v_silu(pg_f32v x) { return pg_f32v_sigmul(x, x); }
 static inline pg_f32v pg_f32v_gelu(pg_f32v x) {

@@ -7,6 +7,7 @@
 
 #define PG_EXP_HI 88.72283935546875f
 #define PG_EXP_LO -87.33654022216797f
+#define PG_EXP_HI_1 88.0f                       /* the top of pg_f32v_exp_in_range's range */
 #define PG_EXP_LOG2E 1.44269504088896341f       /* k = round(x * log2(e)) */
 #define PG_EXP_LN2_HI 6.93145752e-1f            /* ln 2 in two parts: r = x - k*HI - k*LO */
 #define PG_EXP_LN2_LO 1.42860677e-6f
@@ -54,6 +55,13 @@ static inline pg_f32v pg_f32v_exp(pg_f32v x) {
     y = PG_F32V_SEL_LT(x, PG_F32V_SET1(PG_EXP_LO), PG_F32V_ZERO(), y);
     y = PG_F32V_SEL_LT(PG_F32V_SET1(PG_EXP_HI), x, PG_F32V_SET1(INFINITY), y);
     return PG_F32V_KEEP_NAN(x, y);
+}
+
+/* exp(w) for w already in [PG_EXP_LO, PG_EXP_HI_1]: k <= 127, so 2^k is one exponent step and no
+ * lane needs exp's range selects (vec/act.h's sigmoid clamps its argument into this range) */
+static inline pg_f32v pg_f32v_exp_in_range(pg_f32v w) {
+    const pg_f32v k = pg_f32v_exp_k(w);
+    return pg_f32v_mul_pow2_1(pg_f32v_exp_poly(w, k), k);
 }
 
 /* pg_f32v_exp with the same value for every input; where the ISA has a scaling instruction
