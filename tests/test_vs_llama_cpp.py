@@ -7,6 +7,10 @@ models of tests/hf_models.py converted by pyggml.convert, prefill 7 tokens then 
   so its F32 reference is the mul_mat + soft_max_ext form; pyggml's flash_attn_ext keeps F32 K/V
   and is compared with that same reference.
 - F16 weights and the default F16 cache: greedy tokens equal, in both attention forms.
+- Q8_0 weights, mul_mat attention form: the same logits to float32 rounding (measured: bit-identical)
+  with an F32 or F16 cache. With flash attention and an F16 cache the two differ by ~1e-2 relative
+  on Q8_0 files (~2e-3 on F16 files): ggml accumulates V in fp16 there, pyggml in f32 (a documented
+  difference of pyggml.flash_attn_ext).
 
 The vendored llama.cpp of llama-cpp-python 0.3.36 reads no RMS-norm epsilon for qwen2vl
 (print_info shows f_norm_rms_eps = 0; its qwen2 reads 1e-5 from the same key), so qwen2vl is
@@ -114,3 +118,10 @@ def test_qwen2vl_epsilon_is_what_differs(gguf_dir):
     ref = run_llama_cpp(path, toks, KV["f32"][1], flash_attn=False)
     assert rel_err(run_pyggml(path, toks, KV["f32"][0], False), ref) > 1e-4
     assert rel_err(run_pyggml(path, toks, KV["f32"][0], False, rms_eps=0.0), ref) < 1e-5
+
+
+@pytest.mark.parametrize("kv", ["f32", "f16"])
+def test_q8_0_logits_match_llama_cpp(gguf_dir, kv):
+    path, toks = llama_cpp_file("llama-gqa", "q8_0", gguf_dir), ids()
+    ref = run_llama_cpp(path, toks, KV[kv][1], flash_attn=False)
+    assert rel_err(run_pyggml(path, toks, KV[kv][0], False), ref) < 1e-5
