@@ -281,3 +281,5 @@ def test_tokenizer_is_built_on_first_use(gguf_dir, monkeypatch):
     assert calls == []
     assert m.tokenizer == "tok" and m.tokenizer == "tok"
     assert len(calls) == 1
+    m.tokenizer = None              # settable (pyggml.distributed's stages set it themselves)
+    assert m.tokenizer is None

@@ -105,6 +105,10 @@ class Model:
             self._tokenizer = self._tokenizer()
         return self._tokenizer
 
+    @tokenizer.setter
+    def tokenizer(self, tok):
+        self._tokenizer = tok
+
     # ---- weights ----
 
     def weight(self, name, required=True):
