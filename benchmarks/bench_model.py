@@ -9,15 +9,19 @@ llama.cpp compared.
 
 The model (issue 11): 8 layers, width 2048, 16 heads, 4 KV heads, FFN 5632, vocabulary 32000, an
 untied LM head, random weights written by pyggml.gguf.save (pyggml.demo.write_random_llama; the
-files are kept in --dir and reused). Every engine is timed in turn, `--reps` times, and the best
-run of each is reported: the machine is shared, so the ratio of runs taken side by side is what to
-read. All times are wall times of the Python calls: the prompt's eval, then per decode step the
-eval of one token and the argmax of its logits (llama-cpp-python's Llama.eval; pyggml's
-Model._step, what Model.eval and generate run per token).
+files are kept in --dir and reused). The engines run in turn: each prefills the prompt (the
+order rotates from run to run), then they decode one token each in turn, `--tg` rounds, with a
+streaming read of pyggml's weights in every round; `--reps` runs. The machine is shared, so what
+to read are the ratios of times taken side by side: pg/llama.cpp is llama.cpp's time over
+pyggml's (> 1: pyggml is faster) run by run for prefill and step by step for decode, given as the
+median and quartiles, whose spread says how noisy the run was; tokens/s are from median times.
+All times are wall times of the Python calls: the prompt's eval, then per decode step the eval of
+one token and the argmax of its logits (llama-cpp-python's Llama.eval; pyggml's Model._step, what
+Model.eval and generate run per token).
 
 Weight-stream limit: the bytes a decode step reads (Model.weight_bytes: every weight but the
 embedding table) over the read bandwidth of a streaming pass over those same weights
-(pyggml._vec.stream_read_f32 on the same threads, one pass between every two decode steps; medians).
+(pyggml._vec.stream_read_f32 on the same threads, one pass before each decode round; the ratio pass by pass, median and quartiles).
 Python work: a decode step's wall time minus CGraph.run_seconds (the C parallel region), median.
 """
 import argparse
@@ -52,6 +56,7 @@ class PyggmlRun:
     def __init__(self, path, nth, ctx):
         self.m = models.load(path, n_ctx=ctx, n_threads=nth)
         self.nth = nth
+        self.x, self.pos = np.zeros(1, np.int32), np.zeros((1, 1), np.int32)
 
     def pp(self, prompt):
         self.m.reset()
@@ -59,24 +64,14 @@ class PyggmlRun:
         logits = self.m.eval(prompt, logits="last")
         return time.perf_counter() - t0, int(np.argmax(logits[0]))
 
-    def tg(self, first, n, read_between=False):
-        """n decode steps after pp(); returns (seconds, ids, per-step seconds, per-step C seconds,
-        read-pass seconds)."""
-        m, tok, ids = self.m, first, [first]
-        steps, c_time, reads = [], [], []
-        x, pos = np.zeros(1, np.int32), np.zeros((1, 1), np.int32)
-        t_all = time.perf_counter()
-        for _ in range(n):
-            if read_between:
-                reads.append(read_seconds(m, self.nth, repeat=1))
-            t0 = time.perf_counter()
-            x[0], pos[:] = tok, m.n_past
-            tok = int(np.argmax(m._step(x, pos, 1)[0]))
-            steps.append(time.perf_counter() - t0)
-            c_time.append(m.last_graph.run_seconds)
-            ids.append(tok)
-        total = sum(steps) if read_between else time.perf_counter() - t_all
-        return total, ids, np.array(steps), np.array(c_time), np.array(reads)
+    def step(self, tok):
+        """One decode step as Model.eval/generate run it (Model._step) and the argmax of its
+        logits; returns (seconds, next id, seconds in the C parallel region)."""
+        m = self.m
+        t0 = time.perf_counter()
+        self.x[0], self.pos[:] = tok, m.n_past
+        nxt = int(np.argmax(m._step(self.x, self.pos, 1)[0]))
+        return time.perf_counter() - t0, nxt, m.last_graph.run_seconds
 
 
 # ---- llama.cpp ----
@@ -98,20 +93,17 @@ class LlamaCppRun:
         """The last evaluated token's logits, read from llama.cpp's buffer (without logits_all,
         llama-cpp-python does not keep them in Llama.scores)."""
         ptr = self.lc.llama_get_logits_ith(self.llm.ctx, -1)
-        return np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),)).copy()
+        return np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))
 
-    def tg(self, first, n):
-        tok, ids, margins, t = first, [first], [], 0.0
-        for _ in range(n):
-            t0 = time.perf_counter()
-            self.llm.eval([tok])
-            lg = self.logits_last()
-            tok = int(np.argmax(lg))
-            t += time.perf_counter() - t0
-            top = np.partition(lg, -2)[-2:]
-            margins.append(float(top[1] - top[0]))
-            ids.append(tok)
-        return t, ids, margins
+    def step(self, tok):
+        """One decode step and the argmax; returns (seconds, next id, top-2 logit margin)."""
+        t0 = time.perf_counter()
+        self.llm.eval([tok])
+        lg = self.logits_last()
+        nxt = int(np.argmax(lg))
+        dt = time.perf_counter() - t0
+        top = np.partition(lg, -2)[-2:]
+        return dt, nxt, float(top[1] - top[0])
 
 
 # ---- HF transformers ----
@@ -170,17 +162,23 @@ class HFRun:
         self.cache = out.cache if hasattr(out, "cache") else out.past_key_values
         return dt, int(out.logits[0, -1].argmax())
 
-    def tg(self, first, n):
+    def step(self, tok):
         torch = self.torch
-        tok, ids = first, [first]
-        t0 = time.perf_counter()
         with torch.no_grad():
-            for _ in range(n):
-                out = self.model(torch.tensor([[tok]]), cache=self.cache, use_cache=True)
-                self.cache = out.cache if hasattr(out, "cache") else out.past_key_values
-                tok = int(out.logits[0, -1].argmax())
-                ids.append(tok)
-        return time.perf_counter() - t0, ids
+            t0 = time.perf_counter()
+            out = self.model(torch.tensor([[tok]]), cache=self.cache, use_cache=True)
+            nxt = int(out.logits[0, -1].argmax())
+            dt = time.perf_counter() - t0
+        self.cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        return dt, nxt, None
+
+
+def first_difference(a, b):
+    return next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+
+
+def quartiles(x):
+    return np.percentile(np.asarray(x), [25, 50, 75])
 
 
 def bench(path, typ, nth, args, prompt, rows, notes):
@@ -197,42 +195,75 @@ def bench(path, typ, nth, args, prompt, rows, notes):
         except ImportError:
             notes.append("torch/transformers are not installed: no HF column")
             args.no_hf = True
-    best = {e: {"pp": np.inf, "tg": np.inf} for e in engines}
-    ids, margins, extra = {}, None, {}
+    names = list(engines)
+    pp = {e: [] for e in names}
+    tg = {e: [] for e in names}
+    c_time, reads, margins, ids = [], [], [], {}
+    for e in names:             # untimed: first touch of the mapped weights, graphs and buffers made
+        engines[e].step(engines[e].pp(prompt)[1])
     for rep in range(args.reps):
-        for name, eng in engines.items():
-            t_pp, first = eng.pp(prompt)
-            best[name]["pp"] = min(best[name]["pp"], t_pp)
-            if name == "pyggml":
-                t_tg, out, steps, c_time, reads = eng.tg(first, args.tg, read_between=rep == 0)
-                if rep == 0:
-                    extra["py_work"] = float(np.median(steps - c_time))
-                    extra["step"] = float(np.median(steps))
-                    extra["read"] = float(np.median(reads))
-                    extra["bytes"] = eng.m.weight_bytes
-                    t_tg = np.inf        # the run with read passes in between does not count for tg
-            elif name == "llama.cpp":
-                t_tg, out, margins = eng.tg(first, args.tg)
-            else:
-                t_tg, out = eng.tg(first, args.tg)
-            best[name]["tg"] = min(best[name]["tg"], t_tg)
-            ids[name] = out
-    rate = {e: (len(prompt) / b["pp"], args.tg / b["tg"]) for e, b in best.items()}
-    rows.append((typ, nth, rate, extra))
+        order = names[rep % len(names):] + names[:rep % len(names)]     # who goes first rotates
+        tok = {}
+        for e in order:
+            t, tok[e] = engines[e].pp(prompt)
+            pp[e].append(t)
+        ids = {e: [tok[e]] for e in names}
+        for _ in range(args.tg):
+            # one step of every engine in turn, and a streaming read of pyggml's weights, so that
+            # the times compared were taken within a fraction of a second of each other
+            reads.append(read_seconds(engines["pyggml"].m, nth, repeat=1))
+            for e in order:
+                dt, tok[e], extra = engines[e].step(tok[e])
+                tg[e].append(dt)
+                ids[e].append(tok[e])
+                if e == "pyggml":
+                    c_time.append(extra)
+                elif e == "llama.cpp":
+                    margins.append(extra)
+        print(f"  {typ} {nth} threads: run {rep + 1} of {args.reps} done", file=sys.stderr)
+    pp = {e: np.array(v) for e, v in pp.items()}
+    tg = {e: np.array(v) for e, v in tg.items()}
+    steps, reads, c_time = tg["pyggml"], np.array(reads), np.array(c_time)
+    x = {"pp": {e: len(prompt) / np.median(v) for e, v in pp.items()},
+         "tg": {e: 1.0 / np.median(v) for e, v in tg.items()},
+         "stream": quartiles(reads / steps), "read": float(np.median(reads)), "bytes": engines["pyggml"].m.weight_bytes,
+         "py_work": float(np.median(steps - c_time)), "c_time": float(np.median(c_time))}
+    if "llama.cpp" in engines:
+        # pyggml's speed over llama.cpp's, run by run (pp) and step by step (tg): quartiles
+        x["pp_ratio"] = quartiles(pp["llama.cpp"] / pp["pyggml"])
+        x["tg_ratio"] = quartiles(tg["llama.cpp"] / steps)
+    rows.append((typ, nth, x))
+    last = args.tg + 1          # the ids of the last run
     if "llama.cpp" in ids:
-        a, b = ids["pyggml"], ids["llama.cpp"]
-        same = next((i for i in range(len(a)) if a[i] != b[i]), len(a))
+        a, b = ids["pyggml"][-last:], ids["llama.cpp"][-last:]
+        same = first_difference(a, b)
         msg = f"{typ} {nth} threads: greedy tokens of pyggml and llama.cpp equal for {same} of {len(a)}"
         if same < len(a):
-            msg += (f"; at the first difference llama.cpp's top-2 logit margin is "
-                    f"{margins[same - 1] if same > 0 else float('nan'):.2e}")
+            m = margins[-args.tg:][same - 1] if same > 0 else float("nan")
+            msg += f"; at the first difference llama.cpp's top-2 logit margin is {m:.2e}"
         notes.append(msg)
     if "HF" in ids:
-        a, b = ids["pyggml"], ids["HF"]
-        same = next((i for i in range(len(a)) if a[i] != b[i]), len(a))
-        notes.append(f"{typ} {nth} threads: greedy tokens of pyggml and HF (float32) equal for {same} of {len(a)}")
+        same = first_difference(ids["pyggml"][-last:], ids["HF"][-last:])
+        notes.append(f"{typ} {nth} threads: greedy tokens of pyggml and HF (float32) equal for {same} of {last}")
     del engines
     gc.collect()
+
+
+def cell(q):
+    """median [25%-75%] of a ratio's quartiles."""
+    return f"{q[1]:.2f} [{q[0]:.2f}-{q[2]:.2f}]"
+
+
+def row_text(typ, nth, x, engines):
+    """The table row of one (type, threads) result."""
+    cells = [f"{x['pp'][e]:.1f}" if e in x["pp"] else "-" for e in engines]
+    cells += [f"{x['tg'][e]:.2f}" if e in x["tg"] else "-" for e in engines]
+    r = (cell(x["pp_ratio"]), cell(x["tg_ratio"])) if "pp_ratio" in x else ("-", "-")
+    # the limit: tokens/s if a decode step took one streaming read of its weights (the read
+    # passes alternated with the steps; the ratio is taken pass by pass)
+    return (f"| {typ.upper()} | {nth} | " + " | ".join(cells) + f" | {r[0]} | {r[1]} | "
+            f"{1.0 / x['read']:.2f} tok/s ({x['bytes'] / 1e9:.2f} GB) | {cell(x['stream'])} | "
+            f"{x['py_work'] * 1e6:.0f} us = {x['py_work'] / x['c_time']:.2%} |")
 
 
 def main():
@@ -242,13 +273,12 @@ def main():
     ap.add_argument("--hf-threads", nargs="+", type=int, default=[1, 2], help="thread counts HF runs at")
     ap.add_argument("--pp", type=int, default=128)
     ap.add_argument("--tg", type=int, default=64)
-    ap.add_argument("--reps", type=int, default=3, help="runs of each engine, in turn (the best counts)")
+    ap.add_argument("--reps", type=int, default=2, help="runs (prefill, then --tg decode rounds)")
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "pyggml-bench"))
     ap.add_argument("--no-llama-cpp", action="store_true")
     ap.add_argument("--no-hf", action="store_true")
     args = ap.parse_args()
-    args.reps = max(args.reps, 2)       # the first pyggml tg run has read passes in between
     os.makedirs(args.dir, exist_ok=True)
     info = gg.build_info()
     print(f"machine: {machine()}; pyggml {info['version']} {info['simd']}, openmp={info['openmp']}")
@@ -258,22 +288,16 @@ def main():
         path = model_path(args.dir, typ)
         for nth in args.threads:
             bench(path, typ, nth, args, prompt, rows, notes)
+            print(row_text(*rows[-1], list(rows[-1][2]["pp"])), file=sys.stderr)     # so far
     engines = ["pyggml"] + ([] if args.no_llama_cpp else ["llama.cpp"]) + ([] if args.no_hf else ["HF"])
+    print(f"\ntokens/s from median times; pg/llama.cpp: speed ratio run by run (pp{args.pp}) and step by step "
+          f"(tg), median [quartiles]")
     print("\n| type | threads | " + " | ".join(f"{e} pp{args.pp}" for e in engines) + " | "
-          + " | ".join(f"{e} tg{args.tg}" for e in engines) + " | pg/llama.cpp pp | pg/llama.cpp tg |"
+          + " | ".join(f"{e} tg" for e in engines) + " | pg/llama.cpp pp | pg/llama.cpp tg |"
           " weight-stream limit | pg tg / limit | Python work / step |")
     print("|" + "---|" * (2 * len(engines) + 7))
-    for typ, nth, rate, x in rows:
-        # tokens/s if a decode step took one streaming read of its weights; the steps and the reads
-        # alternated in pyggml's first tg run, so their medians saw the same machine
-        stream_limit, step, py_work = 1.0 / x["read"], x["step"], x["py_work"]
-        cells = [f"{rate[e][0]:.1f}" if e in rate else "-" for e in engines]
-        cells += [f"{rate[e][1]:.2f}" if e in rate else "-" for e in engines]
-        r = (f"{rate['pyggml'][0] / rate['llama.cpp'][0]:.2f}", f"{rate['pyggml'][1] / rate['llama.cpp'][1]:.2f}") \
-            if "llama.cpp" in rate else ("-", "-")
-        print(f"| {typ.upper()} | {nth} | " + " | ".join(cells) + f" | {r[0]} | {r[1]} | "
-              f"{stream_limit:.2f} tok/s ({x['bytes'] / 1e9:.2f} GB) | {x['read'] / step:.0%} | "
-              f"{py_work * 1e6:.0f} us = {py_work / (step - py_work):.2%} |")
+    for typ, nth, x in rows:
+        print(row_text(typ, nth, x, engines))
     print()
     for n in notes:
         print(f"- {n}")

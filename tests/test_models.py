@@ -269,3 +269,17 @@ def test_keep_an_intermediate(gguf_dir):
     assert np.abs(got[()] - expect).max() > 1e-3           # overwritten when not kept
     with pytest.raises(ValueError, match="keep: no tensor 'ffn_out-9'"):
         models.load(path, keep=("ffn_out-9",)).eval([1])
+
+
+def test_tokenizer_is_built_on_first_use(gguf_dir, monkeypatch):
+    """models.load does not build the tokenizer (seconds for a large vocabulary): Model.tokenizer
+    does, once."""
+    calls = []
+    monkeypatch.setattr(gg.gguf.GGUFFile, "tokenizer", lambda self: calls.append(self.path) or "tok")
+    m = models.load(converted("llama-gqa", "f16", gguf_dir))
+    m.eval([1, 2])
+    assert calls == []
+    assert m.tokenizer == "tok" and m.tokenizer == "tok"
+    assert len(calls) == 1
+    m.tokenizer = None              # settable (pyggml.distributed's stages set it themselves)
+    assert m.tokenizer is None

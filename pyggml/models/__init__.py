@@ -19,18 +19,23 @@ __all__ = ["ARCHS", "Arch", "Model", "Sampler", "StepGraph", "candidates", "load
 
 def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, **options):
     """Open the GGUF at path (memory-mapped: the weights are not copied) and return its Model.
-    options: flash_attn (default True), layers=(l0, l1), n_batch, kv_pad (see Model)."""
+    options: flash_attn (default True), layers=(l0, l1), n_batch, kv_pad (see Model). The file's
+    tokenizer is built when Model.tokenizer is first used (a warning and None when the tokenizer
+    library cannot read its vocabulary)."""
     import warnings
 
     from pyggml import gguf
 
     f = gguf.load(path)
-    try:
-        tok = f.tokenizer()
-    except Exception as e:  # noqa: BLE001 (a vocabulary the tokenizer library cannot read: ids still work)
-        warnings.warn(f"pyggml.models.load: {path}: no tokenizer ({e}); pass token ids", stacklevel=2)
-        tok = None
-    m = Model(f.arch, f.hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type, tokenizer=tok,
+
+    def tokenizer():
+        try:
+            return f.tokenizer()
+        except Exception as e:  # noqa: BLE001 (a vocabulary the tokenizer library cannot read: ids still work)
+            warnings.warn(f"pyggml.models.load: {path}: no tokenizer ({e}); pass token ids", stacklevel=3)
+            return None
+
+    m = Model(f.arch, f.hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type, tokenizer=tokenizer,
               source=f.path, **options)
     m.gguf = f      # keeps the mapping alive as long as the model
     return m

@@ -54,7 +54,9 @@ class Model:
     states when l1 < n_layer); n_batch: most tokens per graph (longer inputs run in chunks); kv_pad:
     the cell multiple the attended cache is padded to (llama.cpp: 256); keep: names of intermediates
     ("ffn_out-3", "l_out-0", ...) marked as graph outputs, readable after each step through
-    last_graph.get_tensor(name).numpy()."""
+    last_graph.get_tensor(name).numpy(); tokenizer: a pyggml.tokenizer.Tokenizer, None, or a
+    function returning one (or None), called on first use of `tokenizer`: building one from a
+    large vocabulary takes seconds that a run from token ids need not pay."""
 
     def __init__(self, arch, hparams, tensors, *, n_ctx=512, n_threads=None, kv_type=Type.F16, flash_attn=True,
                  layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source=""):
@@ -79,7 +81,7 @@ class Model:
         self.n_threads = default_threads() if n_threads is None else int(n_threads)
         self.flash_attn = bool(flash_attn)
         self.keep = tuple(keep)
-        self.tokenizer = tokenizer
+        self._tokenizer = tokenizer
         self.tensors = tensors
         self._check_weights()
         self.rope_freqs = self.weight("rope_freqs.weight", required=False)
@@ -95,6 +97,17 @@ class Model:
         self.last_graph = None
         self.n_past = 0
         self.timings = {}
+
+    @property
+    def tokenizer(self):
+        """The model's Tokenizer, or None (built on first use when the model was given a function)."""
+        if callable(self._tokenizer):
+            self._tokenizer = self._tokenizer()
+        return self._tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, tok):
+        self._tokenizer = tok
 
     # ---- weights ----
 
