@@ -168,3 +168,59 @@ def test_from_bytes_roundtrip(ctx, rng):
     q = ctx.from_numpy(x, type=gg.Type.Q6_K)
     again = ctx.from_bytes(gg.Type.Q6_K, (256, 2), q.tobytes())
     np.testing.assert_array_equal(again.to_numpy(), q.to_numpy())
+
+
+# ---- the Q4_K_M mixture of llama-quantize (pyggml._mixtures) ----
+
+T_F16, T_F32 = gg.Type.F16, gg.Type.F32
+
+
+def _llama_tensors(n_layer, d=256, ff=512, vocab=512, tied=False):
+    ts = [("token_embd.weight", (vocab, d), T_F16), ("output_norm.weight", (d,), T_F32)]
+    if not tied:
+        ts.append(("output.weight", (vocab, d), T_F16))
+    for i in range(n_layer):
+        for name, shape in [("attn_norm.weight", (d,)), ("attn_q.weight", (d, d)), ("attn_k.weight", (d // 2, d)),
+                            ("attn_v.weight", (d // 2, d)), ("attn_output.weight", (d, d)), ("ffn_norm.weight", (d,)),
+                            ("ffn_gate.weight", (ff, d)), ("ffn_up.weight", (ff, d)), ("ffn_down.weight", (d, ff))]:
+            ts.append((f"blk.{i}.{name}", shape, T_F32 if len(shape) == 1 else T_F16))
+    return ts
+
+
+def test_q4_k_m_mixture():
+    from pyggml._mixtures import tensor_types
+    ts = _llama_tensors(8)
+    got = dict(zip([n for n, _, _ in ts], tensor_types(ts[::-1], "q4_k_m", 8)[::-1]))
+    T = gg.Type
+    assert got["token_embd.weight"] == T.Q4_K and got["output.weight"] == T.Q6_K
+    assert got["output_norm.weight"] == T.F32 and got["blk.3.attn_norm.weight"] == T.F32
+    more = {0, 3, 6, 7}          # use_more_bits(i, 8): the first and last eighth, and i - 1 = 2 mod 3
+    for i in range(8):
+        for name in ("attn_v.weight", "ffn_down.weight"):
+            assert got[f"blk.{i}.{name}"] == (T.Q6_K if i in more else T.Q4_K), (i, name)
+        for name in ("attn_q.weight", "attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"):
+            assert got[f"blk.{i}.{name}"] == T.Q4_K
+    # 32 layers: llama.cpp's counter runs by layer number (blk.10 after blk.9)
+    ts = _llama_tensors(32)
+    got = dict(zip([n for n, _, _ in ts], tensor_types(ts, "q4_k_m", 32)))
+    q6 = [i for i in range(32) if got[f"blk.{i}.attn_v.weight"] == T.Q6_K]
+    assert q6 == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    assert q6 == [i for i in range(32) if got[f"blk.{i}.ffn_down.weight"] == T.Q6_K]
+
+
+def test_q4_k_m_tied_and_odd_rows():
+    from pyggml._mixtures import tensor_types
+    T = gg.Type
+    ts = _llama_tensors(2, tied=True)
+    assert tensor_types(ts, "q4_k_m", 2)[0] == T.Q6_K                  # token_embd takes output's rule
+    # rows of 96: the output rule gives Q8_0 directly; Q4_K falls back to Q5_0, Q6_K to Q8_0, and
+    # rows that are not a multiple of 32 to F16
+    assert tensor_types([("token_embd.weight", (512, 96), T_F16)], "q4_k_m", 2) == [T.Q8_0]
+    ts = _llama_tensors(2, d=96, ff=160)
+    if "Q5_0" in T.__members__:
+        types = dict(zip([n for n, _, _ in ts], tensor_types(ts, "q4_k_m", 2)))
+        assert types["blk.0.attn_q.weight"] == T.Q5_0 and types["blk.0.attn_v.weight"] == T.Q8_0
+        assert tensor_types([("blk.0.ffn_down.weight", (8, 100), T_F16)], "q4_k_m", 1) == [T.F16]
+    else:
+        with pytest.raises(ValueError, match="fallback type Q5_0"):
+            tensor_types(ts, "q4_k_m", 2)
