@@ -555,195 +555,283 @@ static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, 
 #  pragma STDC FP_CONTRACT ON
 #endif
 
-/* ---- dot products against Q8_K: the integer part of one super-block ---- */
+/* ---- dot products against Q8_K ---- */
+
+/* the 8 scales then the 8 mins of a Q4_K/Q5_K block (12 bytes), as bytes: the layout of
+ * pg_kq_scale_min done on 32-bit words */
+static inline void pg_kq_unpack_k4(const uint8_t * q, uint8_t * out) {
+    const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    uint32_t w[3];
+    memcpy(w, q, sizeof(w));
+    const uint32_t o[4] = {w[0] & lo6, (w[2] & lo4) | (((w[0] >> 6) & lo2) << 4),
+                           w[1] & lo6, ((w[2] >> 4) & lo4) | (((w[1] >> 6) & lo2) << 4)};
+    memcpy(out, o, sizeof(o));
+}
+
+/* the 16 scales of a Q3_K block (12 bytes) + 32, 0..63: pg_kq_q3_scale done on 32-bit words */
+static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
+    const uint32_t lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    uint32_t w[3];
+    memcpy(w, s, sizeof(w));
+    const uint32_t o[4] = {(w[0] & lo4) | ((w[2] & lo2) << 4), (w[1] & lo4) | (((w[2] >> 2) & lo2) << 4),
+                           ((w[0] >> 4) & lo4) | (((w[2] >> 4) & lo2) << 4),
+                           ((w[1] >> 4) & lo4) | (((w[2] >> 6) & lo2) << 4)};
+    memcpy(out, o, sizeof(o));
+}
 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-static inline int32_t pg_kq_hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
+static inline float pg_kq_hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
-/* 32 unsigned q (< 64) . 32 int8 y, the two 16-groups weighted by s0 and s1: 8 int32 lanes */
-static inline __m256i pg_kq_madd2(__m256i q, const int8_t * y, int s0, int s1) {
-    const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *) y));
-    return _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16((short) s1), _mm_set1_epi16((short) s0)));
+static inline float pg_kq_hsum_ps4(__m128 s) {
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+/* s holds 8 int16 scales in both 128-bit lanes: [s[2j] x 8 | s[2j+1] x 8], the weights of the two
+ * 16-groups of one 32-byte register */
+static inline __m256i pg_kq_pair(__m256i s, int j) {
+    const short lo = (short) ((4 * j + 1) << 8 | (4 * j)), hi = (short) ((4 * j + 3) << 8 | (4 * j + 2));
+    return _mm256_shuffle_epi8(s, _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)));
+}
+/* s as in pg_kq_pair: s[k] in every int16 */
+static inline __m256i pg_kq_one(__m256i s, int k) {
+    return _mm256_shuffle_epi8(s, _mm256_set1_epi16((short) ((2 * k + 1) << 8 | (2 * k))));
+}
+/* 16 int8 (or uint8 when zext) values as int16, both lanes: element 8h..8h+7 of each half h */
+static inline __m256i pg_kq_bcast8(const void * p, bool zext) {
+    const __m128i v = _mm_loadl_epi64((const __m128i *) p);
+    return _mm256_broadcastsi128_si256(zext ? _mm_cvtepu8_epi16(v) : _mm_cvtepi8_epi16(v));
 }
 #endif
 
-/* sum over e of scale[e / 16] * q_e * y_e for q in 0..3 (Q2_K's low bits, Q3_K's with the high bit
- * as +4): the 2-bit fields of qs, hi (when not NULL) adding 4 where its bit is set */
-static inline int32_t pg_kq_dot_2bit(const uint8_t * qs, const uint8_t * hi, const int * sc, const int8_t * y) {
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-    __m256i hb = hi ? _mm256_loadu_si256((const __m256i *) hi) : _mm256_setzero_si256();
-    __m256i acc = _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
-        for (int j = 0; j < 4; j++) {
-            const __m256i v = _mm256_or_si256(_mm256_and_si256(q, m3), _mm256_slli_epi16(_mm256_and_si256(hb, m1), 2));
-            const int g = 8 * h + 2 * j;
-            acc = _mm256_add_epi32(acc, pg_kq_madd2(v, y + 128 * h + 32 * j, sc[g], sc[g + 1]));
-            q = _mm256_srli_epi16(q, 2);
-            hb = _mm256_srli_epi16(hb, 1);
-        }
-    }
-    return pg_kq_hsum_i32(acc);
-#else
+/* Q2_K/Q3_K: element 128h + 32j + l has bits 2j of qs[32h + l]; Q3_K's hmask[l] bit 4h + j adds 4 (the
+ * value q + 4 >= 0; the caller takes 4 * scale * bsums back off). sc: 16 scales as int8 */
+static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit_scalar(const uint8_t * qs, const uint8_t * hm,
+                                                                           const int8_t * sc, const int8_t * y) {
     int32_t sum = 0;
     for (int g = 0; g < 16; g++) {
         int32_t s = 0;
         for (int l = 0; l < 16; l++) {
             const int e = 16 * g + l;
             int q = (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
-            if (hi) q += ((hi[e % 32] >> (e / 32)) & 1) << 2;
+            if (hm) q += ((hm[e % 32] >> (e / 32)) & 1) << 2;
             s += q * y[e];
         }
         sum += sc[g] * s;
     }
     return sum;
-#endif
 }
 
-/* sum over e of scale[e / 32] * q_e * y_e for Q4_K's nibbles, plus 16 where Q5_K's qh bit is set */
-static inline int32_t pg_kq_dot_4bit(const uint8_t * qs, const uint8_t * qh, const uint8_t * sc, const int8_t * y) {
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-    const __m256i m4 = _mm256_set1_epi8(0xf), m1 = _mm256_set1_epi8(1);
-    __m256i hb = qh ? _mm256_loadu_si256((const __m256i *) qh) : _mm256_setzero_si256();
-    __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * c));
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m1), 4));
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), m1), 4));
-        acc = _mm256_add_epi32(acc, pg_kq_madd2(lo, y + 64 * c, sc[2 * c], sc[2 * c]));
-        acc = _mm256_add_epi32(acc, pg_kq_madd2(hi, y + 64 * c + 32, sc[2 * c + 1], sc[2 * c + 1]));
-        hb = _mm256_srli_epi16(hb, 2);
-    }
-    return pg_kq_hsum_i32(acc);
-#else
-    int32_t sum = 0;
-    for (int j = 0; j < 8; j++) {
-        int32_t s = 0;
-        for (int l = 0; l < 32; l++) {
-            int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
-            if (qh) q += ((qh[l] >> j) & 1) << 4;
-            s += q * y[32 * j + l];
-        }
-        sum += sc[j] * s;
-    }
-    return sum;
-#endif
-}
-
-/* sum over e of scale[e / 16] * q_e * y_e for Q6_K's 6-bit values (0..63, before the -32) */
-static inline int32_t pg_kq_dot_6bit(const pg_block_q6_K * x, const int8_t * y) {
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-    const __m256i m4 = _mm256_set1_epi8(0xf), m3 = _mm256_set1_epi8(3);
+/* the same as 8 int32 lanes (their sum is the scalar's), sc16 the scales as int8 */
+static inline __attribute__((always_inline)) __m256i pg_kq_dot_2bit_avx2(const uint8_t * qs, const uint8_t * hm,
+                                                                         const int8_t * sc16, const int8_t * y) {
+    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    __m256i hb = hm ? _mm256_loadu_si256((const __m256i *) hm) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h));
-        const __m256i b = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h + 32));
-        __m256i hb = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
-        const __m256i low[4] = {_mm256_and_si256(a, m4), _mm256_and_si256(b, m4),
-                                _mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)};
+        const __m256i s = pg_kq_bcast8(sc16 + 8 * h, false);
+        __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
         for (int j = 0; j < 4; j++) {
-            const __m256i v = _mm256_or_si256(low[j], _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-            const int g = 8 * h + 2 * j;
-            acc = _mm256_add_epi32(acc, pg_kq_madd2(v, y + 128 * h + 32 * j, x->scales[g], x->scales[g + 1]));
-            hb = _mm256_srli_epi16(hb, 2);
+            __m256i v = _mm256_and_si256(q, m3);
+            if (hm) v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(hb, m1), 2));
+            const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y + 128 * h + 32 * j)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, pg_kq_pair(s, j)));
+            q = _mm256_srli_epi16(q, 2);
+            hb = _mm256_srli_epi16(hb, 1);
         }
     }
-    return pg_kq_hsum_i32(acc);
-#else
-    int32_t sum = 0;
-    for (int g = 0; g < 16; g++) {
-        int32_t s = 0;
-        for (int l = 0; l < 16; l++) s += pg_kq_q6(x, 16 * g + l) * y[16 * g + l];
-        sum += x->scales[g] * s;
-    }
-    return sum;
-#endif
+    return acc;
 }
-
-/* ---- vec_dot rows (the type table's signature): x a row of the type, y a row of Q8_K ---- */
+#endif
 
 static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void * vy) {
     const pg_block_q2_K * x = (const pg_block_q2_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
+    const int64_t nb = n / PG_QK_K;
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const __m128i raw = _mm_loadu_si128((const __m128i *) x[ib].scales);
+        int8_t sc[16];
+        _mm_storeu_si128((__m128i *) sc, _mm_and_si128(raw, _mm_set1_epi8(0xf)));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xf)));
+        const __m256i summ = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *) y[ib].bsums));
+        const __m256i sumi = pg_kq_dot_2bit_avx2(x[ib].qs, NULL, sc, y[ib].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].d) * y[ib].d), _mm256_cvtepi32_ps(sumi), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].dmin) * y[ib].d), _mm256_cvtepi32_ps(summ), accm);
+    }
+    return pg_kq_hsum_ps(acc) - pg_kq_hsum_ps(accm);
+#else
     float sumf = 0.0f;
-    for (int64_t ib = 0; ib < n / PG_QK_K; ib++) {
-        int sc[16];
+    for (int64_t ib = 0; ib < nb; ib++) {
+        int8_t sc[16];
         int32_t summ = 0;
         for (int g = 0; g < 16; g++) {
-            sc[g] = x[ib].scales[g] & 0xf;
+            sc[g] = (int8_t) (x[ib].scales[g] & 0xf);
             summ += (x[ib].scales[g] >> 4) * y[ib].bsums[g];
         }
-        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, NULL, sc, y[ib].qs);
+        const int32_t sumi = pg_kq_dot_2bit_scalar(x[ib].qs, NULL, sc, y[ib].qs);
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(x[ib].dmin) * y[ib].d * (float) summ;
     }
     return sumf;
+#endif
 }
 
 static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void * vy) {
     const pg_block_q3_K * x = (const pg_block_q3_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
+    const int64_t nb = n / PG_QK_K;
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t raw[16];
+        int8_t sc[16];
+        pg_kq_unpack_q3(x[ib].scales, raw);
+        const __m128i sc8 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *) raw), _mm_set1_epi8(32));
+        _mm_storeu_si128((__m128i *) sc, sc8);
+        /* the dot took q + 4: minus 4 * sum(scale * bsums) */
+        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *) y[ib].bsums));
+        const __m256i sumi = _mm256_sub_epi32(pg_kq_dot_2bit_avx2(x[ib].qs, x[ib].hmask, sc, y[ib].qs),
+                                              _mm256_slli_epi32(off, 2));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].d) * y[ib].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return pg_kq_hsum_ps(acc);
+#else
     float sumf = 0.0f;
-    for (int64_t ib = 0; ib < n / PG_QK_K; ib++) {
-        int sc[16];
-        int32_t off = 0;              /* the dot took q + 4 */
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t raw[16];
+        int8_t sc[16];
+        pg_kq_unpack_q3(x[ib].scales, raw);
+        int32_t off = 0;
         for (int g = 0; g < 16; g++) {
-            sc[g] = pg_kq_q3_scale(x[ib].scales, g);
+            sc[g] = (int8_t) (raw[g] - 32);
             off += sc[g] * y[ib].bsums[g];
         }
-        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
+        const int32_t sumi = pg_kq_dot_2bit_scalar(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
     }
     return sumf;
+#endif
 }
 
-/* Q4_K (qh NULL) and Q5_K */
-static inline float pg_kq_dot_k4(const pg_fp16_t * d, const pg_fp16_t * dmin, const uint8_t * scales,
-                                 const uint8_t * qs, const uint8_t * qh, const pg_block_q8_K * y) {
-    uint8_t sc[8], m[8];
-    int32_t summ = 0;
-    for (int j = 0; j < 8; j++) {
-        pg_kq_scale_min(scales, j, &sc[j], &m[j]);
-        summ += m[j] * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+/* Q4_K (qh NULL) and Q5_K: element 64c + l is the low nibble of qs[32c + l], 64c + 32 + l the high
+ * one, plus 16 where qh[l] bit 2c (2c + 1) is set; 8 scales and 8 mins of 32 elements each */
+static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, const void * vx, size_t bx,
+                                                                const pg_block_q8_K * y, bool q5) {
+    const char * xb = (const char *) vx;
+    /* the fields of block ib: Q4_K is {d, dmin, scales, qs}, Q5_K has qh before qs */
+    const size_t off_qs = q5 ? offsetof(pg_block_q5_K, qs) : offsetof(pg_block_q4_K, qs);
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+    const __m256i m4 = _mm256_set1_epi8(0xf), m1 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++, xb += bx) {
+        const pg_block_q4_K * b = (const pg_block_q4_K *) xb;        /* d, dmin, scales are common */
+        const uint8_t * qs = (const uint8_t *) xb + off_qs;
+        uint8_t sm[16];
+        pg_kq_unpack_k4(b->scales, sm);
+        const float dy = y[ib].d;
+        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) y[ib].bsums),
+                                          _mm_loadu_si128((const __m128i *) (y[ib].bsums + 8)));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) (sm + 8)));
+        accm = _mm_fmadd_ps(_mm_set1_ps(pg_fp16_to_fp32(b->dmin) * dy), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs)), accm);
+        /* the 8 scales as int16 in both lanes; scale k broadcast by a byte shuffle */
+        const __m256i s = pg_kq_bcast8(sm, true);
+        __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *) ((const pg_block_q5_K *) xb)->qh) : _mm256_setzero_si256();
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, m1), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), m1), 4));
+                hb = _mm256_srli_epi16(hb, 2);
+            }
+            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *) (y[ib].qs + 64 * c)));
+            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *) (y[ib].qs + 64 * c + 32)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, pg_kq_one(s, 2 * c)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, pg_kq_one(s, 2 * c + 1)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(b->d) * dy), _mm256_cvtepi32_ps(sumi), acc);
     }
-    const int32_t sumi = pg_kq_dot_4bit(qs, qh, sc, y->qs);
-    return pg_fp16_to_fp32(*d) * y->d * (float) sumi - pg_fp16_to_fp32(*dmin) * y->d * (float) summ;
-}
-
-static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * vx, const void * vy) {
-    const pg_block_q4_K * x = (const pg_block_q4_K *) vx;
-    const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
+    return pg_kq_hsum_ps(acc) - pg_kq_hsum_ps4(accm);
+#else
     float sumf = 0.0f;
-    for (int64_t ib = 0; ib < n / PG_QK_K; ib++) {
-        sumf += pg_kq_dot_k4(&x[ib].d, &x[ib].dmin, x[ib].scales, x[ib].qs, NULL, &y[ib]);
+    for (int64_t ib = 0; ib < nb; ib++, xb += bx) {
+        const pg_block_q4_K * b = (const pg_block_q4_K *) xb;
+        const uint8_t * qs = (const uint8_t *) xb + off_qs;
+        const uint8_t * qh = q5 ? ((const pg_block_q5_K *) xb)->qh : NULL;
+        uint8_t sm[16];
+        pg_kq_unpack_k4(b->scales, sm);
+        int32_t summ = 0, sumi = 0;
+        for (int j = 0; j < 8; j++) {
+            summ += sm[8 + j] * (y[ib].bsums[2 * j] + y[ib].bsums[2 * j + 1]);
+            int32_t s = 0;
+            for (int l = 0; l < 32; l++) {
+                int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
+                if (qh) q += ((qh[l] >> j) & 1) << 4;
+                s += q * y[ib].qs[32 * j + l];
+            }
+            sumi += sm[j] * s;
+        }
+        sumf += pg_fp16_to_fp32(b->d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(b->dmin) * y[ib].d * (float) summ;
     }
     return sumf;
+#endif
 }
 
-static inline float pg_vec_dot_q5_K_q8_K(int64_t n, const void * vx, const void * vy) {
-    const pg_block_q5_K * x = (const pg_block_q5_K *) vx;
-    const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
-    float sumf = 0.0f;
-    for (int64_t ib = 0; ib < n / PG_QK_K; ib++) {
-        sumf += pg_kq_dot_k4(&x[ib].d, &x[ib].dmin, x[ib].scales, x[ib].qs, x[ib].qh, &y[ib]);
-    }
-    return sumf;
+static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
+    return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q4_K), (const pg_block_q8_K *) y, false);
 }
 
+static inline float pg_vec_dot_q5_K_q8_K(int64_t n, const void * x, const void * y) {
+    return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q5_K), (const pg_block_q8_K *) y, true);
+}
+
+/* Q6_K: the 6-bit values q (0..63) dotted, 32 * sum(scale * bsums) taken off for the -32 */
 static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void * vy) {
     const pg_block_q6_K * x = (const pg_block_q6_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
+    const int64_t nb = n / PG_QK_K;
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+    const __m256i m4 = _mm256_set1_epi8(0xf), m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x[ib].scales)),
+                                              _mm256_loadu_si256((const __m256i *) y[ib].bsums));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        for (int h = 0; h < 2; h++) {
+            const __m256i s = pg_kq_bcast8(x[ib].scales + 8 * h, false);
+            const __m256i a = _mm256_loadu_si256((const __m256i *) (x[ib].ql + 64 * h));
+            const __m256i b = _mm256_loadu_si256((const __m256i *) (x[ib].ql + 64 * h + 32));
+            __m256i hb = _mm256_loadu_si256((const __m256i *) (x[ib].qh + 32 * h));
+            const __m256i low[4] = {_mm256_and_si256(a, m4), _mm256_and_si256(b, m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(a, 4), m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)};
+            for (int j = 0; j < 4; j++) {
+                const __m256i v = _mm256_or_si256(low[j], _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+                const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[ib].qs + 128 * h + 32 * j)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pg_kq_pair(s, j)));
+                hb = _mm256_srli_epi16(hb, 2);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].d) * y[ib].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return pg_kq_hsum_ps(acc);
+#else
     float sumf = 0.0f;
-    for (int64_t ib = 0; ib < n / PG_QK_K; ib++) {
-        int32_t off = 0;              /* the dot took q + 32 */
-        for (int g = 0; g < 16; g++) off += x[ib].scales[g] * y[ib].bsums[g];
-        const int32_t sumi = pg_kq_dot_6bit(&x[ib], y[ib].qs) - 32 * off;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++) s += (pg_kq_q6(&x[ib], 16 * g + l) - 32) * y[ib].qs[16 * g + l];
+            sumi += x[ib].scales[g] * s;
+        }
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
     }
     return sumf;
+#endif
 }
