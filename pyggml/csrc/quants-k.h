@@ -101,11 +101,17 @@ static inline PG_KQ_EXACT void pg_row_q2_K_to_f32(const void * vx, float * y, in
     const pg_block_q2_K * x = (const pg_block_q2_K *) vx;
     for (int64_t ib = 0; ib < n / PG_QK_K; ib++, y += PG_QK_K) {
         const float d = pg_fp16_to_fp32(x[ib].d), dmin = pg_fp16_to_fp32(x[ib].dmin);
-        for (int e = 0; e < PG_QK_K; e++) {
-            const uint8_t sc = x[ib].scales[e / 16];
-            const float dl = d * (sc & 0xf), ml = dmin * (sc >> 4);
-            const int q = (x[ib].qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
-            y[e] = dl * q - ml;
+        /* element 128h + 32j + 16k + l: bits 2j of qs[32h + 16k + l], group 8h + 2j + k */
+        for (int h = 0; h < 2; h++) {
+            for (int j = 0; j < 4; j++) {
+                for (int k = 0; k < 2; k++) {
+                    const uint8_t sc = x[ib].scales[8 * h + 2 * j + k];
+                    const float dl = d * (sc & 0xf), ml = dmin * (sc >> 4);
+                    const uint8_t * q = x[ib].qs + 32 * h + 16 * k;
+                    float * o = y + 128 * h + 32 * j + 16 * k;
+                    for (int l = 0; l < 16; l++) o[l] = dl * ((q[l] >> (2 * j)) & 3) - ml;
+                }
+            }
         }
     }
 }
@@ -114,11 +120,19 @@ static inline PG_KQ_EXACT void pg_row_q3_K_to_f32(const void * vx, float * y, in
     const pg_block_q3_K * x = (const pg_block_q3_K *) vx;
     for (int64_t ib = 0; ib < n / PG_QK_K; ib++, y += PG_QK_K) {
         const float d = pg_fp16_to_fp32(x[ib].d);
-        for (int e = 0; e < PG_QK_K; e++) {
-            const float dl = d * pg_kq_q3_scale(x[ib].scales, e / 16);
-            const int lo = (x[ib].qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
-            const int hi = (x[ib].hmask[e % 32] >> (e / 32)) & 1;
-            y[e] = dl * (lo - (hi ? 0 : 4));
+        /* as Q2_K, the high bit of element 128h + 32j + 16k + l in hmask[16k + l] bit 4h + j */
+        for (int h = 0; h < 2; h++) {
+            for (int j = 0; j < 4; j++) {
+                for (int k = 0; k < 2; k++) {
+                    const float dl = d * pg_kq_q3_scale(x[ib].scales, 8 * h + 2 * j + k);
+                    const uint8_t * q = x[ib].qs + 32 * h + 16 * k;
+                    const uint8_t * hm = x[ib].hmask + 16 * k;
+                    float * o = y + 128 * h + 32 * j + 16 * k;
+                    for (int l = 0; l < 16; l++) {
+                        o[l] = dl * (((q[l] >> (2 * j)) & 3) - (((hm[l] >> (4 * h + j)) & 1) ? 0 : 4));
+                    }
+                }
+            }
         }
     }
 }
@@ -166,7 +180,21 @@ static inline PG_KQ_EXACT void pg_row_q6_K_to_f32(const void * vx, float * y, in
     const pg_block_q6_K * x = (const pg_block_q6_K *) vx;
     for (int64_t ib = 0; ib < n / PG_QK_K; ib++, y += PG_QK_K) {
         const float d = pg_fp16_to_fp32(x[ib].d);
-        for (int e = 0; e < PG_QK_K; e++) y[e] = d * x[ib].scales[e / 16] * (pg_kq_q6(&x[ib], e) - 32);
+        /* element 128h + 32j + 16k + l: nibble j / 2 of ql[64h + 32(j % 2) + 16k + l], bits 2j of
+         * qh[32h + 16k + l], group 8h + 2j + k (pg_kq_q6) */
+        for (int h = 0; h < 2; h++) {
+            for (int j = 0; j < 4; j++) {
+                for (int k = 0; k < 2; k++) {
+                    const float ds = d * x[ib].scales[8 * h + 2 * j + k];
+                    const uint8_t * ql = x[ib].ql + 64 * h + 32 * (j % 2) + 16 * k;
+                    const uint8_t * qh = x[ib].qh + 32 * h + 16 * k;
+                    float * o = y + 128 * h + 32 * j + 16 * k;
+                    for (int l = 0; l < 16; l++) {
+                        o[l] = ds * ((((ql[l] >> (4 * (j / 2))) & 0xf) | (((qh[l] >> (2 * j)) & 3) << 4)) - 32);
+                    }
+                }
+            }
+        }
     }
 }
 
