@@ -20,6 +20,7 @@ from common import busy_competitor, machine
 import pyggml as gg
 
 F16, Q8_0, I32, I64 = gg.Type.F16, gg.Type.Q8_0, gg.Type.I32, gg.Type.I64
+KQUANTS = [gg.Type.Q2_K, gg.Type.Q3_K, gg.Type.Q4_K, gg.Type.Q5_K, gg.Type.Q6_K]
 NEOX = int(gg.RopeType.NEOX)
 
 
@@ -166,12 +167,14 @@ CASES = [
     ("swiglu [2x11008,512]", swiglu, 1e-7, 160, None),
     ("GEMV F16 4096x4096", mul_mat(F16, 1), 1e-6, 48, None),
     ("GEMV Q8_0 4096x4096", mul_mat(Q8_0, 1), 1e-6, 32, None),
+    *[(f"GEMV {t.name} 4096x4096", mul_mat(t, 1), 1e-6, 32, None) for t in KQUANTS],
     ("set_rows F32->F16 512x1024", set_rows(F16, False), 1e-7, 16, None),
     ("set_rows F32->F16 512x1024 after an add", set_rows(F16, True), 1e-7, 24, None),
     ("set_rows F32->Q8_0 512x1024", set_rows(Q8_0, False), 1e-7, 16, None),
     ("set_rows F32->Q8_0 512x1024 after an add", set_rows(Q8_0, True), 1e-7, 24, None),
     ("soft_max_ext [4096,32]", soft_max, 1e-7, 8, None),
     ("GEMM F16 4096x4096 x 128", mul_mat(F16, 128), 1e-6, 48, None),
+    *[(f"GEMM {t.name} 4096x4096 x 128", mul_mat(t, 128), 1e-6, 48, None) for t in KQUANTS],
     ("640-node graph, per node", tiny_chain(320), 1e-7, 4, 640),
     ("one-node graph, whole compute()", one_node, 1e-7, 1, None),
 ]

@@ -464,9 +464,9 @@ _MM_WEIGHT_TYPES = kernel_types("vec_dot")
 
 def mul_mat(a, b):
     """out[i, j] = dot(row i of a, row j of b): F32 [a.ne1, b.ne1, b.ne2, b.ne3], a broadcast over
-    dims 2/3. a (weights): F32/F16/BF16/Q8_0/Q4_0 (the types with a vec_dot kernel); b
+    dims 2/3. a (weights): F32/F16/BF16/Q8_0/Q4_0/Q2_K..Q6_K (the types with a vec_dot kernel); b
     (activations): F32, converted first to a's dot type as ggml does (F16 weights: b rounded to
-    fp16; quantized weights: b quantised to Q8_0)."""
+    fp16; Q8_0/Q4_0 weights: b quantised to Q8_0, K-quants: to Q8_K)."""
     cdef Tensor ta = _tensor("mul_mat", "a", a), tb = _tensor("mul_mat", "b", b)
     _types("mul_mat", "a", ta, _MM_WEIGHT_TYPES)
     _types("mul_mat", "b", tb, {Type.F32})

@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from pyggml._enums import INT_TYPES, Op, Type
+from pyggml._enums import INT_TYPES, Op, Type, kernel_types
 from pyggml._tables import blck_size, type_size
 
 cdef extern from "copy.h" nogil:
@@ -73,7 +73,8 @@ _NP_DTYPE = {
 }
 _FROM_DTYPE = {np.dtype(np.float32): Type.F32, np.dtype(np.float16): Type.F16,
                np.dtype(np.int32): Type.I32, np.dtype(np.int64): Type.I64}
-_CONVERTIBLE = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0)
+# the float and quantized types set() converts into (their type-table rows have both conversions)
+_CONVERTIBLE = kernel_types("to_float", "from_float") - INT_TYPES
 
 
 # DLPack: element types that can be exported, as (type code, bits)
@@ -413,9 +414,10 @@ cdef class Context:
         (bool as 0.0/1.0), int64 -> I64, every other integer dtype (int8, int16, int32, uint8,
         uint16, uint32, uint64) -> I32, whose values must then fit in int32 (ValueError otherwise,
         never a wrap-around). An integer tensor takes integer or bool arrays only (TypeError for
-        floats, which would be truncated). A float array stored as F16, BF16, Q8_0 or Q4_0 is
+        floats, which would be truncated). A float array stored as F16, BF16 or a quantized type is
         rounded as ggml's CPU backend rounds (round-to-nearest-even; Q8_0 with the CPU quantiser,
-        Q4_0 with the reference one); float64 input is rounded to float32 first.
+        Q4_0 and the K-quants with ggml's reference quantisers, as llama-quantize without an
+        importance matrix); float64 input is rounded to float32 first.
 
         Non-finite values in Q8_0/Q4_0 are stored as ggml stores them, not as themselves: a block
         holding inf or NaN, or a value of magnitude above ~8.3e6 (Q8_0; the fp16 block scale

@@ -11,7 +11,10 @@ separate mmproj file, which a MmprojConverter subclass can write later from the 
 As llama.cpp: tensor names from the gguf package's TensorNameMap; llama's Q/K rows permuted from
 HF's rotate-half order to the interleaved order of RoPE NORMAL; 1-D tensors, norms and biases in F32;
 other weights in `outtype` (f32, f16, q8_0 with the gguf package's reference quantiser), Q8_0 falling
-back to F16 for a tensor whose rows are not a multiple of 32; the metadata keys of TextModel and the
+back to F16 for a tensor whose rows are not a multiple of 32; outtype q4_k_m gives each weight the
+type llama-quantize's Q4_K_M mixture gives it (pyggml._mixtures: Q4_K, Q6_K for the output and some
+attn_v/ffn_down, llama.cpp's fallbacks), quantised with ggml's reference quantisers as llama-quantize
+does without an importance matrix (the bytes llama-quantize makes from an f32 conversion); the metadata keys of TextModel and the
 architecture's class; the vocabulary from tokenizer.model (sentencepiece), else a Llama-style
 tokenizer.json, else the byte-level BPE tokenizer. Where pyggml differs: tokenizer.ggml.pre of a BPE
 vocabulary is chosen by architecture (qwen2/qwen2vl: "qwen2", llama: "llama-bpe"; `tokenizer_pre`
@@ -32,12 +35,15 @@ from pathlib import Path
 import numpy as np
 
 from pyggml._enums import Type
+from pyggml._mixtures import FTYPES, tensor_types
+from pyggml._tensor import Context
 from pyggml.gguf import _gguf, _write
 
 __all__ = ["OUTTYPES", "add_arguments", "convert_hf", "main"]
 
-OUTTYPES = ("f32", "f16", "q8_0")
-_OUTTYPE = {"f32": (Type.F32, 0), "f16": (Type.F16, 1), "q8_0": (Type.Q8_0, 7)}   # (type, LlamaFileType)
+OUTTYPES = ("f32", "f16", "q8_0", "q4_k_m")
+# (type, LlamaFileType); a mixture (q4_k_m) picks each tensor's type in pyggml._mixtures
+_OUTTYPE = {"f32": (Type.F32, 0), "f16": (Type.F16, 1), "q8_0": (Type.Q8_0, 7), **FTYPES}
 
 # tensors llama.cpp never converts
 _SKIP_SUFFIXES = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
@@ -423,7 +429,7 @@ def convert_hf(model_or_dir, out_path, outtype="f16", tokenizer=None, tokenizer_
     """Convert a Hugging Face model (a transformers model, or a folder with config.json and
     model*.safetensors) to a GGUF file at out_path, laid out as llama.cpp's converter lays it out.
 
-    outtype: "f32", "f16" or "q8_0" for the weight matrices. tokenizer: the folder of the tokenizer
+    outtype: "f32", "f16", "q8_0" or "q4_k_m" (a mixture, see above) for the weight matrices. tokenizer: the folder of the tokenizer
     files, or a transformers tokenizer (default: the model folder; a model object without one is
     converted without vocabulary). tokenizer_pre: tokenizer.ggml.pre of a BPE vocabulary (default by
     architecture). Returns out_path."""
@@ -482,10 +488,11 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
         if gguf_name is None:
             raise ValueError(f"convert_hf: cannot map tensor {hf_name!r} of {hf_arch} to a GGUF name")
         plan.append((gguf_name, t, tuple(t.shape), name))
-    tensors = []
-    for gguf_name, src, shape, name in plan:
-        typ = _stored_type(gguf_name, shape, qtype)
-        tensors.append((gguf_name, typ, shape, _loader(conv, src, name, typ)))
+    types = [_stored_type(gguf_name, shape, qtype) for gguf_name, _, shape, _ in plan]
+    if outtype in FTYPES:
+        types = tensor_types([(p[0], p[2], t) for p, t in zip(plan, types)], outtype, conv.n_layer)
+    tensors = [(gguf_name, typ, shape, _loader(conv, src, name, typ))
+               for (gguf_name, src, shape, name), typ in zip(plan, types)]
 
     def metadata(w):
         w.add_type(gguf.GGUFType.MODEL)
@@ -505,11 +512,15 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
 
 
 def _loader(conv, src, name, typ):
-    """A function producing the stored bytes of one tensor: read, transform, convert (quantize)."""
+    """A function producing the stored bytes of one tensor: read, transform, convert (quantize; the
+    K-quants, which the gguf package cannot make, with pyggml's copy of ggml's reference quantisers)."""
     def load():
         gguf = _gguf()
-        data = src if isinstance(src, np.ndarray) else conv.transform(name, _numpy(src))
-        return gguf.quants.quantize(np.ascontiguousarray(data), gguf.GGMLQuantizationType(int(typ)))
+        data = np.ascontiguousarray(src if isinstance(src, np.ndarray) else conv.transform(name, _numpy(src)))
+        if typ.name.endswith("_K"):
+            raw = np.frombuffer(Context().from_numpy(data, type=typ).tobytes(), np.uint8)
+            return raw.reshape(data.shape[:-1] + (-1,))
+        return gguf.quants.quantize(data, gguf.GGMLQuantizationType(int(typ)))
     return load
 
 
@@ -519,7 +530,8 @@ def add_arguments(parser):
     parser.add_argument("-o", "--outfile", help="the GGUF file to write (default: MODEL/model-OUTTYPE.gguf)")
     parser.add_argument("--outtype", choices=OUTTYPES, default="f16",
                         help="type of the weight matrices (1-D tensors are always F32; Q8_0 falls back to F16 "
-                             "for rows not a multiple of 32), default f16")
+                             "for rows not a multiple of 32; q4_k_m: llama-quantize's Q4_K_M mixture of Q4_K "
+                             "and Q6_K), default f16")
     parser.add_argument("--tokenizer-pre", help="tokenizer.ggml.pre of a BPE vocabulary (default by architecture)")
     return parser
 

@@ -90,6 +90,98 @@ def dequantize_q4_0(blocks, n):
     return (np.concatenate([lo, hi], axis=1) * d).reshape(-1, n)
 
 
+# ---- K-quants: super-blocks of 256, read from ggml's block layouts (ggml-common.h) ----
+
+QK_K = 256
+# bytes per super-block and the byte ranges of each field
+K_LAYOUT = {
+    "Q2_K": (84, {"scales": (0, 16), "qs": (16, 80), "d": (80, 82), "dmin": (82, 84)}),
+    "Q3_K": (110, {"hmask": (0, 32), "qs": (32, 96), "scales": (96, 108), "d": (108, 110)}),
+    "Q4_K": (144, {"d": (0, 2), "dmin": (2, 4), "scales": (4, 16), "qs": (16, 144)}),
+    "Q5_K": (176, {"d": (0, 2), "dmin": (2, 4), "scales": (4, 16), "qh": (16, 48), "qs": (48, 176)}),
+    "Q6_K": (210, {"ql": (0, 128), "qh": (128, 192), "scales": (192, 208), "d": (208, 210)}),
+    "Q8_K": (292, {"d": (0, 4), "qs": (4, 260), "bsums": (260, 292)}),
+}
+
+
+def _k_fields(blocks, typ):
+    size, fields = K_LAYOUT[typ]
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, size)
+    return {k: b[:, lo:hi] for k, (lo, hi) in fields.items()}
+
+
+def _f16(f):
+    return np.ascontiguousarray(f).view(np.float16).astype(np.float64)[:, 0]
+
+
+def _bits2(qs):
+    """[nb, 64] bytes -> [nb, 256] 2-bit fields: element 128h + 32j + l is bits 2j of byte 32h + l"""
+    e = np.arange(QK_K)
+    return (qs[:, 32 * (e // 128) + e % 32] >> (2 * (e % 128 // 32))) & 3
+
+
+def _scale_min_k4(s):
+    """[nb, 12] packed bytes -> 8 scales and 8 mins of 6 bits each (Q4_K/Q5_K)"""
+    s = s.astype(np.int64)
+    sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0xF) | ((s[:, 0:4] >> 6) << 4)], axis=1)
+    mn = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=1)
+    return sc, mn
+
+
+def dequantize_k(blocks, typ):
+    """Values of K-quant blocks (bytes, any shape with a multiple of the block size) in float64,
+    [nblocks * 256]: d * scale * q - dmin * min per group, from the layouts above."""
+    f = _k_fields(blocks, typ)
+    e = np.arange(QK_K)
+    if typ == "Q8_K":
+        d = np.ascontiguousarray(f["d"]).view(np.float32).astype(np.float64)[:, 0]
+        return (d[:, None] * f["qs"].view(np.int8)).reshape(-1)
+    d = _f16(f["d"])[:, None]
+    if typ == "Q2_K":
+        sc = f["scales"].astype(np.int64)[:, e // 16]
+        v = d * (sc & 0xF) * _bits2(f["qs"]) - _f16(f["dmin"])[:, None] * (sc >> 4)
+    elif typ == "Q3_K":
+        s = f["scales"].astype(np.int64)
+        j = np.arange(16)
+        lo = np.where(j < 8, s[:, j % 8] & 0xF, s[:, j % 8] >> 4)
+        sc = (lo | (((s[:, 8 + j % 4] >> (2 * (j // 4))) & 3) << 4)) - 32
+        hi = (f["hmask"][:, e % 32] >> (e // 32)) & 1
+        v = d * sc[:, e // 16] * (_bits2(f["qs"]).astype(np.int64) - 4 * (1 - hi))
+    elif typ in ("Q4_K", "Q5_K"):
+        sc, mn = _scale_min_k4(f["scales"])
+        c, l = e // 64, e % 32
+        q = (f["qs"][:, 32 * c + l] >> (4 * (e % 64 // 32))) & 0xF
+        if typ == "Q5_K":
+            q = q + 16 * ((f["qh"][:, l] >> (e // 32)) & 1)
+        v = d * sc[:, e // 32] * q - _f16(f["dmin"])[:, None] * mn[:, e // 32]
+    elif typ == "Q6_K":
+        h, j, l = e // 128, e % 128 // 32, e % 32
+        lo = (f["ql"][:, 64 * h + 32 * (j % 2) + l] >> (4 * (j // 2))) & 0xF
+        q = lo | (((f["qh"][:, 32 * h + l] >> (2 * j)) & 3) << 4)
+        v = d * f["scales"].view(np.int8)[:, e // 16] * (q.astype(np.int64) - 32)
+    else:
+        raise ValueError(typ)
+    return v.reshape(-1)
+
+
+def quantize_q8_k(x):
+    """ggml's Q8_K quantiser (rows a multiple of 256): per super-block iscale = -127/max with max the
+    element of largest |x| (first wins), q = min(127, round-half-even(iscale*x)), d = 1/iscale (f32),
+    bsums the sums of 16 q; an all-zero block is all zero bytes."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.reshape(-1, QK_K)
+    mx = b[np.arange(b.shape[0]), np.abs(b).argmax(axis=1)]
+    with np.errstate(divide="ignore"):
+        iscale = np.where(mx != 0, np.float32(-127) / mx, np.float32(0)).astype(np.float32)
+        d = np.where(mx != 0, np.float32(1) / iscale, np.float32(0)).astype(np.float32)
+    q = np.minimum(127, np.rint((iscale[:, None] * b).astype(np.float32))).astype(np.int8)
+    out = np.empty((b.shape[0], 292), dtype=np.uint8)
+    out[:, 0:4] = d.reshape(-1, 1).view(np.uint8)
+    out[:, 4:260] = q.view(np.uint8)
+    out[:, 260:] = q.reshape(-1, 16, 16).astype(np.int16).sum(axis=2).astype(np.int16).view(np.uint8)
+    return out.reshape(x.shape[:-1] + (x.shape[-1] // QK_K * 292,))
+
+
 def roundtrip(x, typ):
     """x as stored in a tensor of type name typ ('F32', 'F16', 'BF16', 'Q8_0', 'Q4_0'), back in f32."""
     x = np.asarray(x, dtype=np.float32)
@@ -104,6 +196,8 @@ def roundtrip(x, typ):
         return dequantize_q8_0(quantize_q8_0(x), n).reshape(x.shape)
     if typ == "Q4_0":
         return dequantize_q4_0(quantize_q4_0(x), n).reshape(x.shape)
+    if typ == "Q8_K":
+        return dequantize_k(quantize_q8_k(x), "Q8_K").astype(np.float32).reshape(x.shape)
     raise ValueError(typ)
 
 
@@ -209,14 +303,16 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
 # ================================================================================================
 
 # what the activations are converted to before the dot product (ggml's CPU vec_dot_type)
-VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0"}
+VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0",
+                **{t: "Q8_K" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")}}
 
 
 def mul_mat(a, b, wtype):
     """ggml_mul_mat in float64. a: the weights' values as stored (numpy [ne03, ne02, M, K], e.g.
     roundtrip(w, wtype)); b: F32 activations [ne13, ne12, N, K], first rounded to the weights'
-    vec_dot type (F16 -> fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser). a is repeated
-    over dims 2/3 by integer division (b matrix i2 uses a matrix i2 // (ne12 // ne02)).
+    vec_dot type (F16 -> fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser, the K-quants ->
+    Q8_K). a is repeated over dims 2/3 by integer division (b matrix i2 uses a matrix
+    i2 // (ne12 // ne02)).
     Returns [ne13, ne12, N, M] with as many leading dims as b has."""
     a = np.asarray(a, dtype=np.float32)
     b = np.asarray(b, dtype=np.float32)

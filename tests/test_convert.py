@@ -225,7 +225,7 @@ def test_llama_tokenizer_json_vocabulary(tmp_path):
 
 
 def test_errors(tmp_path):
-    with pytest.raises(ValueError, match="convert_hf: outtype must be one of f32, f16, q8_0, got 'q4_0'"):
+    with pytest.raises(ValueError, match="convert_hf: outtype must be one of f32, f16, q8_0, q4_k_m, got 'q4_0'"):
         C.convert_hf(tmp_path, tmp_path / "x.gguf", "q4_0")
     with pytest.raises(FileNotFoundError, match="has no config.json"):
         C.convert_hf(tmp_path, tmp_path / "x.gguf")

@@ -92,9 +92,9 @@ def test_tensors_agree_with_the_type_table(ctx):
 def test_builders_refuse_types_without_the_kernel(ctx, kernel, builder):
     """A NULL entry of the type table is a type the op does not support: refused when the node is built."""
     rows = _tables.types()
-    f32 = ctx.new_tensor(gg.Type.F32, (64, 4, 2, 1))
+    f32 = ctx.new_tensor(gg.Type.F32, (256, 4, 2, 1))      # 256: a whole block of every type
     for t in gg.Type:
-        a = ctx.new_tensor(t, (64, 4, 2, 1))
+        a = ctx.new_tensor(t, (256, 4, 2, 1))
         if kernel in rows[t][4]:
             builder(a, f32)
         else:

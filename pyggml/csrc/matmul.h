@@ -89,15 +89,17 @@ static inline const char * pg_mm_brow(const pg_tensor * b, const pg_mm_layout * 
     return conv + (size_t) ((i13 * b->ne[2] + i12) * b->ne[1] + j) * l->conv_row;
 }
 
-/* phase 1: rows of b cut in PG_MM_CVT-element pieces, a contiguous range of pieces per thread */
+/* phase 1: rows of b cut in pieces of PG_MM_CVT elements (or one block of vec_dot_type, when larger:
+ * Q8_K's 256), a contiguous range of pieces per thread */
 static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l, char * conv) {
-    const int64_t K = b->ne[0], npiece = (K + PG_MM_CVT - 1) / PG_MM_CVT;
+    const int64_t cvt = PG_MAX(PG_MM_CVT, pg_traits[l->vt].blck);
+    const int64_t K = b->ne[0], npiece = (K + cvt - 1) / cvt;
     const pg_from_float_fn from_float = pg_traits[l->vt].from_float;
     int64_t u0, u1;
     pg_split_rows(pg_nrows(b) * npiece, p->ith, p->nth, &u0, &u1);
     while (u0 < u1) {
         const int64_t row = u0 / npiece, uend = PG_MIN(u1, (row + 1) * npiece);
-        const int64_t k0 = (u0 - row * npiece) * PG_MM_CVT, k1 = PG_MIN(K, (uend - row * npiece) * PG_MM_CVT);
+        const int64_t k0 = (u0 - row * npiece) * cvt, k1 = PG_MIN(K, (uend - row * npiece) * cvt);
         const int64_t j = row % b->ne[1], i12 = row / b->ne[1] % b->ne[2], i13 = row / (b->ne[1] * b->ne[2]);
         const float * src = (const float *) pg_row(b, j, i12, i13) + k0;
         from_float(src, conv + (size_t) row * l->conv_row + pg_row_size(l->vt, k0), k1 - k0);

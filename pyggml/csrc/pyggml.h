@@ -29,6 +29,7 @@ enum { PG_FLAG_INPUT = 1, PG_FLAG_OUTPUT = 2 };
 /* values equal ggml's; the type table (types.h) has a row per type and pyggml.Type is built from it */
 enum pg_type {
     PG_TYPE_F32 = 0, PG_TYPE_F16 = 1, PG_TYPE_Q4_0 = 2, PG_TYPE_Q8_0 = 8,
+    PG_TYPE_Q2_K = 10, PG_TYPE_Q3_K = 11, PG_TYPE_Q4_K = 12, PG_TYPE_Q5_K = 13, PG_TYPE_Q6_K = 14, PG_TYPE_Q8_K = 15,
     PG_TYPE_I8 = 24, PG_TYPE_I16 = 25, PG_TYPE_I32 = 26, PG_TYPE_I64 = 27, PG_TYPE_F64 = 28,
     PG_TYPE_BF16 = 30, PG_TYPE_COUNT = 40,
 };

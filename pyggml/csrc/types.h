@@ -22,6 +22,7 @@
  */
 #pragma once
 #include "convert.h"
+#include "quants-k.h"
 
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
@@ -183,6 +184,36 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
+    },
+    /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
+    [PG_TYPE_Q2_K] = {
+        .name = "q2_K", .blck = PG_QK_K, .size = sizeof(pg_block_q2_K), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q2_K_to_f32, .from_float = pg_row_q2_K_from_f32,
+        .vec_dot = pg_vec_dot_q2_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+    },
+    [PG_TYPE_Q3_K] = {
+        .name = "q3_K", .blck = PG_QK_K, .size = sizeof(pg_block_q3_K), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q3_K_to_f32, .from_float = pg_row_q3_K_from_f32,
+        .vec_dot = pg_vec_dot_q3_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+    },
+    [PG_TYPE_Q4_K] = {
+        .name = "q4_K", .blck = PG_QK_K, .size = sizeof(pg_block_q4_K), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q4_K_to_f32, .from_float = pg_row_q4_K_from_f32,
+        .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+    },
+    [PG_TYPE_Q5_K] = {
+        .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q5_K_to_f32, .from_float = pg_row_q5_K_from_f32,
+        .vec_dot = pg_vec_dot_q5_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+    },
+    [PG_TYPE_Q6_K] = {
+        .name = "q6_K", .blck = PG_QK_K, .size = sizeof(pg_block_q6_K), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
+        .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+    },
+    [PG_TYPE_Q8_K] = {
+        .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q8_K_to_f32, .from_float = pg_row_q8_K_from_f32,
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {
