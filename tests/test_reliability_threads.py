@@ -79,8 +79,8 @@ def test_expand_and_plan_while_computing(ctx):
         # 30 computes, and more until the meddler has been refused both ways (a loaded machine may
         # schedule the meddler only between computes for a while)
         deadline = time.monotonic() + OVERLAP
+        n = 0
         try:
-            n = 0
             while n < 30 or (not all(refusals.values()) and time.monotonic() < deadline):
                 n += 1
                 try:
