@@ -149,7 +149,8 @@ _COPY_TYPES = FLOAT_TYPES | QUANT_TYPES
 def cpy(a, b):
     """Copy a into b converting to b's type; returns a view of b (the node that writes it).
     a and b need the same number of elements; elements are taken in logical (row-major ne) order.
-    Quantized tensors on either side need the same shape and packed rows."""
+    Quantized tensors on either side need the same shape and packed rows; non-finite values are
+    quantised as from_numpy does (as ggml: see docs/reliability.md)."""
     cdef Tensor ta = _tensor("cpy", "a", a), tb = _tensor("cpy", "b", b)
     if ta.nelements != tb.nelements:
         raise ValueError(f"cpy: a and b must have the same number of elements, got {ta.nelements} and {tb.nelements}")
@@ -466,7 +467,9 @@ def mul_mat(a, b):
     """out[i, j] = dot(row i of a, row j of b): F32 [a.ne1, b.ne1, b.ne2, b.ne3], a broadcast over
     dims 2/3. a (weights): F32/F16/BF16/Q8_0/Q4_0/Q2_K..Q6_K (the types with a vec_dot kernel); b
     (activations): F32, converted first to a's dot type as ggml does (F16 weights: b rounded to
-    fp16; Q8_0/Q4_0 weights: b quantised to Q8_0, K-quants: to Q8_K)."""
+    fp16; Q8_0/Q4_0 weights: b quantised to Q8_0, K-quants: to Q8_K). Non-finite values follow ggml's
+    numerics (docs/reliability.md): with Q8_0/Q4_0 weights a NaN in b is quantised to some finite value,
+    so the result stays finite."""
     cdef Tensor ta = _tensor("mul_mat", "a", a), tb = _tensor("mul_mat", "b", b)
     _types("mul_mat", "a", ta, _MM_WEIGHT_TYPES)
     _types("mul_mat", "b", tb, {Type.F32})

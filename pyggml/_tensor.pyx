@@ -439,7 +439,7 @@ cdef class Context:
         else:
             typ = _check_type("from_numpy", "type", type)
         t = self.new_tensor(typ, arr.shape[::-1])
-        t.set(arr)
+        t._store(arr, "from_numpy")
         return t
 
     def from_bytes(self, type, ne, buffer):
@@ -656,18 +656,22 @@ cdef class Tensor:
         """Copy `array` (shape == self.shape) into the tensor, converting to its type. Integer
         tensors take integer or bool arrays whose values fit the type (TypeError, ValueError);
         float types round as from_numpy does."""
-        self._need_data("set")
+        self._store(array, "set")
+
+    def _store(self, array, what):
+        """set(array), its errors naming `what` (the public call)."""
+        self._need_data(what)
         typ = Type(self.c.type)
-        arr = self._as_shape(array, "set")
+        arr = self._as_shape(array, what)
         if typ not in _CONVERTIBLE:
             if typ in INT_TYPES:
-                _check_int_values("set", arr, typ)
+                _check_int_values(what, arr, typ)
             self.numpy()[...] = arr.reshape(self.shape)
             return
         if arr.dtype.kind not in "fiub":
-            raise TypeError(f"set: cannot convert an array of dtype {arr.dtype} to {typ.name}")
+            raise TypeError(f"{what}: cannot convert an array of dtype {arr.dtype} to {typ.name}")
         if self.c.nb[0] != pg_traits[self.c.type].size and pg_traits[self.c.type].blck != 1:
-            raise ValueError("set: a quantized tensor must have packed rows")
+            raise ValueError(f"{what}: a quantized tensor must have packed rows")
         cdef float[:, :, :, ::1] src = np.ascontiguousarray(arr, dtype=np.float32)
         cdef int64_t i1, i2, i3
         if self.c.ne[0] == 0:

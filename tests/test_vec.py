@@ -307,7 +307,8 @@ def test_quantize_q8_0(rng):
     blocks += [rng.uniform(-5, 5, 32) for _ in range(3 if EMULATED else 60)]
     x = unaligned(np.concatenate(blocks).astype(np.float32))
     n = x.size
-    y = out_buf(n // 32 * 34, np.uint8, 0xAB)
+    # blocks start with their fp16 scale: 2 bytes (not 1) past an aligned address, as in a tensor
+    y = np.full(n // 32 * 34 + GUARD + 2, 0xAB, np.uint8)[2:]
     _vec.quantize_q8_0(n, ptr(x), ptr(y))
     np.testing.assert_array_equal(y[: n // 32 * 34], R.quantize_q8_0(x))
     check_guard(y, n // 32 * 34, 0xAB)
