@@ -66,6 +66,7 @@ class Model:
         self.cache = KVCache(self.ctx, l1 - l0, self.n_ctx, hp["head_dim"], hp["n_head_kv"], type=kv_type,
                              v_trans=not self.flash_attn, head_dim_v=hp["head_dim_v"], pad=kv_pad)
         self.vision = None
+        self.image_token_id = None
         if vision is not None:
             self._attach_vision(vision)
         self._graphs = {}
@@ -223,7 +224,10 @@ class Model:
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
     def image_token(self):
-        """The id marking an image in a prompt: the vocabulary's <|image_pad|> (Qwen2-VL)."""
+        """The id marking an image in a prompt: image_token_id when set, else the vocabulary's
+        <|image_pad|> (Qwen2-VL)."""
+        if self.image_token_id is not None:
+            return int(self.image_token_id)
         tokens = getattr(self.tokenizer, "tokens", None) or []
         if IMAGE_PAD in tokens:
             return tokens.index(IMAGE_PAD)
@@ -312,13 +316,14 @@ class Model:
         self.timings = {"prefill_tokens": len(ids), "prefill_s": 0.0, "decode_tokens": 0, "decode_s": 0.0}
         if n_predict <= 0:
             return
-        t0 = time.perf_counter()
+        t0, used = time.perf_counter(), self.cache.n_used
         if images is None:
             logits = self.eval(ids, logits="last", progress=progress)[0]
         else:
             logits = self.eval_multimodal(ids, images, logits="last", progress=progress)[0]
         tok = sample(logits)
         self.timings["prefill_s"] = time.perf_counter() - t0
+        self.timings["prefill_tokens"] = self.cache.n_used - used       # with the images' tokens
         x, pos = np.zeros(1, np.int32), np.zeros((4 if self.spec.multi_rope else 1, 1), np.int32)
         for i in range(n_predict):
             yield tok
