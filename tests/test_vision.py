@@ -320,3 +320,24 @@ def test_mmproj_must_match_the_text_model(files, tmp_path):
         models.load(files["f32"][0], mmproj=files["f32"][0])
     with pytest.raises(ValueError, match="images need the whole model"):
         models.load(files["f32"][0], mmproj=files["f32"][1], layers=(0, 1))
+
+
+@pytest.mark.subprocess
+def test_run_with_an_image(files, rng, tmp_path):
+    import subprocess
+    import sys
+    PIL = pytest.importorskip("PIL.Image")
+    img = rgb(rng, 56, 84)                  # within the default pixel limits as within IMAGE_PROCESSOR's
+    PIL.fromarray(img).save(tmp_path / "img.png")
+    text, mmproj = files["f32"]
+    args = ["run", text, "--mmproj", mmproj, "--image", tmp_path / "img.png", "--image-token", IMAGE_ID,
+            "--tokens", "5,122,120,123,9", "-n", 5, "-t", 1, "--ctx", 64, "--ignore-eos", "--kv-type", "f32"]
+    p = subprocess.run([sys.executable, "-m", "pyggml", *map(str, args)], capture_output=True, text=True,
+                       cwd=tmp_path, check=False, timeout=300)
+    assert p.returncode == 0, p.stderr
+    m = load_mm(files, "f32", kv_type=gg.Type.F32, n_ctx=64)
+    assert p.stdout.split() == [str(t) for t in m.generate([5, 122, IMAGE_ID, 123, 9], 5, images=[img], stop=())]
+    assert "prefill: 10 tokens in" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "pyggml", *map(str, args[:2] + args[4:])], capture_output=True,
+                       text=True, cwd=tmp_path, check=False, timeout=300)
+    assert p.returncode == 2 and "--image needs --mmproj" in p.stderr
