@@ -18,6 +18,7 @@ from pyggml import (
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
 from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output
 from pyggml._ops import *
+from pyggml._tables import blck_size, row_size, type_size
 from pyggml._tensor import Context, Tensor
 from pyggml.kvcache import KVCache, KVStep
 
@@ -25,6 +26,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "Tensor", "Type",
-    "UnaryOp", "build_info", "default_threads", "set_input", "set_output",
+    "UnaryOp", "blck_size", "build_info", "default_threads", "row_size", "set_input", "set_output", "type_size",
 ]
 __all__ += _ops.__all__

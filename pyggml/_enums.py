@@ -1,56 +1,16 @@
-"""Enums with ggml's values (Op uses pyggml's own numbering, mirrored in csrc/pyggml.h)."""
+"""Enums with ggml's values. Type, Op (pyggml's own numbering), GluOp and UnaryOp are built from the C
+tables (csrc/types.h, ops.h, glu.h, read through _tables), so each is defined once; _enums.pyi
+declares their members for type checkers, and tests/test_tables.py checks the two agree."""
 from enum import IntEnum
 
+from pyggml import _tables
 
-class Type(IntEnum):
-    F32 = 0
-    F16 = 1
-    Q4_0 = 2
-    Q8_0 = 8
-    I8 = 24
-    I16 = 25
-    I32 = 26
-    I64 = 27
-    F64 = 28
-    BF16 = 30
+_TYPES = _tables.types()
 
-
-class Op(IntEnum):
-    NONE = 0
-    DUP = 1
-    ADD = 2
-    MUL = 3
-    SCALE = 4
-    CPY = 5
-    CONT = 6
-    RESHAPE = 7
-    VIEW = 8
-    PERMUTE = 9
-    TRANSPOSE = 10
-    GET_ROWS = 11
-    SET_ROWS = 12
-    SOFT_MAX = 13
-    ROPE = 14
-    MUL_MAT = 15
-    NORM = 16
-    RMS_NORM = 17
-    GLU = 18
-    UNARY = 19
-    FLASH_ATTN_EXT = 20
-
-
-class UnaryOp(IntEnum):
-    GELU = 8
-    SILU = 10
-    GELU_ERF = 14
-
-
-class GluOp(IntEnum):
-    REGLU = 0
-    GEGLU = 1
-    SWIGLU = 2
-    GEGLU_ERF = 4
-    GEGLU_QUICK = 5
+Type = IntEnum("Type", [(row[0].upper(), i) for i, row in sorted(_TYPES.items())], module=__name__)
+Op = IntEnum("Op", [(name, i) for i, (name, _) in enumerate(_tables.ops())], module=__name__)
+UnaryOp = IntEnum("UnaryOp", sorted(_tables.unary_ops().items(), key=lambda kv: kv[1]), module=__name__)
+GluOp = IntEnum("GluOp", sorted(_tables.glu_ops().items(), key=lambda kv: kv[1]), module=__name__)
 
 
 class RopeType(IntEnum):
@@ -66,15 +26,13 @@ class Prec(IntEnum):
     F32 = 10
 
 
-# op groups
-VIEW_OPS = frozenset({Op.RESHAPE, Op.VIEW, Op.PERMUTE, Op.TRANSPOSE})
-NO_COMPUTE_OPS = VIEW_OPS | {Op.NONE}
-FLOAT_TYPES = frozenset({Type.F32, Type.F16, Type.BF16})
-QUANT_TYPES = frozenset({Type.Q8_0, Type.Q4_0})
-INT_TYPES = frozenset({Type.I8, Type.I16, Type.I32, Type.I64})
+# type groups, from the kind of each type table row (float types: those with row conversions)
+FLOAT_TYPES = frozenset(Type(i) for i, r in _TYPES.items() if r[3] == "float" and "to_float" in r[4])
+QUANT_TYPES = frozenset(Type(i) for i, r in _TYPES.items() if r[3] == "quant")
+INT_TYPES = frozenset(Type(i) for i, r in _TYPES.items() if r[3] == "int")
 
-# (block size, bytes per block) as ggml's type traits
-TYPE_TRAITS = {
-    Type.F32: (1, 4), Type.F16: (1, 2), Type.BF16: (1, 2), Type.Q8_0: (32, 34), Type.Q4_0: (32, 18),
-    Type.I8: (1, 1), Type.I16: (1, 2), Type.I32: (1, 4), Type.I64: (1, 8), Type.F64: (1, 8),
-}
+
+def kernel_types(*kernels):
+    """The types whose type-table rows have all of `kernels` ("to_float", "vec_dot", ...)."""
+    return frozenset(Type(i) for i, r in _TYPES.items() if r[4].issuperset(kernels))
+

@@ -19,6 +19,7 @@ class Plan:
     mem_bytes: int
     mem_bytes_naive: int
     use_ref: bool
+    paths: dict[Tensor, str]
 
 class CGraph:
     size: int

@@ -1,29 +1,23 @@
 """CGraph: nodes in topological order, the plan (threads, work buffer, fusion, memory of the
-intermediate tensors) and compute: one parallel region in which every thread walks every node with
-(ith, nth) and a barrier separates the nodes. The single dispatch switch is _compute_node().
+intermediate tensors) and compute: one parallel region in which every thread walks every step with
+(ith, nth) and a barrier separates the steps. The executor itself is C (csrc/graph.h): the op table's
+kernels, the fusion table and the worker; this module keeps the Python side of the graph.
 
-Fusion. plan() turns the nodes into exec entries (struct pg_exec: node, kind, aux[2]). An entry of
-kind EXEC_OP runs node.op; a fused kind runs a group of consecutive executed nodes as one kernel:
-`node` is the group's last node, aux[] the earlier ones in order, and the nodes absorbed into aux[]
-get no entry of their own. The groups come from _PATTERNS, a table of
-
-    (ops of the consecutive nodes, exec kind, check(group, uses) -> bool)
-
-tried longest first at every node; `uses` counts how often each tensor is a source in this graph.
-The check holds exactly when the fused kernel gives the nodes' own results bit for bit, e.g. that an
-intermediate it never writes has no other reader (one use, not a view, not a graph output). A new
-pattern is one table entry, one exec kind and one line in _compute_node.
+Fusion. plan() turns the executed nodes into steps (struct pg_exec): a node alone, or a group of
+consecutive executed nodes that one fused kernel computes (graph.h's fusion table: the ops of the
+group, the rule under which the fused kernel gives the nodes' own results bit for bit, the kernel
+and its plan function). The groups are found once per (graph, n_threads, use_ref) and listed in
+Plan.fused:
 
     ADD -> RMS_NORM -> MUL   h = a + b, y = rms_norm(h) * w; h written, the norm's result not
-    RMS_NORM -> MUL          ggml's one CPU fusion (ggml-semantics.md sections 6 and 9)
+    RMS_NORM -> MUL          ggml's one CPU fusion (docs/semantics.md, rms_norm)
     ADD -> RMS_NORM          h = a + b, y = rms_norm(h) (pyggml's; h is still written)
     ROPE -> SET_ROWS         rotated rows written converted straight into a cache (pyggml's; the
                              rope result, read by the set_rows only, is not written)
 
 Matching depends only on the graph, so the memory planner treats a group as one step (no block is
-reused inside it, whether the group then runs fused or not). plan() applies the groups once per
-(graph, n_threads, use_ref) and lists them in Plan.fused; use_ref=True, or the environment variable
-PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns fusion off.
+reused inside it, whether the group then runs fused or not). use_ref=True, or the environment
+variable PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns fusion off.
 """
 import os
 import struct
@@ -33,64 +27,48 @@ from time import perf_counter
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy, memset
 
-from pyggml._openmp cimport pg_barrier, pg_have_openmp, pg_parallel_run
+from pyggml._openmp cimport pg_have_openmp, pg_parallel_run
 from pyggml._tensor cimport Memory, Tensor, block_align, check_int, tensor_nbytes
 from pyggml._typedefs cimport *
 
-from pyggml._enums import NO_COMPUTE_OPS, Op, Type
+from pyggml._enums import Op
+from pyggml._ops import FA_PATHS
 from pyggml._threads import count_threads
 
-cdef extern from "binary.h" nogil:
-    void pg_compute_add(const pg_params * p, pg_tensor * dst)
-    void pg_compute_mul(const pg_params * p, pg_tensor * dst)
-    void pg_compute_scale(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_binary(const pg_tensor * dst, int nth)
+cdef extern from "graph.h" nogil:
+    enum:
+        PG_FUSE_MAX
 
-cdef extern from "copy.h" nogil:
-    void pg_compute_dup(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_dup(const pg_tensor * dst, int nth)
+    ctypedef struct pg_graph:
+        pg_tensor * const * nodes
+        int n
+        const int32_t * uses
 
-cdef extern from "glu.h" nogil:
-    void pg_compute_glu(const pg_params * p, pg_tensor * dst)
-    void pg_compute_unary(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_glu(const pg_tensor * dst, int nth)
-    size_t pg_work_unary(const pg_tensor * dst, int nth)
+    ctypedef struct pg_exec:
+        pg_tensor * nodes[3]
+        int32_t fusion
+        int32_t variant
 
-cdef extern from "softmax.h" nogil:
-    void pg_compute_soft_max(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_soft_max(const pg_tensor * dst, int nth)
+    ctypedef struct pg_run:
+        const pg_exec * steps
+        int n
+        void * wdata
+        size_t wsize
+        pg_shared * shared
 
-cdef extern from "rows.h" nogil:
-    void pg_compute_get_rows(const pg_params * p, pg_tensor * dst)
-    void pg_compute_set_rows(const pg_params * p, pg_tensor * dst)
-    void pg_compute_rope_set_rows(const pg_params * p, const pg_tensor * rope, pg_tensor * dst)
-    size_t pg_work_rope_set_rows(const pg_tensor * dst, int nth)
-    size_t pg_work_get_rows(const pg_tensor * dst, int nth)
-    size_t pg_work_set_rows(const pg_tensor * dst, int nth)
+    bint pg_executed(const pg_tensor * t)
+    int pg_op_tasks(const pg_tensor * t, int nth)
+    int pg_graph_fuse(const pg_graph * g, pg_tensor * const * run, int n_run, int32_t * fusion_at)
+    ctypedef struct pg_fusion:
+        int n
 
-cdef extern from "matmul.h" nogil:
-    void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_mul_mat(const pg_tensor * dst, int nth)
-
-cdef extern from "norm.h" nogil:
-    void pg_compute_rms_norm_fused(const pg_params * p, const pg_tensor * add, const pg_tensor * norm,
-                                   const pg_tensor * mul)
-    void pg_compute_rms_norm(const pg_params * p, pg_tensor * dst)
-    void pg_compute_norm(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_rms_norm(const pg_tensor * dst, int nth)
-    size_t pg_work_norm(const pg_tensor * dst, int nth)
-
-cdef extern from "rope.h" nogil:
-    void pg_compute_rope(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_rope(const pg_tensor * dst, int nth)
-
-cdef extern from "flash-attn.h" nogil:
-    void pg_compute_flash_attn_ext(const pg_params * p, pg_tensor * dst)
-    size_t pg_work_flash_attn_ext(const pg_tensor * dst, int nth)
+    const pg_fusion pg_fusions[]
+    bint pg_exec_plan(pg_exec * e, pg_plan * pl)
+    void pg_graph_worker(void * arg, int ith, int nth)
 
 
-FLAG_INPUT = 1
-FLAG_OUTPUT = 2
+FLAG_INPUT = PG_FLAG_INPUT
+FLAG_OUTPUT = PG_FLAG_OUTPUT
 
 
 def set_input(tensor):
@@ -114,117 +92,12 @@ def set_output(tensor):
     return tensor
 
 
-# what an exec entry does
-cdef enum:
-    EXEC_OP = 0                 # run node.op
-    EXEC_RMS_NORM_MUL = 1       # aux[0] = rms_norm, node = mul
-    EXEC_ADD_RMS_NORM = 2       # aux[0] = add, node = rms_norm
-    EXEC_ADD_RMS_NORM_MUL = 3   # aux[0] = add, aux[1] = rms_norm, node = mul
-    EXEC_ROPE_SET_ROWS = 4      # aux[0] = rope, node = set_rows
+cdef int _fusion_size(int k) noexcept:
+    return pg_fusions[k].n
 
 
-cdef struct pg_exec:
-    pg_tensor * node
-    int32_t kind
-    pg_tensor * aux[2]
-
-
-cdef void _compute_node(const pg_params * p, const pg_exec * e) noexcept nogil:
-    cdef pg_tensor * t = e.node
-    cdef int op = t.op
-    if e.kind == EXEC_RMS_NORM_MUL:
-        pg_compute_rms_norm_fused(p, NULL, e.aux[0], t)
-    elif e.kind == EXEC_ADD_RMS_NORM:
-        pg_compute_rms_norm_fused(p, e.aux[0], t, NULL)
-    elif e.kind == EXEC_ADD_RMS_NORM_MUL:
-        pg_compute_rms_norm_fused(p, e.aux[0], e.aux[1], t)
-    elif e.kind == EXEC_ROPE_SET_ROWS:
-        pg_compute_rope_set_rows(p, e.aux[0], t)
-    elif op == PG_OP_ADD:
-        pg_compute_add(p, t)
-    elif op == PG_OP_MUL:
-        pg_compute_mul(p, t)
-    elif op == PG_OP_SCALE:
-        pg_compute_scale(p, t)
-    elif op == PG_OP_DUP or op == PG_OP_CONT or op == PG_OP_CPY:
-        pg_compute_dup(p, t)
-    elif op == PG_OP_GET_ROWS:
-        pg_compute_get_rows(p, t)
-    elif op == PG_OP_SET_ROWS:
-        pg_compute_set_rows(p, t)
-    elif op == PG_OP_SOFT_MAX:
-        pg_compute_soft_max(p, t)
-    elif op == PG_OP_GLU:
-        pg_compute_glu(p, t)
-    elif op == PG_OP_UNARY:
-        pg_compute_unary(p, t)
-    elif op == PG_OP_MUL_MAT:
-        pg_compute_mul_mat(p, t)
-    elif op == PG_OP_RMS_NORM:
-        pg_compute_rms_norm(p, t)
-    elif op == PG_OP_NORM:
-        pg_compute_norm(p, t)
-    elif op == PG_OP_ROPE:
-        pg_compute_rope(p, t)
-    elif op == PG_OP_FLASH_ATTN_EXT:
-        pg_compute_flash_attn_ext(p, t)
-
-
-cdef size_t _work_size(const pg_tensor * t, int nth) noexcept nogil:
-    """Bytes of work buffer the node needs with nth threads (ggml_graph_plan's `cur`)."""
-    cdef int op = t.op
-    if op == PG_OP_ADD or op == PG_OP_MUL:
-        return pg_work_binary(t, nth)
-    if op == PG_OP_DUP or op == PG_OP_CONT or op == PG_OP_CPY:
-        return pg_work_dup(t, nth)
-    if op == PG_OP_GET_ROWS:
-        return pg_work_get_rows(t, nth)
-    if op == PG_OP_SET_ROWS:
-        return pg_work_set_rows(t, nth)
-    if op == PG_OP_SOFT_MAX:
-        return pg_work_soft_max(t, nth)
-    if op == PG_OP_GLU:
-        return pg_work_glu(t, nth)
-    if op == PG_OP_UNARY:
-        return pg_work_unary(t, nth)
-    if op == PG_OP_MUL_MAT:
-        return pg_work_mul_mat(t, nth)
-    if op == PG_OP_RMS_NORM:
-        return pg_work_rms_norm(t, nth)
-    if op == PG_OP_NORM:
-        return pg_work_norm(t, nth)
-    if op == PG_OP_ROPE:
-        return pg_work_rope(t, nth)
-    if op == PG_OP_FLASH_ATTN_EXT:
-        return pg_work_flash_attn_ext(t, nth)
-    return 0
-
-
-cdef struct _run_state:
-    pg_exec * ex
-    int n
-    void * wdata
-    size_t wsize
-    pg_shared * shared
-    int use_ref
-
-
-cdef void _worker(void * arg, int ith, int nth) noexcept nogil:
-    cdef _run_state * r = <_run_state *> arg
-    cdef pg_params p
-    p.ith = ith
-    p.nth = nth
-    p.wsize = r.wsize
-    p.wdata = r.wdata
-    p.shared = r.shared
-    p.use_ref = r.use_ref
-    cdef int i
-    # a barrier after the last node too: the threads then reach the end of the parallel region
-    # together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a
-    # short spin), not in libgomp's end-of-region barrier (which spins for milliseconds)
-    for i in range(r.n):
-        _compute_node(&p, &r.ex[i])
-        pg_barrier(&p)
+# flash_attn_ext reports the path its plan chose in this op_params slot (flash_attn_ext_get_path)
+cdef int _FA_PARAM_TAKEN = 5
 
 
 _default_threads = None
@@ -278,10 +151,7 @@ cdef inline Tensor _root(Tensor t):
 
 
 cdef inline bint _executed(Tensor t):
-    # the indices of get_rows/set_rows (src[1]) are checked even when no element is copied
-    if t.c.op == Op.GET_ROWS or t.c.op == Op.SET_ROWS:
-        return t._src[1].nelements != 0
-    return t.c.op not in NO_COMPUTE_OPS and t.nelements != 0
+    return pg_executed(&t.c)
 
 
 # Tensor._graph of an op result: None until a graph holds it as a node, then a weak reference to
@@ -289,68 +159,13 @@ cdef inline bint _executed(Tensor t):
 _SHARED = object()
 
 
-# ops whose kernels split whole rows: more threads than rows would only wait
-_ROW_SPLIT_OPS = frozenset({Op.SOFT_MAX, Op.RMS_NORM, Op.NORM, Op.ADD, Op.MUL})
-
-
-cdef int _n_tasks(Tensor t, int nth):
-    if t.c.op in _ROW_SPLIT_OPS:
-        return min(nth, max(1, t.c.ne[1] * t.c.ne[2] * t.c.ne[3]))
-    return nth
-
-
-# ---- fusion patterns (see the module docstring) ----
-
-def _norm_mul(Tensor norm, Tensor mul, dict uses):
-    """RMS_NORM -> MUL, ggml's conditions: the norm's result is read by the mul only and is not a
-    view or an output; same shape; the weight is F32 with packed rows of the norm's width."""
-    if uses.get(id(norm), 0) != 1 or norm._view_src is not None or norm.c.flags & FLAG_OUTPUT:
-        return False
-    w = mul._src[1] if mul._src[0] is norm else mul._src[0] if mul._src[1] is norm else None
-    return (w is not None and mul.ne == norm.ne and mul.c.type == Type.F32 and w.type == Type.F32
-            and w.nb[0] == 4 and w.ne[0] == norm.c.ne[0])
-
-
-def _add_norm(Tensor add, Tensor norm, dict uses):
-    """ADD -> RMS_NORM: the norm reads the sum itself (not a view of it), the norm is not in place,
-    all F32 and the addend's rows are as wide as the sum's (no repeat within a row)."""
-    a, b = add._src[0], add._src[1]
-    return (norm._src[0] is add and norm._view_src is None and add.c.type == Type.F32
-            and a.type == Type.F32 and b.type == Type.F32 and b.ne[0] == add.c.ne[0])
-
-
-def _rope_set_rows(Tensor rope, Tensor sr, dict uses):
-    """ROPE -> SET_ROWS: the rope result is F32, is not a view or an output, and is read only by the
-    set_rows, directly or through one reshape (a KV cache writes [head_dim * n_head, n_tokens] rows);
-    a set_rows row is a whole number of rope rows."""
-    if uses.get(id(rope), 0) != 1 or rope._view_src is not None or rope.c.flags & FLAG_OUTPUT:
-        return False
-    cdef Tensor b = sr._src[0]
-    if b is not rope and (b.c.op != Op.RESHAPE or b._src[0] is not rope or uses.get(id(b), 0) != 1
-                          or b.c.flags & FLAG_OUTPUT):
-        return False
-    return rope.c.type == Type.F32 and b.c.ne[0] % rope.c.ne[0] == 0
-
-
-_PATTERNS = (
-    ((Op.ADD, Op.RMS_NORM, Op.MUL), EXEC_ADD_RMS_NORM_MUL,
-     lambda g, u: _add_norm(g[0], g[1], u) and _norm_mul(g[1], g[2], u)),
-    ((Op.RMS_NORM, Op.MUL), EXEC_RMS_NORM_MUL, lambda g, u: _norm_mul(g[0], g[1], u)),
-    ((Op.ADD, Op.RMS_NORM), EXEC_ADD_RMS_NORM, lambda g, u: _add_norm(g[0], g[1], u)),
-    ((Op.ROPE, Op.SET_ROWS), EXEC_ROPE_SET_ROWS, lambda g, u: _rope_set_rows(g[0], g[1], u)),
-)
-
-
-cdef inline pg_tensor * _c(t):
-    return NULL if t is None else &(<Tensor> t).c
-
-
 class Plan:
     """What plan() decided: thread count, work buffer bytes, tasks per node, fused groups (tuples of
-    the Tensors each fused kernel computes, in graph order) and the memory planned for intermediate
+    the Tensors each fused kernel computes, in graph order), the path of each flash_attn_ext node
+    (paths: {Tensor: "one_chunk" | "tiled" | "split"}) and the memory planned for intermediate
     tensors (mem_bytes, against mem_bytes_naive without reuse)."""
 
-    def __init__(self, n_threads, work_size, n_tasks, fused, mem_bytes, mem_bytes_naive, use_ref):
+    def __init__(self, n_threads, work_size, n_tasks, fused, mem_bytes, mem_bytes_naive, use_ref, paths=None):
         self.n_threads = n_threads
         self.work_size = work_size
         self.n_tasks = n_tasks
@@ -358,6 +173,7 @@ class Plan:
         self.mem_bytes = mem_bytes
         self.mem_bytes_naive = mem_bytes_naive
         self.use_ref = use_ref
+        self.paths = {} if paths is None else paths
 
     def __repr__(self):
         return (f"Plan(n_threads={self.n_threads}, work_size={self.work_size}, fused={len(self.fused)}, "
@@ -381,7 +197,6 @@ cdef class CGraph:
     cdef bint _mem_planned
     cdef dict _plans
     cdef Memory _work
-    cdef Memory _exec_mem
     cdef Memory _shared_mem
     cdef tuple _mem           # (arena bytes, bytes without reuse)
     cdef bint _busy           # an expand, plan or compute is running (see _enter)
@@ -537,25 +352,36 @@ cdef class CGraph:
         self._plans = {}
 
     def _fusions(self):
-        """[(exec kind, (Tensor, ...))]: the groups of consecutive executed nodes that _PATTERNS fuse."""
+        """[(fusion row, (Tensor, ...))]: the groups of consecutive executed nodes that graph.h's
+        fusion table fuses."""
         cdef Tensor n
         uses = {}
         for n in self._nodes:
             for s in n._src:
                 if s is not None:
                     uses[id(s)] = uses.get(id(s), 0) + 1
-        nodes = [n for n in self._nodes if _executed(n)]
+        run = [n for n in self._nodes if _executed(n)]
+        cdef int n_all = len(self._nodes), n_run = len(run), i
+        buf = Memory(max(n_all + n_run, 1) * sizeof(pg_tensor *) + max(n_all + n_run, 1) * sizeof(int32_t))
+        cdef pg_tensor ** ptrs = <pg_tensor **> buf.ptr
+        cdef int32_t * ints = <int32_t *> (buf.ptr + max(n_all + n_run, 1) * sizeof(pg_tensor *))
+        for i in range(n_all):
+            n = self._nodes[i]
+            ptrs[i] = &n.c
+            ints[i] = uses.get(id(n), 0)
+        for i in range(n_run):
+            n = run[i]
+            ptrs[n_all + i] = &n.c
+        cdef pg_graph g
+        g.nodes = ptrs
+        g.n = n_all
+        g.uses = ints
+        pg_graph_fuse(&g, ptrs + n_all, n_run, ints + n_all)
         found = []
-        i = 0
-        while i < len(nodes):
-            for ops, kind, ok in _PATTERNS:
-                g = tuple(nodes[i:i + len(ops)])
-                if tuple(t.op for t in g) == ops and ok(g, uses):
-                    found.append((kind, g))
-                    i += len(g)
-                    break
-            else:
-                i += 1
+        for i in range(n_run):
+            k = ints[n_all + i]
+            if k >= 0:
+                found.append((k, tuple(run[i:i + _fusion_size(k)])))
         return found
 
     def _plan_memory(self):
@@ -647,7 +473,8 @@ cdef class CGraph:
     def plan(self, n_threads=None, use_ref=False):
         """Decide threads, work buffer, fusion and the memory of intermediates (once per graph,
         thread count and use_ref). Returns a Plan. n_threads: an integer in [1, MAX_THREADS] or None
-        (default_threads()); RuntimeError while another call of this graph runs."""
+        (default_threads()); RuntimeError while another call of this graph runs. A node whose plan
+        function refuses it (an op parameter no table row covers) raises ValueError naming the node."""
         key = _plan_key(n_threads, use_ref)
         self._enter("plan")
         try:
@@ -664,27 +491,38 @@ cdef class CGraph:
         cdef Tensor n
         groups = [] if use_ref or os.environ.get("PYGGML_DISABLE_FUSION", "") not in ("", "0") else self._fusions()
         group_of = {id(t): (kind, g) for kind, g in groups for t in g}
-        entries = []     # (node, exec kind, aux0, aux1) in execution order
+        steps = []       # (fusion row or -1, nodes) in execution order
         n_tasks = []
         for n in self._nodes:
             if not _executed(n):
                 n_tasks.append(1)
                 continue
-            n_tasks.append(_n_tasks(n, nth))
-            kind, g = group_of.get(id(n), (EXEC_OP, (n,)))
+            n_tasks.append(pg_op_tasks(&n.c, nth))
+            kind, g = group_of.get(id(n), (-1, (n,)))
             if n is g[-1]:
-                aux = g[:-1] + (None, None)
-                entries.append((n, kind, aux[0], aux[1]))
+                steps.append((kind, g))
         plan_threads = min(nth, max(n_tasks, default=1))
+        ex_mem = Memory(max(len(steps), 1) * sizeof(pg_exec))
+        cdef pg_exec * ex = <pg_exec *> ex_mem.ptr
+        cdef pg_plan pl
+        pl.nth = plan_threads
+        pl.use_ref = bool(use_ref)
         work = 0
-        for n, kind, _, _ in entries:
-            if kind == EXEC_OP:
-                work = max(work, _work_size(&n.c, plan_threads))
-            elif kind == EXEC_ROPE_SET_ROWS:
-                work = max(work, pg_work_rope_set_rows(&n.c, plan_threads))
+        paths = {}
+        for i, (kind, g) in enumerate(steps):
+            ex[i].fusion = kind
+            for j in range(PG_FUSE_MAX):
+                ex[i].nodes[j] = &(<Tensor> g[j]).c if j < len(g) else NULL
+            if not pg_exec_plan(&ex[i], &pl):
+                n = g[-1]
+                raise ValueError(f"plan: node {self._nodes.index(n)} ({Op(n.c.op).name}"
+                                 f"{' ' + repr(n.name) if n.name else ''}): {pl.err.decode()}")
+            work = max(work, pl.work)
+            if kind < 0 and (<Tensor> g[0]).c.op == Op.FLASH_ATTN_EXT:
+                paths[g[0]] = FA_PATHS[ex[i].variant]
         plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
-                    use_ref)
-        self._plans[key] = (plan, entries)
+                    bool(use_ref), paths)
+        self._plans[key] = (plan, ex_mem, len(steps))
         return plan
 
     def compute(self, n_threads=None, use_ref=False):
@@ -704,33 +542,26 @@ cdef class CGraph:
 
     cdef _run(self, tuple key):
         plan = self._plan(key)
-        entries = self._plans[key][1]
-        cdef int n = len(entries)
-        cdef _run_state st
-        if self._exec_mem is None or self._exec_mem.size < max(n, 1) * sizeof(pg_exec):
-            self._exec_mem = Memory(max(n, 1) * sizeof(pg_exec))
-        cdef pg_exec * ex = <pg_exec *> self._exec_mem.ptr
-        for i, (node, kind, aux0, aux1) in enumerate(entries):
-            ex[i].node = _c(node)
-            ex[i].kind = kind
-            ex[i].aux[0] = _c(aux0)
-            ex[i].aux[1] = _c(aux1)
+        _, ex_mem, n_steps = self._plans[key]
+        cdef Tensor t
+        for t, path in plan.paths.items():
+            t.c.op_params[_FA_PARAM_TAKEN] = FA_PATHS.index(path)
+        cdef pg_run st
         if self._work is None or self._work.size < plan.work_size:
             self._work = Memory(plan.work_size)
         if self._shared_mem is None:
             self._shared_mem = Memory(sizeof(pg_shared))
         memset(self._shared_mem.ptr, 0, sizeof(pg_shared))
-        st.ex = ex
-        st.n = n
+        st.steps = <pg_exec *> (<Memory> ex_mem).ptr
+        st.n = n_steps
         st.wdata = self._work.ptr
         st.wsize = plan.work_size
         st.shared = <pg_shared *> self._shared_mem.ptr
-        st.use_ref = plan.use_ref
         cdef int nth = plan.n_threads
         t0 = perf_counter()
         try:
             with nogil:
-                pg_parallel_run(nth, _worker, &st)
+                pg_parallel_run(nth, pg_graph_worker, &st)
         finally:
             self.run_seconds = perf_counter() - t0
         if st.shared.err:

@@ -6,7 +6,8 @@ from libc.string cimport memcpy
 
 from pyggml._tensor cimport Tensor, check_int, new_node, new_view, tensor_is_contiguous
 
-from pyggml._enums import FLOAT_TYPES, QUANT_TYPES, TYPE_TRAITS, GluOp, Op, Type, UnaryOp
+from pyggml._enums import FLOAT_TYPES, QUANT_TYPES, GluOp, Op, Type, UnaryOp, kernel_types
+from pyggml._tables import blck_size, type_size
 
 __all__ = [
     "add", "mul", "scale", "cpy", "cont", "cont_2d", "cont_3d", "cont_4d", "dup",
@@ -32,7 +33,7 @@ cdef _types(str op, str arg, Tensor t, types):
 
 
 cdef _packed0(str op, str arg, Tensor t):
-    cdef size_t ts = TYPE_TRAITS[Type(t.c.type)][1]
+    cdef size_t ts = type_size(t.c.type)
     if t.c.nb[0] != ts:
         raise ValueError(f"{op}: {arg} must be packed in dim 0 (nb[0] == {ts}), got nb={t.nb}")
 
@@ -193,7 +194,7 @@ def _cont_nd(str op, a, ne):
                          f"a has {ta.nelements}")
     if ta.type in QUANT_TYPES and full != ta.ne:
         raise ValueError(f"{op}: a quantized tensor keeps its shape, got ne={full} for a.ne={ta.ne}")
-    blck = TYPE_TRAITS[ta.type][0]
+    blck = blck_size(ta.type)
     if full[0] % blck:
         raise ValueError(f"{op}: ne0 of a {ta.type.name} tensor must be a multiple of {blck}, got {full[0]}")
     if ta.type in QUANT_TYPES:
@@ -226,7 +227,7 @@ cdef tuple _ne4(str op, ne):
 def _view(str op, a, ne, nbs, offset):
     cdef Tensor ta = _tensor(op, "a", a)
     full = _ne4(op, ne)
-    blck, ts = TYPE_TRAITS[ta.type]
+    blck, ts = blck_size(ta.type), type_size(ta.type)
     if full[0] % blck:
         raise ValueError(f"{op}: ne0 of a {ta.type.name} view must be a multiple of {blck}, got {full[0]}")
     offset = check_int(op, "offset", offset)
@@ -268,7 +269,7 @@ def reshape(a, ne):
     n = full[0] * full[1] * full[2] * full[3]
     if n != ta.nelements:
         raise ValueError(f"reshape: ne={full} has {n} elements, a has {ta.nelements}")
-    blck, ts = TYPE_TRAITS[ta.type]
+    blck, ts = blck_size(ta.type), type_size(ta.type)
     if full[0] % blck:
         raise ValueError(f"reshape: ne0 of a {ta.type.name} tensor must be a multiple of {blck}, got {full[0]}")
     nb0 = ts
@@ -295,7 +296,7 @@ def reshape_4d(a, ne0, ne1, ne2, ne3):
 
 cdef _keep_blocks(str op, Tensor ta, bint moves_dim0, what):
     """A Q8_0/Q4_0 tensor's blocks run along dim 0: a view that moves dim 0 addresses no element."""
-    if moves_dim0 and TYPE_TRAITS[ta.type][0] > 1:
+    if moves_dim0 and blck_size(ta.type) > 1:
         raise ValueError(f"{op}: a {ta.type.name} tensor must keep dim 0 in place (its blocks run along it), "
                          f"got {what}")
 
@@ -328,12 +329,15 @@ def transpose(a):
 
 # ---- rows ----
 
+_GET_ROWS_TYPES = kernel_types("to_float")
+
+
 def get_rows(a, b):
     """Rows of a picked by the I32 indices b [n, B1, B2, 1]: result [a.ne0, n, B1, B2] (F32, or I32 when
     a is I32), row (i, j, k) = a[:, b[i, j, k], j, k] converted to f32. Indices are checked when the
     graph runs: one out of range raises IndexError after the compute (and its row is not read)."""
     cdef Tensor ta = _tensor("get_rows", "a", a), tb = _tensor("get_rows", "b", b)
-    _types("get_rows", "a", ta, FLOAT_TYPES | QUANT_TYPES | {Type.I32})
+    _types("get_rows", "a", ta, _GET_ROWS_TYPES)
     _types("get_rows", "b", tb, {Type.I32})
     _packed0("get_rows", "a", ta)
     if tb.c.ne[3] != 1:
@@ -455,13 +459,14 @@ def swiglu_split(a, b):
 
 # ---- matrix multiplication ----
 
-_MM_WEIGHT_TYPES = {Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0}
+_MM_WEIGHT_TYPES = kernel_types("vec_dot")
 
 
 def mul_mat(a, b):
     """out[i, j] = dot(row i of a, row j of b): F32 [a.ne1, b.ne1, b.ne2, b.ne3], a broadcast over
-    dims 2/3. a (weights): F32/F16/BF16/Q8_0/Q4_0; b (activations): F32, converted first to a's dot
-    type as ggml does (F16 weights: b rounded to fp16; quantized weights: b quantised to Q8_0)."""
+    dims 2/3. a (weights): F32/F16/BF16/Q8_0/Q4_0 (the types with a vec_dot kernel); b
+    (activations): F32, converted first to a's dot type as ggml does (F16 weights: b rounded to
+    fp16; quantized weights: b quantised to Q8_0)."""
     cdef Tensor ta = _tensor("mul_mat", "a", a), tb = _tensor("mul_mat", "b", b)
     _types("mul_mat", "a", ta, _MM_WEIGHT_TYPES)
     _types("mul_mat", "b", tb, {Type.F32})
@@ -696,7 +701,7 @@ def set_rows(a, b, c):
     _types("set_rows", "c", tc, {Type.I32, Type.I64})
     _packed0("set_rows", "a", ta)
     _packed0("set_rows", "b", tb)
-    blck = TYPE_TRAITS[ta.type][0]
+    blck = blck_size(ta.type)
     if ta.c.ne[0] % blck:
         raise ValueError(f"set_rows: a.ne[0] must be a multiple of the {ta.type.name} block size {blck}, "
                          f"got {ta.c.ne[0]}")
@@ -729,8 +734,12 @@ __all__ += ["flash_attn_ext", "flash_attn_ext_set_prec", "flash_attn_ext_add_sin
 
 from pyggml._enums import Prec
 
-_FA_KV_TYPES = FLOAT_TYPES | QUANT_TYPES
-# op_params slot 4 = forced path (index in FA_PATHS), slot 5 = path taken by the last compute
+# K rows are dotted with q (vec_dot on one_chunk, attn_dot on split, to f32 on tiled), V rows are
+# accumulated (attn_acc, to f32 on tiled)
+_FA_K_TYPES = kernel_types("vec_dot", "attn_dot", "to_float")
+_FA_V_TYPES = kernel_types("attn_acc", "to_float")
+# op_params slot 4 = forced path (index in FA_PATHS), slot 5 = path of the last compute (CGraph.compute
+# writes the one its plan chose)
 FA_PATHS = ("auto", "one_chunk", "tiled", "split")
 cdef int _FA_PARAM_PATH = 4
 cdef int _FA_PARAM_TAKEN = 5
@@ -759,8 +768,8 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     op = "flash_attn_ext"
     cdef Tensor tq = _tensor(op, "q", q), tk = _tensor(op, "k", k), tv = _tensor(op, "v", v), tm
     _types(op, "q", tq, {Type.F32})
-    _types(op, "k", tk, _FA_KV_TYPES)
-    _types(op, "v", tv, _FA_KV_TYPES)
+    _types(op, "k", tk, _FA_K_TYPES)
+    _types(op, "v", tv, _FA_V_TYPES)
     _packed0(op, "q", tq)
     _packed0(op, "k", tk)
     _packed0(op, "v", tv)
@@ -845,7 +854,7 @@ def flash_attn_ext_set_path(t, path):
 
 def flash_attn_ext_get_path(t):
     """The path the last compute of this flash_attn_ext node took ("one_chunk", "tiled", "split"),
-    or None before it has run. pyggml only."""
+    or None before it has run (CGraph.plan chooses it; Plan.paths reports it). pyggml only."""
     cdef Tensor tt = _fa_node("flash_attn_ext_get_path", t)
     taken = tt.c.op_params[_FA_PARAM_TAKEN]
     return FA_PATHS[taken] if taken else None

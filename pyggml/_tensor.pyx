@@ -12,7 +12,8 @@ import operator
 
 import numpy as np
 
-from pyggml._enums import INT_TYPES, TYPE_TRAITS, Op, Type
+from pyggml._enums import INT_TYPES, Op, Type
+from pyggml._tables import blck_size, type_size
 
 cdef extern from "copy.h" nogil:
     bint pg_is_contiguous(const pg_tensor * t)
@@ -259,7 +260,7 @@ cdef object byte_extent(str op, int type, tuple ne, tuple nb):
     struct: ValueError naming op when an entry of ne or nb, or the extent, is 2^62 or more."""
     n = 0
     if 0 not in ne:
-        blck, ts = TYPE_TRAITS[Type(type)]
+        blck, ts = pg_traits[type].blck, pg_traits[type].size
         n = ne[0] * nb[0] // blck if blck > 1 else ts + (ne[0] - 1) * nb[0]
         for i in range(1, 4):
             n += (ne[i] - 1) * nb[i]
@@ -282,7 +283,7 @@ def _check_ne(op, ne, typ):
         raise ValueError(f"{op}: ne must have 1 to 4 entries, got {len(ne)}")
     if any(x < 0 for x in ne):
         raise ValueError(f"{op}: ne entries must be >= 0, got {ne}")
-    blck, ts = TYPE_TRAITS[typ]
+    blck, ts = blck_size(typ), type_size(typ)
     if ne[0] % blck:
         raise ValueError(f"{op}: ne[0] of a {typ.name} tensor must be a multiple of {blck}, got {ne[0]}")
     full = ne + (1,) * (4 - len(ne))
@@ -470,7 +471,7 @@ cdef class Context:
         if offset < 0 or offset + need > mem.size:
             raise ValueError(f"from_buffer: a {typ.name} tensor of ne={full} needs {need} bytes from offset "
                              f"{offset}, but the buffer has {mem.size} bytes")
-        blck, size = TYPE_TRAITS[typ]
+        blck, size = blck_size(typ), type_size(typ)
         align = size if blck == 1 else 2
         misalign = (<uintptr_t> mem.ptr + <size_t> offset) % align
         if misalign:

@@ -1,36 +1,15 @@
-# The one home of the C declarations shared by the extension modules (csrc/pyggml.h, convert.h).
+# The one home of the C declarations shared by the extension modules (csrc/pyggml.h, types.h).
 from libc.stdint cimport int32_t, int64_t, uint16_t
 
 
 cdef extern from "pyggml.h" nogil:
-    cdef enum pg_op:
-        PG_OP_NONE
-        PG_OP_DUP
-        PG_OP_ADD
-        PG_OP_MUL
-        PG_OP_SCALE
-        PG_OP_CPY
-        PG_OP_CONT
-        PG_OP_RESHAPE
-        PG_OP_VIEW
-        PG_OP_PERMUTE
-        PG_OP_TRANSPOSE
-        PG_OP_GET_ROWS
-        PG_OP_SET_ROWS
-        PG_OP_SOFT_MAX
-        PG_OP_ROPE
-        PG_OP_MUL_MAT
-        PG_OP_NORM
-        PG_OP_RMS_NORM
-        PG_OP_GLU
-        PG_OP_UNARY
-        PG_OP_FLASH_ATTN_EXT
-
     enum:
         PG_MAX_DIMS
         PG_MAX_SRC
         PG_MAX_OP_PARAMS
         PG_CACHE_LINE
+        PG_FLAG_INPUT
+        PG_FLAG_OUTPUT
 
     ctypedef struct pg_tensor:
         int32_t type
@@ -57,22 +36,41 @@ cdef extern from "pyggml.h" nogil:
         size_t wsize
         void * wdata
         pg_shared * shared
-        int use_ref
+        int32_t variant
+
+    ctypedef struct pg_plan:
+        int nth
+        bint use_ref
+        size_t work
+        int32_t variant
+        char err[192]
 
     const char * pg_build_compiler()
 
 
-cdef extern from "convert.h" nogil:
+cdef extern from "types.h" nogil:
     ctypedef void (*pg_to_float_fn)(const void * x, float * y, int64_t n)
     ctypedef void (*pg_from_float_fn)(const float * x, void * y, int64_t n)
+
+    enum:
+        PG_TYPE_COUNT
+        PG_KIND_FLOAT
+        PG_KIND_QUANT
+        PG_KIND_INT
 
     ctypedef struct pg_type_traits:
         const char * name
         int64_t blck
         size_t size
-        int vec_dot_type
+        int kind
         pg_to_float_fn to_float
         pg_from_float_fn from_float
+        void * vec_dot
+        int vec_dot_type
+        void * dot_f32
+        void * dot4_f32
+        void * attn_dot
+        void * attn_acc
 
     const pg_type_traits pg_traits[]
     size_t pg_row_size(int type, int64_t n)

@@ -30,13 +30,15 @@ import struct
 
 import numpy as np
 
-from pyggml._enums import TYPE_TRAITS, RopeType, Type
+from pyggml._enums import RopeType, Type
+from pyggml._tables import blck_size, type_size
 from pyggml._tensor import Context
 
 __all__ = ["ARCHITECTURES", "SUPPORTED_TYPES", "GGUFError", "GGUFFile", "load", "save"]
 
-# tensor types pyggml can hold: every type with ggml traits in _enums (adding a type there adds it here)
-SUPPORTED_TYPES = frozenset(TYPE_TRAITS)
+# tensor types pyggml can hold: every row of the C type table (csrc/types.h), which pyggml.Type is built
+# from (adding a type there adds it here)
+SUPPORTED_TYPES = frozenset(Type)
 
 # RoPE mode of each architecture's attention, as llama.cpp's llama_model_rope_type: llama rotates
 # adjacent pairs (NORMAL; its converter permutes the Q/K rows for that), qwen2 the two halves (NEOX),
@@ -193,7 +195,7 @@ class GGUFFile:
             raise GGUFError(f"{self.path}: tensor {name!r} has type {_ggml_type_name(code)}, which pyggml does "
                             f"not support; supported types: {_type_names(SUPPORTED_TYPES)}")
         typ = Type(code)
-        blck, size = TYPE_TRAITS[typ]
+        blck, size = blck_size(typ), type_size(typ)
         if ne[0] % blck:
             raise GGUFError(f"{self.path}: tensor {name!r} of type {typ.name} has ne[0]={ne[0]}, not a multiple "
                             f"of its block size {blck}")
@@ -438,7 +440,7 @@ def _write(path, arch, add_metadata, tensors):
     one tensor's data is in memory at a time."""
     gguf = _gguf()
     for name, typ, shape, _ in tensors:
-        blck, size = TYPE_TRAITS[typ]
+        blck, size = blck_size(typ), type_size(typ)
         if shape[-1] % blck:
             raise ValueError(f"save: tensor {name!r}: ne[0]={shape[-1]} of a {typ.name} tensor is not a "
                              f"multiple of {blck}")
@@ -447,7 +449,7 @@ def _write(path, arch, add_metadata, tensors):
     w = gguf.GGUFWriter(tmp, arch)
     try:
         for name, typ, shape, _ in tensors:
-            blck, size = TYPE_TRAITS[typ]
+            blck, size = blck_size(typ), type_size(typ)
             w.add_tensor_info(name, (*shape[:-1], shape[-1] // blck * size), np.dtype(np.uint8),
                               int(np.prod(shape)) // blck * size, raw_dtype=gguf.GGMLQuantizationType(int(typ)))
         add_metadata(w)

@@ -30,9 +30,10 @@ with n_kv = the used cells (no padding). It rebuilds the graph every step; prefe
 """
 import numpy as np
 
-from pyggml._enums import QUANT_TYPES, TYPE_TRAITS, Type
+from pyggml._enums import QUANT_TYPES, Type
 from pyggml._graph import set_input
 from pyggml._ops import reshape_2d, set_rows, view_3d
+from pyggml._tables import blck_size, row_size
 
 __all__ = ["KVBatch", "KVCache", "KVStep", "causal_mask"]
 
@@ -75,7 +76,7 @@ class KVCache:
             raise TypeError(f"KVCache: a transposed V (v_trans=True) needs F32, F16 or BF16, got {typ.name} "
                             "(use flash attention for a quantized cache)")
         head_dim_v = head_dim if head_dim_v is None else head_dim_v
-        blck = TYPE_TRAITS[typ][0]
+        blck = blck_size(typ)
         for name, d in (("head_dim", head_dim), ("head_dim_v", head_dim_v)):
             if d <= 0 or d % blck:
                 raise ValueError(f"KVCache: {name} must be a positive multiple of the {typ.name} block size {blck}, "
@@ -214,15 +215,11 @@ class KVBatch:
         self._written["v", il] = node
         return node
 
-    def _row(self, n):
-        blck, size = TYPE_TRAITS[self.cache.type]
-        return n // blck * size
-
     def get_k(self, il):
         """K of layer il over the first n_kv cells: [head_dim, n_kv, n_head_kv], after this batch's write."""
         c = self.cache
         src = self._written.get(("k", il), c.k[il])
-        return view_3d(src, c.head_dim, self.n_kv, c.n_head_kv, src.nb[1], self._row(c.head_dim), 0)
+        return view_3d(src, c.head_dim, self.n_kv, c.n_head_kv, src.nb[1], row_size(c.type, c.head_dim), 0)
 
     def get_v(self, il):
         """V of layer il over the first n_kv cells: [head_dim_v, n_kv, n_head_kv], or [n_kv,
@@ -230,9 +227,9 @@ class KVBatch:
         c = self.cache
         src = self._written.get(("v", il), c.v[il])
         if c.v_trans:
-            row = self._row(c.n_ctx)
+            row = row_size(c.type, c.n_ctx)
             return view_3d(src, self.n_kv, c.head_dim_v, c.n_head_kv, row, row * c.head_dim_v, 0)
-        return view_3d(src, c.head_dim_v, self.n_kv, c.n_head_kv, src.nb[1], self._row(c.head_dim_v), 0)
+        return view_3d(src, c.head_dim_v, self.n_kv, c.n_head_kv, src.nb[1], row_size(c.type, c.head_dim_v), 0)
 
 
 class KVStep(KVBatch):

@@ -227,6 +227,25 @@ def test_automatic_choice_and_use_ref(rng):
     check(got, ref, "F16")
 
 
+def test_the_plan_chooses_the_path_and_sizes_the_work_for_it(ctx):
+    """The path is a plan decision (Plan.paths), made per plan (use_ref forces one_chunk) and
+    reported by get_path for the plan last computed; the work buffer holds that path's scratch only."""
+    q = ctx.new_tensor(gg.Type.F32, (64, 1, 8))
+    k = ctx.new_tensor(gg.Type.F16, (64, 256, 2))
+    out = gg.flash_attn_ext(q, k, k, None, 0.125)
+    g = gg.CGraph()
+    g.build_forward_expand(out)
+    auto, ref = g.plan(2), g.plan(2, use_ref=True)
+    assert auto.paths == {out: "split"} and ref.paths == {out: "one_chunk"}
+    # split: q * scale for every head and the per-thread partials; one_chunk: a few rows
+    assert ref.work_size < auto.work_size
+    assert auto.work_size >= 2 * 8 * 64 * 4 + 2 * 8 * (64 + 16) * 4
+    g.compute(2, use_ref=True)
+    assert gg.flash_attn_ext_get_path(out) == "one_chunk"
+    g.compute(2)
+    assert gg.flash_attn_ext_get_path(out) == "split"
+
+
 def test_path_not_reported_before_compute(ctx):
     q = ctx.new_tensor(gg.Type.F32, (32, 1, 2))
     k = ctx.new_tensor(gg.Type.F16, (32, 4, 2))

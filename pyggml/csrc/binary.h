@@ -5,7 +5,7 @@
  * SCALE: dst = a*s + b, F32.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 typedef void (*pg_vec_binary_fn)(int64_t n, float * z, const float * x, const float * y);
@@ -15,8 +15,9 @@ static inline size_t pg_binary_scratch(const pg_tensor * dst) {
     return f32 ? 0 : 2 * (size_t) dst->ne[0] * sizeof(float);
 }
 
-static inline size_t pg_work_binary(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_binary_scratch(dst), nth);
+static inline bool pg_plan_binary(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_binary_scratch(dst), pl->nth);
+    return true;
 }
 
 static inline void pg_compute_binary(const pg_params * p, pg_tensor * dst, pg_vec_binary_fn op) {

@@ -1,4 +1,5 @@
-/* Type traits and row conversions f32 <-> every tensor type, bit-exact with ggml's CPU backend:
+/* Row conversions f32 <-> every tensor type, bit-exact with ggml's CPU backend (the type table,
+ * types.h, holds them as each type's to_float and from_float):
  *   F16, BF16   round-to-nearest-even (vec.h)
  *   Q8_0        the CPU quantiser: d = amax/127, id = amax ? 127/amax : 0, q = rint(x*id) (ties even)
  *   Q4_0        the reference quantiser: m = the element of largest |x| (first wins), d = m/-8,
@@ -65,41 +66,4 @@ static inline void pg_row_i32_to_f32(const void * x, float * y, int64_t n) {
 }
 static inline void pg_row_i32_from_f32(const float * x, void * y, int64_t n) {
     for (int64_t i = 0; i < n; i++) ((int32_t *) y)[i] = (int32_t) x[i];
-}
-
-typedef struct pg_type_traits {
-    const char * name;
-    int64_t blck;            /* elements per block */
-    size_t size;             /* bytes per block */
-    int vec_dot_type;        /* what the other operand of a dot product is converted to */
-    pg_to_float_fn to_float;
-    pg_from_float_fn from_float;
-} pg_type_traits;
-
-static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
-    [PG_TYPE_F32]  = {"f32", 1, 4, PG_TYPE_F32, pg_row_f32_to_f32, pg_row_f32_from_f32},
-    [PG_TYPE_F16]  = {"f16", 1, 2, PG_TYPE_F16, pg_row_f16_to_f32, pg_row_f16_from_f32},
-    [PG_TYPE_BF16] = {"bf16", 1, 2, PG_TYPE_BF16, pg_row_bf16_to_f32, pg_row_bf16_from_f32},
-    [PG_TYPE_Q8_0] = {"q8_0", PG_QK8_0, sizeof(pg_block_q8_0), PG_TYPE_Q8_0, pg_row_q8_0_to_f32, pg_row_q8_0_from_f32},
-    [PG_TYPE_Q4_0] = {"q4_0", PG_QK4_0, sizeof(pg_block_q4_0), PG_TYPE_Q8_0, pg_row_q4_0_to_f32, pg_row_q4_0_from_f32},
-    [PG_TYPE_I8]   = {"i8", 1, 1, -1, NULL, NULL},
-    [PG_TYPE_I16]  = {"i16", 1, 2, -1, NULL, NULL},
-    [PG_TYPE_I32]  = {"i32", 1, 4, -1, pg_row_i32_to_f32, pg_row_i32_from_f32},
-    [PG_TYPE_I64]  = {"i64", 1, 8, -1, NULL, NULL},
-    [PG_TYPE_F64]  = {"f64", 1, 8, -1, NULL, NULL},
-};
-
-static inline size_t pg_row_size(int type, int64_t n) { return pg_traits[type].size * (size_t) (n / pg_traits[type].blck); }
-
-/* packed: no gaps, rows in order (ggml_is_contiguous); Tensor.is_contiguous() reports this */
-static inline bool pg_is_contiguous(const pg_tensor * t) {
-    size_t nb = pg_traits[t->type].size;
-    if (t->ne[0] != pg_traits[t->type].blck && t->nb[0] != nb) return false;
-    nb *= (size_t) (t->ne[0] / pg_traits[t->type].blck);
-    for (int i = 1; i < 4; i++) {
-        if (t->ne[i] == 1) continue;
-        if (t->nb[i] != nb) return false;
-        nb *= (size_t) t->ne[i];
-    }
-    return true;
 }

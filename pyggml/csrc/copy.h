@@ -5,18 +5,17 @@
  * Scratch: one row of max(src.ne0, dst.ne0) floats per thread.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 static inline size_t pg_copy_scratch(const pg_tensor * dst) {
     return (size_t) PG_MAX(dst->ne[0], dst->src[0]->ne[0]) * sizeof(float);
 }
 
-static inline size_t pg_work_dup(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_copy_scratch(dst), nth);
+static inline bool pg_plan_dup(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_copy_scratch(dst), pl->nth);
+    return true;
 }
-
-static inline bool pg_is_float_like(int type) { return pg_traits[type].to_float != NULL && type != PG_TYPE_I32; }
 
 /* row (i1, i2, i3) of x as f32 in buf; x's dim 0 may be strided (non-block types) */
 static inline void pg_load_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, float * buf) {
@@ -52,7 +51,7 @@ static inline void pg_compute_dup(const pg_params * p, pg_tensor * dst) {
     }
     const bool same_shape = src->ne[0] == dst->ne[0] && src->ne[1] == dst->ne[1] &&
                             src->ne[2] == dst->ne[2] && src->ne[3] == dst->ne[3];
-    const bool as_float = pg_is_float_like(dst->type);
+    const bool as_float = pg_traits[dst->type].kind != PG_KIND_INT;
     const size_t esize = pg_traits[dst->type].size;   /* element bytes for the raw (integer) copy */
     float * buf = (float *) pg_scratch(p, pg_copy_scratch(dst));
     const int64_t ne0 = dst->ne[0];

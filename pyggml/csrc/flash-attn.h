@@ -1,9 +1,10 @@
 /* FLASH_ATTN_EXT: per query row, softmax(scale * q.k (softcapped) + slope * mask) over the keys,
  * weighted sum of the value rows. f32 accumulation on every path.
  *
- *   q     F32                         [DK, N,  Hq,  S]
+ *   q     F32                         [DK, N,  Hq,  S]   S: sequences
  *   k     F32/F16/BF16/Q8_0/Q4_0      [DK, L,  Hkv, S]   rows packed in dim 0; nb1..nb3 free
  *   v     F32/F16/BF16/Q8_0/Q4_0      [DV, L,  Hkv, S]   (KV-cache views: honour the strides)
+ *         (K: the types whose type-table row has vec_dot and attn_dot, V: attn_acc)
  *   mask  F16, optional               [>=L, >=N, M2, M3] head h reads slice h % M2, sequence s % M3
  *   sinks F32, optional               [Hq]               one extra logit per head (denominator only)
  *   out   F32                         [DV, Hq, N,  S]    heads before queries
@@ -13,27 +14,30 @@
  *   (inf and NaN included); a row with no key left is exactly 0.
  *
  * op_params: [0] scale [1] max_bias [2] logit_softcap [3] prec (DEFAULT/F32, identical on CPU)
- *            [4] forced path (0 = automatic)   [5] path the last compute took (written here)
+ *            [4] forced path (0 = automatic)   [5] path the last compute took (CGraph.compute
+ *            writes it from the plan, for flash_attn_ext_get_path)
  *
- * Paths (use_ref forces one_chunk):
+ * Paths, chosen by the plan (pg_plan_flash_attn_ext; use_ref forces one_chunk), which sizes the
+ * work buffer for that path only from the same layout the kernel carves (pg_fa_<path>_layout):
  *   one_chunk  one query row at a time, key by key (ggml's reference path). Q is converted to the
  *              K type's dot type (fp16, bf16, Q8_0) as ggml does.
  *   tiled      prefill: up to 64 query rows x 64 keys of the PG_FA_TILE_HEADS query heads that share a
  *              KV head. The K tile is converted to f32 once, scaled and transposed (key index = SIMD
  *              lane), V rows once to f32 padded to whole vectors (any DV); Q rows are read in place.
- *              S = Q K^T and O = f O + P V are f32 register-blocked micro-GEMMs over blocks of 4
+ *              the scores Q K^T and O = f O + P V are f32 register-blocked micro-GEMMs over blocks of 4
  *              rows, each block only over the keys its rows can see (the live range of each mask
  *              row), so a tile whose mask is all -inf for a head costs no dot product and causal
  *              prefill computes about half of a diagonal tile. Padding keys of a short last tile
  *              are -inf after softcap (no leak).
  *   split      decode (N == 1, S == 1): thread t owns a contiguous key segment and computes the
- *              partial (M, S, acc[DV]) of every head over it, GQA-packed: each K and V row is read
+ *              partial (max, sum, acc[DV]) of every head over it, GQA-packed: each K and V row is read
  *              once for all the query heads that share it and its mask row. Barrier, then the
  *              partials of each head are merged (parallel over heads). Any K/V type.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
+#include "softmax.h"
 
 #define PG_FA_TILE_Q 64
 #define PG_FA_TILE_KV 64
@@ -44,15 +48,15 @@
  * docs/bench/flash_attn.md: bench_flash_attn.py --sweep) and the tiled path from PG_FA_TILE_Q rows on */
 #define PG_FA_SPLIT_MIN_L 64
 
-enum { PG_FA_PATH_AUTO = 0, PG_FA_PATH_ONE_CHUNK = 1, PG_FA_PATH_TILED = 2, PG_FA_PATH_SPLIT = 3 };
+/* op_params[4] holds the forced path (0: automatic); the plan's choice is its variant */
+typedef enum pg_fa_path { PG_FA_PATH_AUTO = 0, PG_FA_PATH_ONE_CHUNK = 1, PG_FA_PATH_TILED = 2, PG_FA_PATH_SPLIT = 3 } pg_fa_path;
 #define PG_FA_PARAM_PATH 4
-#define PG_FA_PARAM_TAKEN 5
 
 typedef struct pg_fa_ctx {
     const pg_tensor * q, * k, * v, * mask, * sinks;
-    int64_t DK, DV, DVp, N, L, Hq, Hkv, S, G;
-    float scale, softcap, max_bias, m0, m1;
-    int64_t n_head_log2;
+    int64_t DK, DV, DVp, N, L, Hq, Hkv, S, G;   /* S: sequences */
+    float scale, softcap;
+    pg_alibi alibi;
 } pg_fa_ctx;
 
 static inline void pg_fa_init(pg_fa_ctx * c, const pg_tensor * dst) {
@@ -61,19 +65,12 @@ static inline void pg_fa_init(pg_fa_ctx * c, const pg_tensor * dst) {
     c->N = c->q->ne[1]; c->Hq = c->q->ne[2]; c->S = c->q->ne[3];
     c->L = c->k->ne[1]; c->Hkv = c->k->ne[2]; c->G = c->Hq / c->Hkv;
     c->scale = pg_op_param_f32(dst, 0);
-    c->max_bias = pg_op_param_f32(dst, 1);
     c->softcap = pg_op_param_f32(dst, 2);
     if (c->softcap != 0.0f) c->scale /= c->softcap;
-    c->n_head_log2 = 1;
-    while (c->n_head_log2 * 2 <= c->Hq) c->n_head_log2 *= 2;
-    c->m0 = powf(2.0f, -c->max_bias / (float) c->n_head_log2);
-    c->m1 = powf(2.0f, -c->max_bias / 2.0f / (float) c->n_head_log2);
+    c->alibi = pg_alibi_init(pg_op_param_f32(dst, 1), c->Hq);
 }
 
-static inline float pg_fa_slope(const pg_fa_ctx * c, int64_t h) {
-    if (c->max_bias <= 0.0f) return 1.0f;
-    return h < c->n_head_log2 ? powf(c->m0, (float) (h + 1)) : powf(c->m1, (float) (2 * (h - c->n_head_log2) + 1));
-}
+static inline float pg_fa_slope(const pg_fa_ctx * c, int64_t h) { return pg_alibi_slope(&c->alibi, h); }
 
 static inline const pg_fp16_t * pg_fa_mask_row(const pg_fa_ctx * c, int64_t i, int64_t h, int64_t s) {
     if (!c->mask) return NULL;
@@ -85,48 +82,27 @@ static inline void pg_fa_softcap(const pg_fa_ctx * c, int64_t n, float * x) {
     if (c->softcap != 0.0f) for (int64_t j = 0; j < n; j++) x[j] = c->softcap * tanhf(x[j]);
 }
 
-/* s[r*lds] = dot(q_r, k row) for nr f32 query rows; quantized K rows are dequantised to tmp first */
-static inline void pg_fa_dot(const pg_tensor * k, int nr, int64_t n, const float * q, int64_t ldq,
-                             const char * krow, float * s, int64_t lds, float * tmp) {
-    switch (k->type) {
-    case PG_TYPE_F32: pg_vec_attn_dot_f32(nr, n, q, ldq, (const float *) krow, s, lds); break;
-    case PG_TYPE_F16: pg_vec_attn_dot_f16(nr, n, q, ldq, (const pg_fp16_t *) krow, s, lds); break;
-    case PG_TYPE_BF16: pg_vec_attn_dot_bf16(nr, n, q, ldq, (const pg_bf16_t *) krow, s, lds); break;
-    default:
-        pg_traits[k->type].to_float(krow, tmp, n);
-        pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);
-    }
-}
-
-/* acc_r = f[r] * acc_r + sum_{j<nk} p[r*ldp + j] * v row j (rows from vrows at stride v->nb[1]);
- * quantized V rows are dequantised to tmp (nk x DV floats) first */
+/* acc_r = f[r] * acc_r + sum_{j<nk} p[r*ldp + j] * v row j (rows from vrows at stride v->nb[1]), with
+ * V's attn_acc; tmp: nk x DV floats for types converted first */
 static inline void pg_fa_acc(const pg_tensor * v, int nr, float * acc, int64_t lda, int64_t nk,
                              const float * p, int64_t ldp, const char * vrows, const float * f, float * tmp) {
-    const int64_t n = v->ne[0];
-    const size_t nbv = v->nb[1];
-    switch (v->type) {
-    case PG_TYPE_F32: pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, (const float *) vrows, nbv, f); break;
-    case PG_TYPE_F16: pg_vec_attn_acc_f16(nr, n, acc, lda, nk, p, ldp, (const pg_fp16_t *) vrows, nbv, f); break;
-    case PG_TYPE_BF16: pg_vec_attn_acc_bf16(nr, n, acc, lda, nk, p, ldp, (const pg_bf16_t *) vrows, nbv, f); break;
-    default:
-        for (int64_t j = 0; j < nk; j++) pg_traits[v->type].to_float(vrows + j * nbv, tmp + j * n, n);
-        pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);
-    }
+    pg_traits[v->type].attn_acc(nr, v->ne[0], acc, lda, nk, p, ldp, vrows, v->nb[1], f, tmp);
 }
 
-/* out = acc / S with the head's sink logit joining the denominator; 0 when nothing had weight */
-static inline void pg_fa_finalize(const pg_fa_ctx * c, int64_t h, float M, float S, const float * acc, float * out) {
+/* out = acc / sum (mx, sum: the row's running max and softmax sum) with the head's sink logit
+ * joining the denominator; 0 when nothing had weight */
+static inline void pg_fa_finalize(const pg_fa_ctx * c, int64_t h, float mx, float sum, const float * acc, float * out) {
     float f = 1.0f;
     if (c->sinks) {
         const float sk = ((const float *) c->sinks->data)[h];
-        if (sk > M) {
-            f = pg_expf(M - sk);
-            S = S * f + 1.0f;
+        if (sk > mx) {
+            f = pg_expf(mx - sk);
+            sum = sum * f + 1.0f;
         } else {
-            S += pg_expf(sk - M);
+            sum += pg_expf(sk - mx);
         }
     }
-    pg_vec_scale_f32(c->DV, out, acc, S == 0.0f ? 0.0f : f / S);
+    pg_vec_scale_f32(c->DV, out, acc, sum == 0.0f ? 0.0f : f / sum);
 }
 
 /* Keys the mask hides (-inf) get no weight whatever their K and V rows hold: one_chunk never reads
@@ -165,49 +141,138 @@ static inline void pg_fa_acc_visible(int nr, int64_t n, float * acc, int64_t lda
     }
 }
 
-/* ---- scratch (floats per thread) ---- */
+/* ---- scratch: one layout per path, read by the plan (sizes) and the path's kernel (pointers) ----
+ * pg_fa_<path>_layout(c, at, b) lays the path's per-thread buffers out from `at` (the thread's slice,
+ * pg_scratch) into b and returns the slice's bytes; with at == NULL it only counts. */
 
-static inline int64_t pg_fa_one_chunk_floats(const pg_fa_ctx * c) { return 2 * c->DV + c->DK + 16; }
+typedef struct pg_fa_one_chunk_buf {
+    float * acc;        /* [DV] output accumulator */
+    float * vtmp;       /* [DV] a V row converted to f32 (types converted first) */
+    void * qc;          /* the query row in K's vec_dot_type (at most DK floats, plus slack) */
+} pg_fa_one_chunk_buf;
 
-static inline int64_t pg_fa_tile_heads(const pg_fa_ctx * c) { return PG_MIN(c->G, PG_FA_TILE_HEADS); }
-
-static inline int64_t pg_fa_tiled_floats(const pg_fa_ctx * c) {
-    const int64_t hn = pg_fa_tile_heads(c), T = PG_FA_TILE_Q, K = PG_FA_TILE_KV;
-    return 4 * T + hn * T * (c->DVp + 2) + 2 * c->DK * K + 2 * T * K + K * c->DVp;
+static inline size_t pg_fa_one_chunk_layout(const pg_fa_ctx * c, void * at, pg_fa_one_chunk_buf * b) {
+    pg_layout l = {(char *) at, 0};
+    b->acc = pg_layout_f32(&l, c->DV);
+    b->vtmp = pg_layout_f32(&l, c->DV);
+    b->qc = pg_layout_f32(&l, c->DK + 16);
+    return l.bytes;
 }
 
 static inline bool pg_fa_split_ok(const pg_fa_ctx * c) { return c->N == 1 && c->S == 1; }
 
-/* partial state of one head on one thread: [M, S, pad][acc DVp], acc on its own cache line */
+typedef struct pg_fa_split_buf {
+    float * qs;         /* [Hq][DK] q * scale */
+    float * sc;         /* [PG_FA_SPLIT_HEADS][B] scores, then weights */
+    float * mv;         /* [B] slope*mask of one head */
+    float * live;       /* [B] 1 when some head of the sweep needs the key */
+    float * ktmp;       /* [DK] a K row converted to f32 */
+    float * vtmp;       /* [B][DV] V rows converted to f32 */
+    float * racc;       /* [DVp] reduction accumulator */
+} pg_fa_split_buf;
+
+static inline size_t pg_fa_split_layout(const pg_fa_ctx * c, void * at, pg_fa_split_buf * b) {
+    const int64_t B = PG_FA_BLOCK_KV;
+    pg_layout l = {(char *) at, 0};
+    b->qs = pg_layout_f32(&l, c->Hq * c->DK);
+    b->sc = pg_layout_f32(&l, PG_FA_SPLIT_HEADS * B);
+    b->mv = pg_layout_f32(&l, B);
+    b->live = pg_layout_f32(&l, B);
+    b->ktmp = pg_layout_f32(&l, c->DK);
+    b->vtmp = pg_layout_f32(&l, B * c->DV);
+    b->racc = pg_layout_f32(&l, c->DVp);
+    return l.bytes;
+}
+
+/* after every thread's slice, shared: the partial state of each (head, thread),
+ * [max, sum, pad][acc DVp] with acc on its own cache line */
 static inline int64_t pg_fa_part_floats(const pg_fa_ctx * c) { return PG_PAD(16 + c->DVp, 16); }
-
-static inline int64_t pg_fa_split_floats(const pg_fa_ctx * c) {
-    const int64_t B = PG_FA_BLOCK_KV, H = PG_FA_SPLIT_HEADS;
-    return c->Hq * c->DK + H * B + 2 * B + c->DK + B * c->DV + c->DVp;
+static inline size_t pg_fa_split_shared(const pg_fa_ctx * c, int nth) {
+    return (size_t) (c->Hq * nth * pg_fa_part_floats(c)) * sizeof(float);
 }
 
-static inline size_t pg_fa_thread_bytes(const pg_fa_ctx * c) {
-    int64_t n = PG_MAX(pg_fa_one_chunk_floats(c), pg_fa_tiled_floats(c));
-    if (pg_fa_split_ok(c)) n = PG_MAX(n, pg_fa_split_floats(c));
-    return (size_t) n * sizeof(float);
+static inline int64_t pg_fa_tile_heads(const pg_fa_ctx * c) { return PG_MIN(c->G, PG_FA_TILE_HEADS); }
+
+typedef struct pg_fa_tiled_buf {
+    int64_t * rlo, * rhi;   /* [T] first live key of each row, one past its last */
+    float * ot;             /* [hn][T][DVp] accumulators */
+    float * ms, * ss;       /* [hn][T] running max, running sum */
+    float * kt;             /* [DK][K] K tile * scale, transposed */
+    float * st;             /* [T][K] scores, then weights */
+    float * mt;             /* [T][K] slope*mask, -inf past nk */
+    float * vt;             /* [K][DVp] V tile */
+    float * kr;             /* [K][DK] K tile rows */
+} pg_fa_tiled_buf;
+
+static inline size_t pg_fa_tiled_layout(const pg_fa_ctx * c, void * at, pg_fa_tiled_buf * b) {
+    const int64_t hn = pg_fa_tile_heads(c), T = PG_FA_TILE_Q, K = PG_FA_TILE_KV;
+    pg_layout l = {(char *) at, 0};
+    b->rlo = (int64_t *) pg_layout_take(&l, T * sizeof(int64_t));
+    b->rhi = (int64_t *) pg_layout_take(&l, T * sizeof(int64_t));
+    b->ot = pg_layout_f32(&l, hn * T * c->DVp);
+    b->ms = pg_layout_f32(&l, hn * T);
+    b->ss = pg_layout_f32(&l, hn * T);
+    b->kt = pg_layout_f32(&l, c->DK * K);
+    b->st = pg_layout_f32(&l, T * K);
+    b->mt = pg_layout_f32(&l, T * K);
+    b->vt = pg_layout_f32(&l, K * c->DVp);
+    b->kr = pg_layout_f32(&l, K * c->DK);
+    return l.bytes;
 }
 
-static inline size_t pg_work_flash_attn_ext(const pg_tensor * dst, int nth) {
+/* the path of a node: compute(use_ref=True) takes one_chunk, a forced path is taken (split only for
+ * decode), else split for decode from PG_FA_SPLIT_MIN_L keys on, tiled from PG_FA_TILE_Q rows on */
+static inline pg_fa_path pg_fa_choose_path(const pg_fa_ctx * c, const pg_tensor * dst, bool use_ref) {
+    if (use_ref) return PG_FA_PATH_ONE_CHUNK;
+    const int forced = dst->op_params[PG_FA_PARAM_PATH];
+    if (forced == PG_FA_PATH_SPLIT && !pg_fa_split_ok(c)) return PG_FA_PATH_ONE_CHUNK;
+    if (forced == PG_FA_PATH_ONE_CHUNK || forced == PG_FA_PATH_TILED || forced == PG_FA_PATH_SPLIT) return forced;
+    if (pg_fa_split_ok(c) && c->L >= PG_FA_SPLIT_MIN_L) return PG_FA_PATH_SPLIT;
+    if (c->N >= PG_FA_TILE_Q) return PG_FA_PATH_TILED;
+    return PG_FA_PATH_ONE_CHUNK;
+}
+
+/* the plan: the path (the variant its kernel runs) and that path's scratch */
+static inline bool pg_plan_flash_attn_ext(const pg_tensor * dst, pg_plan * pl) {
     pg_fa_ctx c;
     pg_fa_init(&c, dst);
-    size_t w = pg_per_thread(pg_fa_thread_bytes(&c), nth);
-    if (pg_fa_split_ok(&c)) w += (size_t) (c.Hq * nth * pg_fa_part_floats(&c)) * sizeof(float);
-    return w;
+    const int forced = dst->op_params[PG_FA_PARAM_PATH];
+    if (forced < PG_FA_PATH_AUTO || forced > PG_FA_PATH_SPLIT) return pg_plan_fail(pl, "op_params[4] = %d is no path", forced);
+    const pg_type_traits * kt = &pg_traits[c.k->type], * vt = &pg_traits[c.v->type];
+    if (!kt->vec_dot || !kt->attn_dot || !kt->to_float || !vt->attn_acc || !vt->to_float)
+        return pg_plan_fail(pl, "the type table has no attention kernels for K %s, V %s", kt->name, vt->name);
+    const pg_fa_path path = pg_fa_choose_path(&c, dst, pl->use_ref);
+    pl->variant = path;
+    switch (path) {
+    case PG_FA_PATH_ONE_CHUNK: {
+        pg_fa_one_chunk_buf b;
+        pl->work = pg_per_thread(pg_fa_one_chunk_layout(&c, NULL, &b), pl->nth);
+        return true;
+    }
+    case PG_FA_PATH_TILED: {
+        pg_fa_tiled_buf b;
+        pl->work = pg_per_thread(pg_fa_tiled_layout(&c, NULL, &b), pl->nth);
+        return true;
+    }
+    case PG_FA_PATH_SPLIT: {
+        pg_fa_split_buf b;
+        pl->work = pg_per_thread(pg_fa_split_layout(&c, NULL, &b), pl->nth) + pg_fa_split_shared(&c, pl->nth);
+        return true;
+    }
+    case PG_FA_PATH_AUTO: break;
+    }
+    return pg_plan_fail(pl, "no path chosen");
 }
 
 /* ---- one_chunk ---- */
 
 static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
     const pg_tensor * k = c->k;
-    float * acc = (float *) pg_scratch(p, pg_fa_thread_bytes(c));
-    float * vtmp = acc + c->DV;
-    void * qc = vtmp + c->DV;
-    const int kdt = pg_traits[k->type].vec_dot_type;
+    pg_fa_one_chunk_buf b;
+    pg_fa_one_chunk_layout(c, pg_scratch(p, pg_fa_one_chunk_layout(c, NULL, &b)), &b);
+    float * acc = b.acc;
+    const pg_type_traits * kt = &pg_traits[k->type];
+    const int kdt = kt->vec_dot_type;
     const int64_t nr = c->N * c->Hq * c->S;
     /* ggml's chunking: about 4 chunks per thread, taken dynamically */
     int64_t nchunk = p->nth;
@@ -223,29 +288,21 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
             const int64_t i = ir % c->N, h = ir / c->N % c->Hq, s = ir / (c->N * c->Hq);
             const int64_t kh = h / c->G;
             const float * qrow = (const float *) pg_row(c->q, i, h, s);
-            if (kdt != PG_TYPE_F32) pg_traits[kdt].from_float(qrow, qc, c->DK);
+            if (kdt != PG_TYPE_F32) pg_traits[kdt].from_float(qrow, b.qc, c->DK);
+            const void * qd = kdt != PG_TYPE_F32 ? b.qc : (const void *) qrow;
             const pg_fp16_t * mrow = pg_fa_mask_row(c, i, h, s);
             const float slope = pg_fa_slope(c, h);
-            float M = -INFINITY, S = 0.0f;
+            float mx = -INFINITY, sum = 0.0f;
             memset(acc, 0, (size_t) c->DV * sizeof(float));
             for (int64_t j = 0; j < c->L; j++) {
                 const float mv = mrow ? slope * pg_fp16_to_fp32(mrow[j]) : 0.0f;
                 if (mv == -INFINITY) continue;
-                const char * krow = pg_row(k, j, kh, s);
-                float x;
-                switch (k->type) {
-                case PG_TYPE_F32: x = pg_vec_dot_f32(c->DK, (const float *) krow, qrow); break;
-                case PG_TYPE_F16: x = pg_vec_dot_f16(c->DK, (const pg_fp16_t *) krow, (const pg_fp16_t *) qc); break;
-                case PG_TYPE_BF16: x = pg_vec_dot_bf16(c->DK, (const pg_bf16_t *) krow, (const pg_bf16_t *) qc); break;
-                case PG_TYPE_Q8_0: x = pg_vec_dot_q8_0_q8_0(c->DK, (const pg_block_q8_0 *) krow, (const pg_block_q8_0 *) qc); break;
-                default: x = pg_vec_dot_q4_0_q8_0(c->DK, (const pg_block_q4_0 *) krow, (const pg_block_q8_0 *) qc); break;
-                }
-                x *= c->scale;
+                float x = kt->vec_dot(c->DK, pg_row(k, j, kh, s), qd) * c->scale;
                 pg_fa_softcap(c, 1, &x);
-                const float ms = pg_vec_attn_softmax_f32(1, &x, &mv, &M, &S);
-                pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), &ms, vtmp);
+                const float ms = pg_vec_attn_softmax_f32(1, &x, &mv, &mx, &sum);
+                pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), &ms, b.vtmp);
             }
-            pg_fa_finalize(c, h, M, S, acc, (float *) pg_row(dst, h, i, s));
+            pg_fa_finalize(c, h, mx, sum, acc, (float *) pg_row(dst, h, i, s));
         }
     }
 }
@@ -262,16 +319,13 @@ static inline int pg_fa_split_sweep(const pg_fa_ctx * c, int64_t h0, int n) {
 
 static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
     const int64_t B = PG_FA_BLOCK_KV, DK = c->DK, DV = c->DV, PS = pg_fa_part_floats(c);
-    const size_t tb = pg_fa_thread_bytes(c);
-    float * qs = (float *) pg_scratch(p, tb);        /* [Hq][DK] q * scale */
-    float * sc = qs + c->Hq * DK;                    /* [PG_FA_SPLIT_HEADS][B] scores, then weights */
-    float * mv = sc + PG_FA_SPLIT_HEADS * B;         /* [B] slope*mask of one head */
-    float * live = mv + B;                           /* [B] 1 when some head of the sweep needs the key */
-    float * ktmp = live + B;                         /* [DK] a dequantised K row */
-    float * vtmp = ktmp + DK;                        /* [B][DV] dequantised V rows */
-    float * racc = vtmp + B * DV;                    /* [DVp] reduction accumulator */
-    float * part = (float *) ((char *) p->wdata + PG_PAD(tb, PG_CACHE_LINE) * p->nth);
+    pg_fa_split_buf b;
+    const size_t tb = pg_fa_split_layout(c, NULL, &b);
+    pg_fa_split_layout(c, pg_scratch(p, tb), &b);
+    float * const qs = b.qs, * const sc = b.sc, * const mv = b.mv, * const live = b.live;
+    float * part = (float *) ((char *) p->wdata + pg_per_thread(tb, p->nth));   /* pg_fa_split_shared */
     const int nth = p->nth, ith = p->ith;
+    const pg_attn_dot_fn k_dot = pg_traits[c->k->type].attn_dot;
 
     const int64_t seg = (c->L + nth - 1) / nth;
     const int64_t j0 = PG_MIN(c->L, ith * seg), j1 = PG_MIN(c->L, j0 + seg);
@@ -281,11 +335,11 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
         for (int64_t g0 = 0, ng; g0 < c->G; g0 += ng) {
             const int64_t h0 = kh * c->G + g0;
             ng = pg_fa_split_sweep(c, h0, (int) PG_MIN(PG_FA_SPLIT_HEADS, c->G - g0));
-            float M[PG_FA_SPLIT_HEADS], S[PG_FA_SPLIT_HEADS], slope[PG_FA_SPLIT_HEADS], f[PG_FA_SPLIT_HEADS];
+            float mx[PG_FA_SPLIT_HEADS], sum[PG_FA_SPLIT_HEADS], slope[PG_FA_SPLIT_HEADS], f[PG_FA_SPLIT_HEADS];
             const pg_fp16_t * mrow[PG_FA_SPLIT_HEADS];
             float * acc = part + (h0 * nth + ith) * PS + 16;
             for (int g = 0; g < ng; g++) {
-                M[g] = -INFINITY; S[g] = 0.0f;
+                mx[g] = -INFINITY; sum[g] = 0.0f;
                 slope[g] = pg_fa_slope(c, h0 + g);
                 mrow[g] = pg_fa_mask_row(c, 0, h0 + g, 0);
                 memset(acc + g * nth * PS, 0, (size_t) DV * sizeof(float));
@@ -302,7 +356,7 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
                 if (!any) continue;
                 for (int64_t jj = 0; jj < nk; jj++) {
                     if (live[jj] != 0.0f) {
-                        pg_fa_dot(c->k, ng, DK, qs + h0 * DK, DK, pg_row(c->k, jb + jj, kh, 0), sc + jj, B, ktmp);
+                        k_dot(ng, DK, qs + h0 * DK, DK, pg_row(c->k, jb + jj, kh, 0), sc + jj, B, b.ktmp);
                     } else {
                         for (int g = 0; g < ng; g++) sc[g * B + jj] = -INFINITY;
                     }
@@ -312,7 +366,7 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
                     for (int64_t jj = 0; jj < nk; jj++)
                         mv[jj] = mrow[g] ? slope[g] * pg_fp16_to_fp32(mrow[g][jb + jj]) : 0.0f;
                     pg_fa_softcap(c, nk, x);
-                    f[g] = pg_vec_attn_softmax_f32(nk, x, mv, &M[g], &S[g]);
+                    f[g] = pg_vec_attn_softmax_f32(nk, x, mv, &mx[g], &sum[g]);
                 }
                 /* V over the runs of visible keys: a hidden key's row is not read */
                 const float * fs = f;
@@ -320,35 +374,36 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
                     if (live[ja] == 0.0f) { ja++; continue; }
                     int64_t jz = ja + 1;
                     while (jz < nk && live[jz] != 0.0f) jz++;
-                    pg_fa_acc(c->v, ng, acc, nth * PS, jz - ja, sc + ja, B, pg_row(c->v, jb + ja, kh, 0), fs, vtmp);
+                    pg_fa_acc(c->v, ng, acc, nth * PS, jz - ja, sc + ja, B, pg_row(c->v, jb + ja, kh, 0), fs, b.vtmp);
                     fs = NULL;
                     ja = jz;
                 }
             }
             for (int g = 0; g < ng; g++) {
                 float * st = part + ((h0 + g) * nth + ith) * PS;
-                st[0] = M[g];
-                st[1] = S[g];
+                st[0] = mx[g];
+                st[1] = sum[g];
             }
         }
     }
 
     pg_barrier(p);
 
+    float * const racc = b.racc;
     for (int64_t h = ith; h < c->Hq; h += nth) {
-        float M = -INFINITY, S = 0.0f;
+        float mx = -INFINITY, sum = 0.0f;
         memset(racc, 0, (size_t) DV * sizeof(float));
         for (int t = 0; t < nth; t++) {
             const float * st = part + (h * nth + t) * PS;
             if (st[1] == 0.0f) continue;        /* empty or fully masked segment */
-            const float m = PG_MAX(M, st[0]);
-            const float f0 = pg_expf(M - m), f1 = pg_expf(st[0] - m);
+            const float m = PG_MAX(mx, st[0]);
+            const float f0 = pg_expf(mx - m), f1 = pg_expf(st[0] - m);
             pg_vec_scale_f32(DV, racc, racc, f0);
             pg_vec_mad_f32(DV, racc, st + 16, f1);
-            S = S * f0 + st[1] * f1;
-            M = m;
+            sum = sum * f0 + st[1] * f1;
+            mx = m;
         }
-        pg_fa_finalize(c, h, M, S, racc, (float *) pg_row(dst, h, 0, 0));
+        pg_fa_finalize(c, h, mx, sum, racc, (float *) pg_row(dst, h, 0, 0));
     }
 }
 
@@ -357,16 +412,11 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
 static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
     const int64_t T = PG_FA_TILE_Q, K = PG_FA_TILE_KV, DK = c->DK, DV = c->DV, DVp = c->DVp;
     const int64_t hn = pg_fa_tile_heads(c);
-    int64_t * rlo = (int64_t *) pg_scratch(p, pg_fa_thread_bytes(c));  /* [T] first live key of each row */
-    int64_t * rhi = rlo + T;                                            /* [T] one past its last live key */
-    float * ot = (float *) (rhi + T);                                   /* [hn][T][DVp] accumulators */
-    float * ms = ot + hn * T * DVp;                                     /* [hn][T] running max */
-    float * ss = ms + hn * T;                                           /* [hn][T] running sum */
-    float * kt = ss + hn * T;                                           /* [DK][K] K tile * scale, transposed */
-    float * st = kt + DK * K;                                           /* [T][K] scores, then weights */
-    float * mt = st + T * K;                                            /* [T][K] slope*mask, -inf past nk */
-    float * vt = mt + T * K;                                            /* [K][DVp] V tile */
-    float * kr = vt + K * DVp;                                          /* [K][DK] K tile rows */
+    pg_fa_tiled_buf b;
+    pg_fa_tiled_layout(c, pg_scratch(p, pg_fa_tiled_layout(c, NULL, &b)), &b);
+    int64_t * const rlo = b.rlo, * const rhi = b.rhi;
+    float * const ot = b.ot, * const ms = b.ms, * const ss = b.ss, * const kt = b.kt, * const st = b.st;
+    float * const mt = b.mt, * const vt = b.vt, * const kr = b.kr;
     const pg_to_float_fn k_to_f32 = pg_traits[c->k->type].to_float;
     const pg_to_float_fn v_to_f32 = pg_traits[c->v->type].to_float;
 
@@ -398,7 +448,7 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
                 /* the mask tile and the live key range of each row are shared by the heads that read
                  * the same slice with slope 1 */
                 const int64_t slice = c->mask ? h % c->mask->ne[2] : 0;
-                if (slice != mt_slice || c->max_bias > 0.0f) {
+                if (slice != mt_slice || c->alibi.max_bias > 0.0f) {
                     const float slope = pg_fa_slope(c, h);
                     any = false;
                     for (int64_t r = 0; r < nq; r++) {
@@ -432,7 +482,7 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
                     v_ready = true;
                 }
                 /* blocks of PG_ATTN_RB rows over the keys [k0, k1) some row of the block can see:
-                 * S on whole vectors from k0 (the extra keys are -inf in mt), P V on [k0, k1) only.
+                 * the scores on whole vectors from k0 (the extra keys are -inf in mt), P V on [k0, k1) only.
                  * Causal prefill computes about half of a diagonal tile this way. */
                 for (int64_t r0 = 0; r0 < nq; r0 += PG_ATTN_RB) {
                     const int nr = (int) PG_MIN(PG_ATTN_RB, nq - r0);
@@ -469,24 +519,14 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
     }
 }
 
-static inline int pg_fa_choose_path(const pg_params * p, const pg_fa_ctx * c, const pg_tensor * dst) {
-    if (p->use_ref) return PG_FA_PATH_ONE_CHUNK;
-    const int forced = dst->op_params[PG_FA_PARAM_PATH];
-    if (forced == PG_FA_PATH_SPLIT && !pg_fa_split_ok(c)) return PG_FA_PATH_ONE_CHUNK;
-    if (forced != PG_FA_PATH_AUTO) return forced;
-    if (pg_fa_split_ok(c) && c->L >= PG_FA_SPLIT_MIN_L) return PG_FA_PATH_SPLIT;
-    if (c->N >= PG_FA_TILE_Q) return PG_FA_PATH_TILED;
-    return PG_FA_PATH_ONE_CHUNK;
-}
-
+/* runs the path the plan chose (pg_plan_flash_attn_ext) */
 static inline void pg_compute_flash_attn_ext(const pg_params * p, pg_tensor * dst) {
     pg_fa_ctx c;
     pg_fa_init(&c, dst);
-    const int path = pg_fa_choose_path(p, &c, dst);
-    if (p->ith == 0) dst->op_params[PG_FA_PARAM_TAKEN] = path;
-    switch (path) {
-    case PG_FA_PATH_SPLIT: pg_fa_split(p, &c, dst); break;
+    switch ((pg_fa_path) p->variant) {
+    case PG_FA_PATH_ONE_CHUNK: pg_fa_one_chunk(p, &c, dst); break;
     case PG_FA_PATH_TILED: pg_fa_tiled(p, &c, dst); break;
-    default: pg_fa_one_chunk(p, &c, dst); break;
+    case PG_FA_PATH_SPLIT: pg_fa_split(p, &c, dst); break;
+    case PG_FA_PATH_AUTO: break;    /* never planned */
     }
 }

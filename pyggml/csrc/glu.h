@@ -14,37 +14,54 @@
  * split contiguously across threads.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 typedef void (*pg_vec_glu_fn)(int64_t n, float * y, const float * x, const float * g);
 typedef void (*pg_vec_act_fn)(int64_t n, float * y, const float * x);
 
-static inline pg_vec_glu_fn pg_glu_fn(int32_t op) {
-    switch (op) {
-        case PG_GLU_REGLU:       return pg_vec_relu_glu_f32;
-        case PG_GLU_GEGLU:       return pg_vec_gelu_glu_f32;
-        case PG_GLU_SWIGLU:      return pg_vec_silu_glu_f32;
-        case PG_GLU_GEGLU_ERF:   return pg_vec_gelu_erf_glu_f32;
-        default:                 return pg_vec_gelu_quick_glu_f32;   /* PG_GLU_GEGLU_QUICK */
-    }
-}
+/* The GLU and unary ops, indexed by ggml's values (op_params[0]); pyggml.GluOp and pyggml.UnaryOp
+ * are built from these tables. An index without a row is no op: the plan refuses the node. */
+#define PG_GLU_MAX 8
+#define PG_UNARY_MAX 16
 
-static inline pg_vec_act_fn pg_unary_fn(int32_t op) {
-    switch (op) {
-        case PG_UNARY_SILU:      return pg_vec_silu_f32;
-        case PG_UNARY_GELU:      return pg_vec_gelu_f32;
-        default:                 return pg_vec_gelu_erf_f32;          /* PG_UNARY_GELU_ERF */
-    }
-}
+typedef struct pg_glu_row { const char * name; pg_vec_glu_fn fn; } pg_glu_row;
+typedef struct pg_unary_row { const char * name; pg_vec_act_fn fn; } pg_unary_row;
+
+static const pg_glu_row pg_glu_ops[PG_GLU_MAX] = {
+    [0] = {"REGLU", pg_vec_relu_glu_f32},
+    [1] = {"GEGLU", pg_vec_gelu_glu_f32},
+    [2] = {"SWIGLU", pg_vec_silu_glu_f32},
+    [4] = {"GEGLU_ERF", pg_vec_gelu_erf_glu_f32},
+    [5] = {"GEGLU_QUICK", pg_vec_gelu_quick_glu_f32},
+};
+
+static const pg_unary_row pg_unary_ops[PG_UNARY_MAX] = {
+    [8] = {"GELU", pg_vec_gelu_f32},
+    [10] = {"SILU", pg_vec_silu_f32},
+    [14] = {"GELU_ERF", pg_vec_gelu_erf_f32},
+};
+
+/* the kernel of op_params[0], or NULL when it names no op */
+static inline pg_vec_glu_fn pg_glu_fn(int32_t op) { return op >= 0 && op < PG_GLU_MAX ? pg_glu_ops[op].fn : NULL; }
+static inline pg_vec_act_fn pg_unary_fn(int32_t op) { return op >= 0 && op < PG_UNARY_MAX ? pg_unary_ops[op].fn : NULL; }
 
 /* F16: x and g rows widened (the result overwrites x) */
 static inline size_t pg_glu_scratch(const pg_tensor * dst, int n_rows) {
     return dst->type == PG_TYPE_F32 ? 0 : (size_t) n_rows * dst->ne[0] * sizeof(float);
 }
 
-static inline size_t pg_work_glu(const pg_tensor * dst, int nth) { return pg_per_thread(pg_glu_scratch(dst, 2), nth); }
-static inline size_t pg_work_unary(const pg_tensor * dst, int nth) { return pg_per_thread(pg_glu_scratch(dst, 1), nth); }
+static inline bool pg_plan_glu(const pg_tensor * dst, pg_plan * pl) {
+    if (!pg_glu_fn(dst->op_params[0])) return pg_plan_fail(pl, "op_params[0] = %d is not a GLU op", dst->op_params[0]);
+    pl->work = pg_per_thread(pg_glu_scratch(dst, 2), pl->nth);
+    return true;
+}
+
+static inline bool pg_plan_unary(const pg_tensor * dst, pg_plan * pl) {
+    if (!pg_unary_fn(dst->op_params[0])) return pg_plan_fail(pl, "op_params[0] = %d is not a unary op", dst->op_params[0]);
+    pl->work = pg_per_thread(pg_glu_scratch(dst, 1), pl->nth);
+    return true;
+}
 
 static inline void pg_compute_glu(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * a = dst->src[0];

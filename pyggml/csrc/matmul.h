@@ -1,5 +1,5 @@
 /* MUL_MAT (ggml_mul_mat): every row of a dotted with every row of b, per matrix.
- *   a   [K, M, ne02, ne03]   weights: F32, F16, BF16, Q8_0, Q4_0; packed in dim 0, any row strides
+ *   a   [K, M, ne02, ne03]   weights: every type with a vec_dot (types.h); packed in dim 0, any row strides
  *   b   [K, N, ne12, ne13]   activations: F32, packed in dim 0, any strides in dims 1..3
  *   dst [M, N, ne12, ne13]   F32, dst[i, j, i2, i3] = dot(a[:, i, i2 / r2, i3 / r3], b[:, j, i2, i3])
  *                            with r2 = ne12 / ne02, r3 = ne13 / ne03 (a repeated by integer division)
@@ -10,14 +10,14 @@
  *        └─────────┘          └─────────┘               └─────────┘
  *
  * Phases, every thread taking part, a barrier after each:
- *  1. b is converted into the shared work area as ggml does, to vec_dot_type(a): F16 weights -> b
+ *  1. b is converted into the shared work area as ggml does, to a's vec_dot_type: F16 weights -> b
  *     rounded to fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser; packed rows
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
  *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
- *     of weight rows and streams every row once, dotting it with the N activation rows (four at
- *     a time for float weights; for F16/BF16 the converted activations are widened back to f32
- *     once per thread, which is exact).
+ *     of weight rows and streams every row once, dotting it with the N activation rows: float
+ *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
+ *     widened back to f32 once per thread for them, which is exact), the others with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM): the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
  *     chunk counter. A thread widens or dequantises its tile of weight rows to f32 once, into its
@@ -29,7 +29,7 @@
  * differ from the exact result by f32 rounding of the sums only.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 /* columns per matrix from which the GEMM path pays off: a panel is nr columns wide, so below half
@@ -41,43 +41,12 @@ static inline int64_t pg_mm_gemm_min_n(pg_gemm_shape t) { return PG_MAX(6, t.nr 
 #define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
 #define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
 
-typedef float (*pg_mm_dot_fn)(int64_t n, const void * a, const void * b);
-
-static inline float pg_mm_dot_f32(int64_t n, const void * a, const void * b) {
-    return pg_vec_dot_f32(n, (const float *) a, (const float *) b);
-}
-static inline float pg_mm_dot_f16(int64_t n, const void * a, const void * b) {
-    return pg_vec_dot_f16_f32(n, (const pg_fp16_t *) a, (const float *) b);
-}
-static inline float pg_mm_dot_bf16(int64_t n, const void * a, const void * b) {
-    return pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) a, (const float *) b);
-}
-static inline float pg_mm_dot_q8_0(int64_t n, const void * a, const void * b) {
-    return pg_vec_dot_q8_0_q8_0(n, (const pg_block_q8_0 *) a, (const pg_block_q8_0 *) b);
-}
-static inline float pg_mm_dot_q4_0(int64_t n, const void * a, const void * b) {
-    return pg_vec_dot_q4_0_q8_0(n, (const pg_block_q4_0 *) a, (const pg_block_q8_0 *) b);
-}
-
-/* four activation rows at once (float weights; the activations are f32 there) */
-typedef void (*pg_mm_dot4_fn)(int64_t n, const void * a, const float * const * b, float * s);
-
-static inline void pg_mm_dot4_f32(int64_t n, const void * a, const float * const * b, float * s) {
-    pg_vec_dot4_f32(n, (const float *) a, b, s);
-}
-static inline void pg_mm_dot4_f16(int64_t n, const void * a, const float * const * b, float * s) {
-    pg_vec_dot4_f16_f32(n, (const pg_fp16_t *) a, b, s);
-}
-static inline void pg_mm_dot4_bf16(int64_t n, const void * a, const float * const * b, float * s) {
-    pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) a, b, s);
-}
-
 /* what both pg_work_mul_mat and the kernel derive from the shapes */
 typedef struct pg_mm_layout {
     int vt;                 /* vec_dot_type of a */
     pg_gemm_shape tile;     /* GEMM micro-kernel: mr weight rows x nr columns */
     bool gemm;
-    bool widen;             /* dot path: converted activations widened to f32 per thread */
+    bool widen;             /* dot path: converted activations widened to f32 per thread (dot_f32) */
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
     int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
@@ -93,7 +62,7 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     l.vt = pg_traits[a->type].vec_dot_type;
     l.tile = pg_vec_gemm_shape();
     l.gemm = N >= pg_mm_gemm_min_n(l.tile);
-    l.widen = !l.gemm && (l.vt == PG_TYPE_F16 || l.vt == PG_TYPE_BF16);
+    l.widen = !l.gemm && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32;
     l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
@@ -107,9 +76,10 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     return l;
 }
 
-static inline size_t pg_work_mul_mat(const pg_tensor * dst, int nth) {
+static inline bool pg_plan_mul_mat(const pg_tensor * dst, pg_plan * pl) {
     const pg_mm_layout l = pg_mm_get_layout(dst);
-    return pg_per_thread(l.scratch, nth) + PG_PAD(l.conv_bytes, PG_CACHE_LINE) + l.pack_bytes;
+    pl->work = pg_per_thread(l.scratch, pl->nth) + PG_PAD(l.conv_bytes, PG_CACHE_LINE) + l.pack_bytes;
+    return true;
 }
 
 /* activation row (j, i12, i13) in vec_dot_type: converted copy, or b itself for F32 weights */
@@ -137,21 +107,14 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
 
 /* phase 2, GEMV and few columns: contiguous ranges of weight rows, each streamed once */
 static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
-    static const pg_mm_dot_fn dots[PG_TYPE_COUNT] = {
-        [PG_TYPE_F32] = pg_mm_dot_f32, [PG_TYPE_F16] = pg_mm_dot_f16, [PG_TYPE_BF16] = pg_mm_dot_bf16,
-        [PG_TYPE_Q8_0] = pg_mm_dot_q8_0, [PG_TYPE_Q4_0] = pg_mm_dot_q4_0,
-    };
-    static const pg_mm_dot4_fn dots4[PG_TYPE_COUNT] = {
-        [PG_TYPE_F32] = pg_mm_dot4_f32, [PG_TYPE_F16] = pg_mm_dot4_f16, [PG_TYPE_BF16] = pg_mm_dot4_bf16,
-    };
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const pg_mm_dot_fn dot = dots[a->type];
-    const pg_mm_dot4_fn dot4 = dots4[a->type];
+    const pg_type_traits * tr = &pg_traits[a->type];
     float * wide = (float *) pg_scratch(p, l->scratch);
-    const void * brows[PG_MM_GEMM_MIN_N_MAX];
+    const void * brows[PG_MM_GEMM_MIN_N_MAX];       /* activation rows in vec_dot_type */
+    const float * bf32[PG_MM_GEMM_MIN_N_MAX];       /* the same as f32 (dot_f32's operands) */
     int64_t r0, r1;
     pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
     while (r0 < r1) {
@@ -159,25 +122,25 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         for (int64_t j = 0; j < N; j++) {
             const char * src = pg_mm_brow(b, l, conv, j, i12, i13);
+            brows[j] = src;
+            bf32[j] = (const float *) src;
             if (l->widen) {
                 pg_traits[l->vt].to_float(src, wide + j * K, K);
-                brows[j] = wide + j * K;
-            } else {
-                brows[j] = src;
+                bf32[j] = wide + j * K;
             }
         }
         for (int64_t i = i0; i < i1; i++) {
             const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
             int64_t j = 0;
-            if (dot4) {
+            if (tr->dot_f32) {
                 for (; j + 4 <= N; j += 4) {
-                    const float * y4[4] = {brows[j], brows[j + 1], brows[j + 2], brows[j + 3]};
                     float s4[4];
-                    dot4(K, arow, y4, s4);
+                    tr->dot4_f32(K, arow, bf32 + j, s4);
                     for (int c = 0; c < 4; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
                 }
+                for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->dot_f32(K, arow, bf32[j]);
             }
-            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = dot(K, arow, brows[j]);
+            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
         }
         r0 += i1 - i0;
     }

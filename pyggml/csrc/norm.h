@@ -8,7 +8,7 @@
  * operation written above, so results are ggml's bit for bit up to the order of the double sums.
  * No affine part (ggml_norm has none either); eps >= 0, and a zero row with eps = 0 gives NaN.
  *
- * Fused rms_norm (the plan's fusion pass, _graph.pyx), one kernel with optional ends:
+ * Fused rms_norm (the fusion table, graph.h), one kernel with optional ends:
  *
  *   [add]  h = a + b        a, b, h F32 [n, ...]; b's rows repeat over a's (b.ne0 == n)
  *   norm   t = rms_norm(h)  (h = norm.src[0] when there is no add)
@@ -23,11 +23,8 @@
  * so a one-row graph runs on one thread.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
-
-static inline size_t pg_work_rms_norm(const pg_tensor * dst, int nth) { (void) dst; (void) nth; return 0; }
-static inline size_t pg_work_norm(const pg_tensor * dst, int nth) { (void) dst; (void) nth; return 0; }
 
 /* row (i1, i2, i3) of t, with t's rows repeated over a larger tensor's (ggml_can_repeat) */
 static inline float * pg_norm_row_rep(const pg_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
@@ -67,6 +64,17 @@ static inline void pg_compute_rms_norm_fused(const pg_params * p, const pg_tenso
 
 static inline void pg_compute_rms_norm(const pg_params * p, pg_tensor * dst) {
     pg_compute_rms_norm_fused(p, NULL, dst, NULL);
+}
+
+/* the fused groups (graph.h's fusion table), nodes in graph order */
+static inline void pg_compute_add_rms_norm_mul(const pg_params * p, pg_tensor * const * g) {
+    pg_compute_rms_norm_fused(p, g[0], g[1], g[2]);
+}
+static inline void pg_compute_rms_norm_mul(const pg_params * p, pg_tensor * const * g) {
+    pg_compute_rms_norm_fused(p, NULL, g[0], g[1]);
+}
+static inline void pg_compute_add_rms_norm(const pg_params * p, pg_tensor * const * g) {
+    pg_compute_rms_norm_fused(p, g[0], g[1], NULL);
 }
 
 static inline void pg_compute_norm(const pg_params * p, pg_tensor * dst) {

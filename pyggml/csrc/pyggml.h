@@ -1,16 +1,21 @@
-/* pyggml core: the tensor struct shared by Cython and the kernels, compute params, helpers.
+/* pyggml core: the tensor struct shared by Cython and the kernels, compute and plan params, helpers.
  *
  * Tensors follow ggml: ne[4] element counts (dim 0 fastest), nb[4] byte strides. For block types
  * (Q8_0, Q4_0) nb[0] is the size of one block and dim 0 is addressed in blocks.
- * A kernel is `void pg_compute_<op>(const pg_params * p, pg_tensor * dst)`: it reads dst->src[],
- * dst->op_params, and does the share of the work of thread p->ith out of p->nth.
+ * An op has two functions (its row in the op table, ops.h):
+ *   bool pg_plan_<op>(const pg_tensor * dst, pg_plan * pl)     once per plan: work-buffer bytes and
+ *                                                             choices for pl->nth threads, or why not
+ *   void pg_compute_<op>(const pg_params * p, pg_tensor * dst) thread p->ith's share of p->nth: reads
+ *                                                             dst->src[], dst->op_params, p->variant
  */
 #pragma once
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #define PG_MAX_DIMS 4
@@ -18,25 +23,14 @@
 #define PG_MAX_OP_PARAMS 16
 #define PG_CACHE_LINE 64
 
-/* values equal ggml's (pyggml/_enums.py mirrors them) */
+/* pg_tensor.flags bits (ggml's values) */
+enum { PG_FLAG_INPUT = 1, PG_FLAG_OUTPUT = 2 };
+
+/* values equal ggml's; the type table (types.h) has a row per type and pyggml.Type is built from it */
 enum pg_type {
     PG_TYPE_F32 = 0, PG_TYPE_F16 = 1, PG_TYPE_Q4_0 = 2, PG_TYPE_Q8_0 = 8,
     PG_TYPE_I8 = 24, PG_TYPE_I16 = 25, PG_TYPE_I32 = 26, PG_TYPE_I64 = 27, PG_TYPE_F64 = 28,
     PG_TYPE_BF16 = 30, PG_TYPE_COUNT = 40,
-};
-
-/* pyggml's own numbering (pyggml/_enums.py Op mirrors it; values are not part of the API) */
-enum pg_op {
-    PG_OP_NONE = 0, PG_OP_DUP, PG_OP_ADD, PG_OP_MUL, PG_OP_SCALE, PG_OP_CPY, PG_OP_CONT,
-    PG_OP_RESHAPE, PG_OP_VIEW, PG_OP_PERMUTE, PG_OP_TRANSPOSE, PG_OP_GET_ROWS, PG_OP_SET_ROWS,
-    PG_OP_SOFT_MAX, PG_OP_ROPE, PG_OP_MUL_MAT, PG_OP_NORM, PG_OP_RMS_NORM, PG_OP_GLU,
-    PG_OP_UNARY, PG_OP_FLASH_ATTN_EXT, PG_OP_COUNT,
-};
-
-enum pg_unary_op { PG_UNARY_GELU = 8, PG_UNARY_SILU = 10, PG_UNARY_GELU_ERF = 14 };
-
-enum pg_glu_op {
-    PG_GLU_REGLU = 0, PG_GLU_GEGLU = 1, PG_GLU_SWIGLU = 2, PG_GLU_GEGLU_ERF = 4, PG_GLU_GEGLU_QUICK = 5,
 };
 
 typedef uint16_t pg_fp16_t;
@@ -75,8 +69,30 @@ typedef struct pg_params {
     size_t wsize;           /* bytes of wdata (all threads) */
     void * wdata;           /* work buffer, PG_CACHE_LINE aligned */
     pg_shared * shared;
-    int use_ref;            /* reference kernels only */
+    int32_t variant;        /* what the node's plan function chose (pg_plan.variant) */
 } pg_params;
+
+/* what a plan function gets and decides for one node (or fused group) */
+typedef struct pg_plan {
+    int nth;                /* in: threads of the compute */
+    bool use_ref;           /* in: reference kernels only (compute(use_ref=True)) */
+    size_t work;            /* out: work-buffer bytes, all threads together */
+    int32_t variant;        /* out: a choice the kernel reads back as pg_params.variant */
+    char err[192];          /* out: why the node cannot run, when the plan function returns false */
+} pg_plan;
+
+/* a plan function's refusal: the message (printf-style) for the error Python raises */
+static inline bool pg_plan_fail(pg_plan * pl, const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pl->err, sizeof(pl->err), fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* the plan function of an op that needs no work buffer and has nothing to choose */
+static inline bool pg_plan_no_scratch(const pg_tensor * dst, pg_plan * pl) { (void) dst; (void) pl; return true; }
+static inline bool pg_plan_group_no_scratch(pg_tensor * const * nodes, pg_plan * pl) { (void) nodes; (void) pl; return true; }
 
 #define PG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PG_MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -118,6 +134,22 @@ static inline void pg_report_error(const pg_params * p, const pg_tensor * node, 
         p->shared->err_val = val;
     }
 }
+
+/* A scratch layout: buffers laid out one after the other, by one function that serves both the plan
+ * and the kernel. With at == NULL it only counts (the plan's sizes); with at set it hands out the
+ * pointers (the kernel's carving). */
+typedef struct pg_layout {
+    char * at;
+    size_t bytes;
+} pg_layout;
+
+static inline void * pg_layout_take(pg_layout * l, size_t bytes) {
+    void * p = l->at ? l->at + l->bytes : NULL;
+    l->bytes += bytes;
+    return p;
+}
+
+static inline float * pg_layout_f32(pg_layout * l, int64_t n) { return (float *) pg_layout_take(l, (size_t) n * sizeof(float)); }
 
 /* work-buffer bytes for `bytes` of scratch per thread (the layout pg_scratch() indexes) */
 static inline size_t pg_per_thread(size_t bytes, int nth) {

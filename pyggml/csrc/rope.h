@@ -26,7 +26,7 @@
  * work is per token, not per head.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 enum { PG_ROPE_NORMAL = 0, PG_ROPE_NEOX = 2, PG_ROPE_MROPE = 8, PG_ROPE_VISION = 24, PG_ROPE_IMROPE = 40 };
@@ -212,8 +212,9 @@ static inline size_t pg_rope_scratch(const pg_tensor * dst) {
     return (pg_rope_batch_floats(&r) + (size_t) row) * sizeof(float);
 }
 
-static inline size_t pg_work_rope(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_rope_scratch(dst), nth);
+static inline bool pg_plan_rope(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_rope_scratch(dst), pl->nth);
+    return true;
 }
 
 static inline void pg_compute_rope(const pg_params * p, pg_tensor * dst) {

@@ -25,7 +25,7 @@
  * and consecutive slots (a KV cache) spread evenly. With fewer rows than threads (decode writes one
  * row per layer) every thread converts its own range of blocks of each row, again in source order.
  *
- * Fused ROPE -> SET_ROWS (pyggml's; _graph.pyx checks the conditions): b is an F32 rope result (or a
+ * Fused ROPE -> SET_ROWS (pyggml's; graph.h's fusion table checks the conditions): b is an F32 rope result (or a
  * reshape of one) that nothing else reads. Each source row is made on the fly from the rope rows it
  * consists of (E a multiple of the rope row ne0), rotated into the thread's scratch exactly as the
  * ROPE kernel would write them, then converted into the destination: the rope result is never
@@ -33,7 +33,7 @@
  * cache (at most E floats) per thread.
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 #include "rope.h"
 
@@ -47,8 +47,6 @@ static inline int64_t pg_rows_index(const pg_tensor * c, int64_t i, int64_t j, i
 }
 
 /* ---- get_rows ---- */
-
-static inline size_t pg_work_get_rows(const pg_tensor * dst, int nth) { (void) dst; (void) nth; return 0; }
 
 static inline void pg_compute_get_rows(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * a = dst->src[0];
@@ -86,16 +84,18 @@ static inline bool pg_set_rows_widens(const pg_tensor * dst) {
     return dst->src[0]->type == PG_TYPE_F16 && dst->type != PG_TYPE_F16;
 }
 
-static inline size_t pg_work_set_rows(const pg_tensor * dst, int nth) {
-    return pg_set_rows_widens(dst) ? pg_per_thread(dst->ne[0] * sizeof(float), nth) : 0;
+static inline bool pg_plan_set_rows(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_set_rows_widens(dst) ? pg_per_thread(dst->ne[0] * sizeof(float), pl->nth) : 0;
+    return true;
 }
 
 /* a fused set_rows' scratch: one destination row of E floats, then the rope's cache batch (a token's
  * cache is 2*n_pairs <= the rope's ne0 <= E floats) */
 static inline size_t pg_rope_set_rows_scratch(int64_t E) { return (size_t) (1 + PG_ROPE_TOK) * E * sizeof(float); }
 
-static inline size_t pg_work_rope_set_rows(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_rope_set_rows_scratch(dst->ne[0]), nth);
+static inline bool pg_plan_rope_set_rows(pg_tensor * const * g, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_rope_set_rows_scratch(g[1]->ne[0]), pl->nth);
+    return true;
 }
 
 /* source row ir (linear over b's rows) of a fused set_rows as f32 in buf: rope rows
@@ -190,6 +190,7 @@ static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const 
 
 static inline void pg_compute_set_rows(const pg_params * p, pg_tensor * dst) { pg_set_rows_impl(p, dst, NULL); }
 
-static inline void pg_compute_rope_set_rows(const pg_params * p, const pg_tensor * rope, pg_tensor * dst) {
-    pg_set_rows_impl(p, dst, rope);
+/* the fused pair: g[0] the ROPE node, g[1] the SET_ROWS node */
+static inline void pg_compute_rope_set_rows(const pg_params * p, pg_tensor * const * g) {
+    pg_set_rows_impl(p, g[1], g[0]);
 }

@@ -17,7 +17,7 @@
  * widened into the thread's scratch (n floats).
  */
 #pragma once
-#include "convert.h"
+#include "types.h"
 #include "barrier.h"
 
 static inline size_t pg_soft_max_scratch(const pg_tensor * dst) {
@@ -25,16 +25,29 @@ static inline size_t pg_soft_max_scratch(const pg_tensor * dst) {
     return mask && mask->type == PG_TYPE_F16 ? (size_t) dst->ne[0] * sizeof(float) : 0;
 }
 
-static inline size_t pg_work_soft_max(const pg_tensor * dst, int nth) {
-    return pg_per_thread(pg_soft_max_scratch(dst), nth);
+static inline bool pg_plan_soft_max(const pg_tensor * dst, pg_plan * pl) {
+    pl->work = pg_per_thread(pg_soft_max_scratch(dst), pl->nth);
+    return true;
 }
 
-static inline float pg_alibi_slope(float max_bias, int64_t h, int64_t n_head) {
-    if (max_bias <= 0.0f) return 1.0f;
-    const int64_t n2 = (int64_t) 1 << (int) floor(log2((double) n_head));
-    const float m0 = powf(2.0f, -max_bias / (float) n2);
-    const float m1 = powf(2.0f, -(max_bias / 2.0f) / (float) n2);
-    return h < n2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n2) + 1));
+/* ALiBi slopes of n_head heads (soft_max_ext and flash_attn_ext): the formula above, with
+ * n2 = the largest power of two <= n_head */
+typedef struct pg_alibi {
+    float max_bias, m0, m1;
+    int64_t n2;
+} pg_alibi;
+
+static inline pg_alibi pg_alibi_init(float max_bias, int64_t n_head) {
+    pg_alibi a = {max_bias, 1.0f, 1.0f, 1};
+    while (a.n2 * 2 <= n_head) a.n2 *= 2;
+    a.m0 = powf(2.0f, -max_bias / (float) a.n2);
+    a.m1 = powf(2.0f, -(max_bias / 2.0f) / (float) a.n2);
+    return a;
+}
+
+static inline float pg_alibi_slope(const pg_alibi * a, int64_t h) {
+    if (a->max_bias <= 0.0f) return 1.0f;
+    return h < a->n2 ? powf(a->m0, (float) (h + 1)) : powf(a->m1, (float) (2 * (h - a->n2) + 1));
 }
 
 static inline void pg_compute_soft_max(const pg_params * p, pg_tensor * dst) {
@@ -42,7 +55,8 @@ static inline void pg_compute_soft_max(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * mask = dst->src[1];
     const pg_tensor * sinks = dst->src[2];
     const float scale = pg_op_param_f32(dst, 0), max_bias = pg_op_param_f32(dst, 1);
-    const int64_t n = dst->ne[0], ne2 = dst->ne[2];
+    const int64_t n = dst->ne[0];
+    const pg_alibi alibi = pg_alibi_init(max_bias, dst->ne[2]);
     float * ms = (float *) pg_scratch(p, pg_soft_max_scratch(dst));
     int64_t r0, r1;
     pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
@@ -58,7 +72,7 @@ static inline void pg_compute_soft_max(const pg_params * p, pg_tensor * dst) {
                 pg_vec_cvt_f16_f32(n, (const pg_fp16_t *) mrow, ms);
                 m = ms;
             }
-            pg_vec_mad_f32(n, y, m, pg_alibi_slope(max_bias, i2, ne2));
+            pg_vec_mad_f32(n, y, m, pg_alibi_slope(&alibi, i2));
         }
         float mx = pg_vec_max_f32(n, y);
         const float sink = sinks ? ((const float *) sinks->data)[i2] : -INFINITY;

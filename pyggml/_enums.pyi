@@ -1,0 +1,64 @@
+"""Members of the enums _enums.py builds from the C tables (tests/test_tables.py checks they agree)."""
+from enum import IntEnum
+
+class Type(IntEnum):
+    F32 = 0
+    F16 = 1
+    Q4_0 = 2
+    Q8_0 = 8
+    I8 = 24
+    I16 = 25
+    I32 = 26
+    I64 = 27
+    F64 = 28
+    BF16 = 30
+
+class Op(IntEnum):
+    NONE = 0
+    DUP = 1
+    ADD = 2
+    MUL = 3
+    SCALE = 4
+    CPY = 5
+    CONT = 6
+    RESHAPE = 7
+    VIEW = 8
+    PERMUTE = 9
+    TRANSPOSE = 10
+    GET_ROWS = 11
+    SET_ROWS = 12
+    SOFT_MAX = 13
+    ROPE = 14
+    MUL_MAT = 15
+    NORM = 16
+    RMS_NORM = 17
+    GLU = 18
+    UNARY = 19
+    FLASH_ATTN_EXT = 20
+
+class UnaryOp(IntEnum):
+    GELU = 8
+    SILU = 10
+    GELU_ERF = 14
+
+class GluOp(IntEnum):
+    REGLU = 0
+    GEGLU = 1
+    SWIGLU = 2
+    GEGLU_ERF = 4
+    GEGLU_QUICK = 5
+
+class RopeType(IntEnum):
+    NORMAL = 0
+    NEOX = 2
+    MROPE = 8
+    VISION = 24
+    IMROPE = 40
+
+class Prec(IntEnum):
+    DEFAULT = 0
+    F32 = 10
+
+FLOAT_TYPES: frozenset[Type]
+QUANT_TYPES: frozenset[Type]
+INT_TYPES: frozenset[Type]

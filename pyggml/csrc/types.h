@@ -1,0 +1,211 @@
+/* The type table: one row per tensor type, indexed by ggml's type id, with everything a kernel
+ * needs to know about the type (ggml's type_traits and type_traits_cpu in one):
+ *
+ *   name, blck, size   ggml's type name (pyggml.Type.<NAME> is built from it), elements per block,
+ *                      bytes per block
+ *   kind               float, quantized or integer (the type groups of _enums.py)
+ *   to_float           row of n elements -> f32                           (convert.h)
+ *   from_float         f32 -> row, ggml's CPU rounding                    (convert.h)
+ *   vec_dot            dot(row of this type, row of vec_dot_type): mul_mat's GEMV and the one_chunk
+ *   vec_dot_type       attention path convert the other operand (activations, q) to this type first
+ *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
+ *                      weights widens the vec_dot_type activations back to f32 once per thread
+ *                      (exact) and dots with these; NULL: vec_dot on the converted rows
+ *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
+ *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
+ *
+ * The attention kernels get scratch (tmp) for the types whose rows are converted to f32 first: n
+ * floats for attn_dot, nk * n for attn_acc. Kernels take every type behaviour from this table (no
+ * switch over types anywhere); a NULL entry is a type the op does not support, which its builder
+ * refuses (pyggml._tables.types() tells Python which entries exist). Adding a type: its id in
+ * pyggml.h's enum, its row here and the kernels the row names.
+ */
+#pragma once
+#include "convert.h"
+
+enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
+
+typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
+typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
+typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
+typedef void (*pg_attn_dot_fn)(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                               int64_t lds, float * tmp);
+typedef void (*pg_attn_acc_fn)(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                               int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp);
+
+typedef struct pg_type_traits {
+    const char * name;
+    int64_t blck;                /* elements per block */
+    size_t size;                 /* bytes per block */
+    int kind;
+    pg_to_float_fn to_float;
+    pg_from_float_fn from_float;
+    pg_vec_dot_fn vec_dot;
+    int vec_dot_type;
+    pg_dot_f32_fn dot_f32;
+    pg_dot4_f32_fn dot4_f32;
+    pg_attn_dot_fn attn_dot;
+    pg_attn_acc_fn attn_acc;
+} pg_type_traits;
+
+/* ---- the row kernels of each type, in the table's signatures ---- */
+
+static inline float pg_type_dot_f32(int64_t n, const void * x, const void * y) {
+    return pg_vec_dot_f32(n, (const float *) x, (const float *) y);
+}
+static inline float pg_type_dot_f16(int64_t n, const void * x, const void * y) {
+    return pg_vec_dot_f16(n, (const pg_fp16_t *) x, (const pg_fp16_t *) y);
+}
+static inline float pg_type_dot_bf16(int64_t n, const void * x, const void * y) {
+    return pg_vec_dot_bf16(n, (const pg_bf16_t *) x, (const pg_bf16_t *) y);
+}
+static inline float pg_type_dot_q8_0(int64_t n, const void * x, const void * y) {
+    return pg_vec_dot_q8_0_q8_0(n, (const pg_block_q8_0 *) x, (const pg_block_q8_0 *) y);
+}
+static inline float pg_type_dot_q4_0(int64_t n, const void * x, const void * y) {
+    return pg_vec_dot_q4_0_q8_0(n, (const pg_block_q4_0 *) x, (const pg_block_q8_0 *) y);
+}
+
+static inline float pg_type_dot_f32_f32(int64_t n, const void * x, const float * y) {
+    return pg_vec_dot_f32(n, (const float *) x, y);
+}
+static inline float pg_type_dot_f16_f32(int64_t n, const void * x, const float * y) {
+    return pg_vec_dot_f16_f32(n, (const pg_fp16_t *) x, y);
+}
+static inline float pg_type_dot_bf16_f32(int64_t n, const void * x, const float * y) {
+    return pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) x, y);
+}
+
+static inline void pg_type_dot4_f32(int64_t n, const void * x, const float * const * y, float * s) {
+    pg_vec_dot4_f32(n, (const float *) x, y, s);
+}
+static inline void pg_type_dot4_f16(int64_t n, const void * x, const float * const * y, float * s) {
+    pg_vec_dot4_f16_f32(n, (const pg_fp16_t *) x, y, s);
+}
+static inline void pg_type_dot4_bf16(int64_t n, const void * x, const float * const * y, float * s) {
+    pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) x, y, s);
+}
+
+static inline void pg_type_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                        int64_t lds, float * tmp) {
+    (void) tmp;
+    pg_vec_attn_dot_f32(nr, n, q, ldq, (const float *) k, s, lds);
+}
+static inline void pg_type_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                        int64_t lds, float * tmp) {
+    (void) tmp;
+    pg_vec_attn_dot_f16(nr, n, q, ldq, (const pg_fp16_t *) k, s, lds);
+}
+static inline void pg_type_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    (void) tmp;
+    pg_vec_attn_dot_bf16(nr, n, q, ldq, (const pg_bf16_t *) k, s, lds);
+}
+
+static inline void pg_type_attn_acc_f32(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                        int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    (void) tmp;
+    pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, (const float *) v, nbv, f);
+}
+static inline void pg_type_attn_acc_f16(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                        int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    (void) tmp;
+    pg_vec_attn_acc_f16(nr, n, acc, lda, nk, p, ldp, (const pg_fp16_t *) v, nbv, f);
+}
+static inline void pg_type_attn_acc_bf16(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    (void) tmp;
+    pg_vec_attn_acc_bf16(nr, n, acc, lda, nk, p, ldp, (const pg_bf16_t *) v, nbv, f);
+}
+
+/* quantized K and V rows: dequantised into tmp, then the f32 kernels */
+static inline __attribute__((always_inline)) void pg_attn_dot_dequant(pg_to_float_fn to_float, int nr, int64_t n,
+        const float * q, int64_t ldq, const void * k, float * s, int64_t lds, float * tmp) {
+    to_float(k, tmp, n);
+    pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);
+}
+static inline __attribute__((always_inline)) void pg_attn_acc_dequant(pg_to_float_fn to_float, int nr, int64_t n,
+        float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp, const void * v, size_t nbv,
+        const float * f, float * tmp) {
+    for (int64_t j = 0; j < nk; j++) to_float((const char *) v + j * nbv, tmp + j * n, n);
+    pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);
+}
+
+static inline void pg_type_attn_dot_q8_0(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    pg_attn_dot_dequant(pg_row_q8_0_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_dot_q4_0(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    pg_attn_dot_dequant(pg_row_q4_0_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_acc_q8_0(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_acc_dequant(pg_row_q8_0_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
+static inline void pg_type_attn_acc_q4_0(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_acc_dequant(pg_row_q4_0_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
+
+/* ---- the table ---- */
+
+static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
+    [PG_TYPE_F32] = {
+        .name = "f32", .blck = 1, .size = sizeof(float), .kind = PG_KIND_FLOAT,
+        .to_float = pg_row_f32_to_f32, .from_float = pg_row_f32_from_f32,
+        .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32,
+        .dot_f32 = pg_type_dot_f32_f32, .dot4_f32 = pg_type_dot4_f32,
+        .attn_dot = pg_type_attn_dot_f32, .attn_acc = pg_type_attn_acc_f32,
+    },
+    [PG_TYPE_F16] = {
+        .name = "f16", .blck = 1, .size = sizeof(pg_fp16_t), .kind = PG_KIND_FLOAT,
+        .to_float = pg_row_f16_to_f32, .from_float = pg_row_f16_from_f32,
+        .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16,
+        .dot_f32 = pg_type_dot_f16_f32, .dot4_f32 = pg_type_dot4_f16,
+        .attn_dot = pg_type_attn_dot_f16, .attn_acc = pg_type_attn_acc_f16,
+    },
+    [PG_TYPE_BF16] = {
+        .name = "bf16", .blck = 1, .size = sizeof(pg_bf16_t), .kind = PG_KIND_FLOAT,
+        .to_float = pg_row_bf16_to_f32, .from_float = pg_row_bf16_from_f32,
+        .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16,
+        .dot_f32 = pg_type_dot_bf16_f32, .dot4_f32 = pg_type_dot4_bf16,
+        .attn_dot = pg_type_attn_dot_bf16, .attn_acc = pg_type_attn_acc_bf16,
+    },
+    [PG_TYPE_Q8_0] = {
+        .name = "q8_0", .blck = PG_QK8_0, .size = sizeof(pg_block_q8_0), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
+        .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0,
+        .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
+    },
+    [PG_TYPE_Q4_0] = {
+        .name = "q4_0", .blck = PG_QK4_0, .size = sizeof(pg_block_q4_0), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
+        .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0,
+        .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
+    },
+    /* I32: to_float and from_float for get_rows and the tensor conversions */
+    [PG_TYPE_I32] = {
+        .name = "i32", .blck = 1, .size = sizeof(int32_t), .kind = PG_KIND_INT,
+        .to_float = pg_row_i32_to_f32, .from_float = pg_row_i32_from_f32,
+    },
+    [PG_TYPE_I8] = {.name = "i8", .blck = 1, .size = sizeof(int8_t), .kind = PG_KIND_INT},
+    [PG_TYPE_I16] = {.name = "i16", .blck = 1, .size = sizeof(int16_t), .kind = PG_KIND_INT},
+    [PG_TYPE_I64] = {.name = "i64", .blck = 1, .size = sizeof(int64_t), .kind = PG_KIND_INT},
+    [PG_TYPE_F64] = {.name = "f64", .blck = 1, .size = sizeof(double), .kind = PG_KIND_FLOAT},
+};
+
+static inline size_t pg_row_size(int type, int64_t n) { return pg_traits[type].size * (size_t) (n / pg_traits[type].blck); }
+
+/* packed: no gaps, rows in order (ggml_is_contiguous); Tensor.is_contiguous() reports this */
+static inline bool pg_is_contiguous(const pg_tensor * t) {
+    size_t nb = pg_traits[t->type].size;
+    if (t->ne[0] != pg_traits[t->type].blck && t->nb[0] != nb) return false;
+    nb *= (size_t) (t->ne[0] / pg_traits[t->type].blck);
+    for (int i = 1; i < 4; i++) {
+        if (t->ne[i] == 1) continue;
+        if (t->nb[i] != nb) return false;
+        nb *= (size_t) t->ne[i];
+    }
+    return true;
+}
