@@ -18,7 +18,8 @@ head_dim / 4, positions h | w | h | w) -> full attention (mul_mat, soft_max_ext)
 consecutive patches become one row of 4 * n_embd) and the merger MLP mm.0 -> GELU -> mm.2. Where it
 differs from llama.cpp: the patch embedding is a mul_mat over the flattened patches (llama.cpp's two
 conv_2d over the image give the same sums), the merger's GELU is the erf form transformers uses
-(llama.cpp: ggml_gelu, the tanh approximation), quick GELU is silu(1.702 x) / 1.702.
+(llama.cpp: ggml_gelu, the tanh approximation). llama.cpp's conv_2d rounds the image and the kernel
+to fp16 even in an F32 file (its im2col is F16); the mul_mat form keeps F32 files exact.
 """
 import math
 import os
@@ -36,7 +37,6 @@ PROJECTORS = ("qwen2vl_merger",)
 # Qwen2VLImageProcessor's defaults
 MIN_PIXELS, MAX_PIXELS = 56 * 56, 28 * 28 * 1280
 _MAX_RATIO = 200
-_QUICK = 1.702          # quick GELU: x * sigmoid(1.702 x)
 
 
 def smart_resize(height, width, factor=28, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS):
@@ -287,7 +287,7 @@ class VisionEncoder:
             a = self._linear(op.reshape_2d(op.cont(a), e, n), b + "attn_out")
             x = op.add(a, x)
             h = self._linear(self._norm(x, b + "ln2"), b + "ffn_up")
-            h = op.scale(op.silu(op.scale(h, _QUICK)), 1.0 / _QUICK)                     # quick GELU
+            h = op.gelu_quick(h)
             x = op.add(self._linear(h, b + "ffn_down"), x)
         x = self._norm(x, "v.post_ln")
         x = op.reshape_2d(x, e * self.merge_size ** 2, n // self.merge_size ** 2)
