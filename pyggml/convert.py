@@ -645,12 +645,18 @@ def add_arguments(parser):
                         help="type of the weight matrices (1-D tensors are always F32; Q8_0 falls back to F16 "
                              "for rows not a multiple of 32), default f16")
     parser.add_argument("--tokenizer-pre", help="tokenizer.ggml.pre of a BPE vocabulary (default by architecture)")
+    parser.add_argument("--mmproj", nargs="?", const="", metavar="FILE",
+                        help="also write the vision tower (Qwen2-VL) as an mmproj GGUF (default: "
+                             "MODEL/mmproj-model-OUTTYPE.gguf)")
     return parser
 
 
 def main(args):
     """Run `pyggml convert` with parsed arguments; returns the exit status."""
     out = args.outfile or os.path.join(args.model, f"model-{args.outtype}.gguf")
-    convert_hf(args.model, out, outtype=args.outtype, tokenizer_pre=args.tokenizer_pre)
-    print(f"wrote {out}")
+    mmproj = getattr(args, "mmproj", None)
+    if mmproj == "":
+        mmproj = os.path.join(args.model, f"mmproj-model-{args.outtype}.gguf")
+    convert_hf(args.model, out, outtype=args.outtype, tokenizer_pre=args.tokenizer_pre, mmproj=mmproj)
+    print(f"wrote {out}" + (f" and {mmproj}" if mmproj else ""))
     return 0

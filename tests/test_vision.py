@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
+pytest.importorskip("PIL", reason="transformers' Qwen2-VL image processor needs Pillow (requirements-dev.txt)")
 
 from hf_models import IMAGE_PROCESSOR, VISION, converted_mm, image_processor, qwen2vl_vision_model
 
@@ -89,6 +90,21 @@ def test_mmproj_layout_as_llama_cpp(hf, files, outtype):
         "clip.projector_type": "qwen2vl_merger"}
     assert f.types["clip.vision.image_size"] == G._gguf().GGUFValueType.UINT32
     assert list(f.metadata)[-1] == "general.quantization_version"
+
+
+def test_convert_command_writes_the_mmproj(hf, tmp_path, capsys):
+    import argparse
+
+    import pyggml.convert as C
+    hf.save_pretrained(tmp_path / "hf")
+    image_processor().save_pretrained(tmp_path / "hf")
+    args = C.add_arguments(argparse.ArgumentParser()).parse_args([str(tmp_path / "hf"), "--outtype", "f16", "--mmproj"])
+    assert C.main(args) == 0
+    path = tmp_path / "hf" / "mmproj-model-f16.gguf"
+    assert capsys.readouterr().out.strip().endswith(f"and {path}")
+    f = G.load(path, validate=False)
+    assert f.metadata["clip.projector_type"] == "qwen2vl_merger" and list(f.tensors) == list(expected_mmproj(hf))
+    assert G.load(tmp_path / "hf" / "model-f16.gguf").arch == "qwen2vl"
 
 
 def test_mmproj_of_a_text_model_is_refused(tmp_path):
