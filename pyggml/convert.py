@@ -586,7 +586,9 @@ def _convert_mmproj(model_dir, out_path, outtype):
                          f"converts; supported: {', '.join(Qwen2VLVisionConverter.hf_archs)}")
     conv = Qwen2VLVisionConverter(hparams, _preprocessor(model_dir))
     qtype, ftype = _OUTTYPE[outtype]
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, conv.n_layer)
+    # the map's mm.{bid} entries are block-numbered: llama.cpp's (n_block = depth) names mm.2 only for a
+    # depth above 2; a map of at least 3 blocks names it at any depth
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, max(conv.n_layer, 3))
     tensors = []
     for hf_name, t in _safetensors(model_dir).items():
         name = conv.rename(hf_name)

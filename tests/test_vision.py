@@ -107,6 +107,18 @@ def test_convert_command_writes_the_mmproj(hf, tmp_path, capsys):
     assert G.load(tmp_path / "hf" / "model-f16.gguf").arch == "qwen2vl"
 
 
+def test_mmproj_of_one_block(tmp_path):
+    """llama.cpp's converter cannot name mm.2 below 3 blocks; pyggml's can."""
+    from hf_models import hf_model
+
+    import pyggml.convert as C
+    model = hf_model("qwen2vl")                 # a vision tower of one block
+    C.convert_hf(model, tmp_path / "t.gguf", outtype="f32", mmproj=tmp_path / "m.gguf")
+    f = G.load(tmp_path / "m.gguf", validate=False)
+    assert f.metadata["clip.vision.block_count"] == 1
+    assert list(f.tensors) == list(expected_mmproj(model)) and "mm.2.weight" in f.tensors
+
+
 def test_mmproj_of_a_text_model_is_refused(tmp_path):
     from hf_models import hf_model
 
