@@ -467,6 +467,19 @@ def _numpy(t):
     return raw.view(dtypes[t.dtype]).reshape(t.shape).astype(np.float32)
 
 
+def _mapped(model_dir, conv, names, where):
+    """(tensor, HF name after conv.rename, GGUF name) of each checkpoint tensor conv keeps, in
+    llama.cpp's order; ValueError for one the tensor map cannot name."""
+    for hf_name, t in _safetensors(model_dir).items():
+        name = None if hf_name.endswith(_SKIP_SUFFIXES) else conv.rename(hf_name)
+        if name is None:
+            continue
+        gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if gguf_name is None:
+            raise ValueError(f"{where}: cannot map tensor {hf_name!r} to a GGUF name")
+        yield t, name, gguf_name
+
+
 def _stored_type(gguf_name, shape, outtype):
     """The type llama.cpp's prepare_tensors stores a tensor in."""
     if len(shape) <= 1 or gguf_name.endswith("_norm.weight") or not gguf_name.endswith(".weight"):
@@ -536,15 +549,7 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == conv.arch)
     names = gguf.get_tensor_name_map(arch_id, conv.n_layer)
     plan = [(name, data, data.shape, None) for name, data in conv.extra_tensors()]
-    for hf_name, t in _safetensors(model_dir).items():
-        if hf_name.endswith(_SKIP_SUFFIXES):
-            continue
-        name = conv.rename(hf_name)
-        if name is None:
-            continue
-        gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
-        if gguf_name is None:
-            raise ValueError(f"convert_hf: cannot map tensor {hf_name!r} of {hf_arch} to a GGUF name")
+    for t, name, gguf_name in _mapped(model_dir, conv, names, f"convert_hf: {hf_arch}"):
         plan.append((gguf_name, t, tuple(t.shape), name))
     tensors = []
     for gguf_name, src, shape, name in plan:
@@ -590,13 +595,7 @@ def _convert_mmproj(model_dir, out_path, outtype):
     # depth above 2; a map of at least 3 blocks names it at any depth
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, max(conv.n_layer, 3))
     tensors = []
-    for hf_name, t in _safetensors(model_dir).items():
-        name = conv.rename(hf_name)
-        if name is None:
-            continue
-        gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
-        if gguf_name is None:
-            raise ValueError(f"convert_hf: mmproj: cannot map tensor {hf_name!r} to a GGUF name")
+    for t, _, gguf_name in _mapped(model_dir, conv, names, "convert_hf: mmproj"):
         for part, data in conv.split(gguf_name, np.broadcast_to(np.uint8(0), tuple(t.shape))):
             typ = conv.stored_type(part, data.shape, qtype)
             tensors.append((part, typ, data.shape, _part_loader(conv, t, gguf_name, part, typ)))
