@@ -78,7 +78,7 @@ cdef extern from "types.h" nogil:
     uint16_t pg_fp32_to_fp16(float f)
 
 
-cdef extern from "simd-mappings.h":
+cdef extern from "isa/simd-mappings.h":
     const char * PG_SIMD_NAME
     int PG_F32_EPR
     const char * pg_simd_name()

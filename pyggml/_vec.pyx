@@ -1,4 +1,4 @@
-"""vec.h's row primitives called directly, for tests/test_vec.py: each SIMD path (AVX-512, AVX2,
+"""The row primitives (csrc/vec/, through vec.h) called directly, for tests/test_vec.py: each SIMD path (AVX-512, AVX2,
 NEON, RVV at any VLEN, the scalar loops) is compared against float64 references at lengths that hit
 every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.data); nothing is
 checked here, the test helpers pass contiguous arrays of the right dtype and length.
@@ -32,7 +32,6 @@ cdef extern from "vec.h" nogil:
     void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v)
     void pg_vec_scale_f32(int64_t n, float * y, const float * x, float v)
     float pg_vec_max_f32(int64_t n, const float * x)
-    double pg_vec_sum_f32(int64_t n, const float * x)
     double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, float m)
     float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y)
     void pg_vec_quantize_q8_0(int64_t n, const float * x, pg_block_q8_0 * y)
@@ -133,10 +132,6 @@ def scale_f32(int64_t n, size_t y, size_t x, float v):
 
 def max_f32(int64_t n, size_t x):
     return pg_vec_max_f32(n, <const float *> x)
-
-
-def sum_f32(int64_t n, size_t x):
-    return pg_vec_sum_f32(n, <const float *> x)
 
 
 def exp_sum_f32(int64_t n, size_t y, size_t x, float m):
