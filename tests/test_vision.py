@@ -3,6 +3,7 @@ the image preprocessing (against transformers' image processor), the vision enco
 images through the M-RoPE decoder (against transformers' Qwen2VLForConditionalGeneration)."""
 import numpy as np
 import pytest
+import reference as ref
 
 pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
@@ -219,6 +220,29 @@ def test_encoder_positions_matter(files, rng):
     img = rgb(rng, 56, 56)
     a, b = enc.encode(img), enc.encode(img.transpose(1, 0, 2).copy())
     assert not np.allclose(a, b[[0, 2, 1, 3]], atol=1e-3)
+
+
+def test_patch_embedding_as_llama_cpp_conv_2d(files, rng):
+    """llama.cpp's form of the patch embedding, two conv_2d over the image (stride = kernel = 14),
+    against the mul_mat over the flattened patches: the same sums, with conv_2d's fp16 operands."""
+    from pyggml.models import vision
+    enc = vision.load(files["f32"][1], **IMAGE_PROCESSOR)
+    img = rgb(rng, 56, 84)
+    x = enc.normalized(img)                                     # [3, 56, 84]
+    ctx = gg.Context()
+    t = ctx.from_numpy(x)                                       # ne (84, 56, 3)
+    y = gg.add(*(gg.conv_2d(enc.weight(n), t, 14, 14) for n in ("v.patch_embd.weight", "v.patch_embd.weight.1")))
+    g = gg.CGraph()
+    g.build_forward_expand(y)
+    g.compute(2)
+    conv = y.to_numpy().reshape(32, 4, 6)                       # per channel: patch rows and columns
+    im = enc.preprocess(img)
+    w = sum(enc.weight(n).numpy().reshape(32, -1) for n in ("v.patch_embd.weight", "v.patch_embd.weight.1"))
+    frame = im.pixel_values.reshape(-1, 3, 2, 196)[:, :, 0].reshape(-1, 588)   # both temporal steps are equal
+    want = (frame.astype(np.float64) @ w.T.astype(np.float64))                 # [n_patches, E], merge order
+    h, wi = im.patch_positions()
+    got = conv[:, h, wi].T
+    assert ref.nmse(got, want) < 1e-6
 
 
 # ---- a prompt with images ----

@@ -238,13 +238,16 @@ class VisionEncoder:
     def preprocess(self, image):
         """An Image from a path, a PIL image or an RGB array (uint8, or floats in [0, 1]), as
         Qwen2VLImageProcessor makes pixel_values and image_grid_thw."""
+        pixels, grid = patchify(self.normalized(image), self.patch_size, self.merge_size, self.temporal_patch_size)
+        return Image(pixels, grid, self.merge_size)
+
+    def normalized(self, image):
+        """The resized, rescaled and normalised image before patchify: float32 [3, height, width]."""
         rgb = _rgb(image)
         factor = self.patch_size * self.merge_size
         h, w = smart_resize(rgb.shape[0], rgb.shape[1], factor, self.min_pixels, self.max_pixels)
         x = _resize(rgb, h, w).astype(np.float32) * np.float32(1 / 255)
-        x = ((x - self.mean) / self.std).transpose(2, 0, 1)
-        pixels, grid = patchify(x, self.patch_size, self.merge_size, self.temporal_patch_size)
-        return Image(pixels, grid, self.merge_size)
+        return ((x - self.mean) / self.std).transpose(2, 0, 1)
 
     # ---- the graph ----
 
