@@ -62,8 +62,10 @@ cdef extern from "vec.h" nogil:
                               const float * c, const float * s)
     void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s)
     void pg_vec_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const float * k, float * s, int64_t lds)
-    void pg_vec_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s, int64_t lds)
-    void pg_vec_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s, int64_t lds)
+    void pg_vec_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s,
+                             int64_t lds)
+    void pg_vec_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s,
+                              int64_t lds)
     void pg_vec_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv, int64_t ldm,
                                       float * M, float * S, float * f)
     void pg_vec_attn_mask_f16(int64_t n, const uint16_t * m, float slope, float * y, int64_t * lo, int64_t * hi)
