@@ -36,8 +36,11 @@ def _cmd_run(args):
     from pyggml import models
     from pyggml.progress import progress
 
+    if args.image and not args.mmproj:
+        print("pyggml run: --image needs --mmproj (the vision tower's GGUF)", file=sys.stderr)
+        return 2
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
-                    flash_attn=not args.no_flash_attn, n_batch=args.batch)
+                    flash_attn=not args.no_flash_attn, n_batch=args.batch, mmproj=args.mmproj)
     tok = m.tokenizer
     if args.prompt is not None:
         if tok is None:
@@ -50,12 +53,19 @@ def _cmd_run(args):
     if not prompt:
         print("pyggml run: the prompt is empty", file=sys.stderr)
         return 2
+    images = None
+    if args.image:
+        images = [m.vision.preprocess(f) for f in args.image]
+        if args.image_token is not None:
+            m.image_token_id = args.image_token
+        if m.image_token() not in prompt:           # as llama-mtmd-cli: the images before the text
+            prompt = [m.image_token()] * len(images) + list(prompt)
     print(f"{m!r}, {m.n_threads} threads, prompt of {len(prompt)} tokens", file=sys.stderr)
     stream = tok.stream() if tok is not None and not args.ids else None
     show = args.progress
     with progress(len(prompt), "prefill", "tok", enable=show) as bar:
         gen = m.stream(prompt, args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
-                       seed=args.seed, stop=() if args.ignore_eos else None, progress=bar.update)
+                       seed=args.seed, stop=() if args.ignore_eos else None, progress=bar.update, images=images)
         first = next(gen, None)
     # a bar under streamed text garbles the terminal: a decode bar only when the text goes elsewhere
     decode_bar = progress(args.n_predict, "decode", "tok",
@@ -137,6 +147,11 @@ def parser():
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("-p", "--prompt", help="prompt text (needs the optional tokenizer libraries)")
     src.add_argument("--tokens", type=_parse_tokens, help="prompt token ids, e.g. 1,15043,3186")
+    r.add_argument("--mmproj", help="the vision tower's GGUF (Qwen2-VL's mmproj), for --image")
+    r.add_argument("--image", action="append", help="an image file (needs Pillow); repeat for more. The prompt's "
+                   "image tokens (<|image_pad|>) mark where they go, else they come before the text")
+    r.add_argument("--image-token", type=int, help="the id marking an image in --tokens (default: the vocabulary's "
+                   "<|image_pad|>)")
     r.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)")
     r.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
     r.add_argument("--ctx", type=int, default=512, help="context size in tokens (default 512)")

@@ -41,9 +41,12 @@ class Op(IntEnum):
     GLU = 18
     UNARY = 19
     FLASH_ATTN_EXT = 20
+    IM2COL = 21
+    CONCAT = 22
 
 class UnaryOp(IntEnum):
     GELU = 8
+    GELU_QUICK = 9
     SILU = 10
     GELU_ERF = 14
 

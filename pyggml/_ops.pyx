@@ -1,7 +1,7 @@
 """Graph-node builders: validate the inputs, pack op_params, return the result tensor.
 Nothing is computed here; every check that can be made from shapes and types is made here, so the
 kernels can assume valid input."""
-from libc.stdint cimport int32_t
+from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
 
 from pyggml._tensor cimport Tensor, check_int, new_node, new_view, tensor_is_contiguous
@@ -14,7 +14,7 @@ __all__ = [
     "view_1d", "view_2d", "view_3d", "view_4d",
     "reshape", "reshape_1d", "reshape_2d", "reshape_3d", "reshape_4d", "permute", "transpose",
     "get_rows", "soft_max_ext", "soft_max_add_sinks", "glu", "glu_split", "swiglu", "swiglu_split",
-    "silu", "gelu", "gelu_erf", "mul_mat",
+    "silu", "gelu", "gelu_erf", "gelu_quick", "mul_mat",
 ]
 
 
@@ -139,6 +139,12 @@ def gelu(a):
 def gelu_erf(a):
     """GELU with erf: 0.5x(1 + erf(x/sqrt(2))) (F32/F16)."""
     return _unary("gelu_erf", UnaryOp.GELU_ERF, a)
+
+
+def gelu_quick(a):
+    """Quick GELU x / (1 + exp(-1.702x)) (F32/F16). pyggml computes it in f32; ggml's CPU reads an
+    fp16 lookup table (GGML_GELU_QUICK_FP16)."""
+    return _unary("gelu_quick", UnaryOp.GELU_QUICK, a)
 
 
 # ---- copies and views ----
@@ -861,3 +867,100 @@ def flash_attn_ext_get_path(t):
     cdef Tensor tt = _fa_node("flash_attn_ext_get_path", t)
     taken = tt.c.op_params[_FA_PARAM_TAKEN]
     return FA_PATHS[taken] if taken else None
+
+
+# ================================================================================================
+# ---- convolution: im2col, conv_2d, concat ----
+# ================================================================================================
+# (each section appends its public names: __all__ += [...])
+
+__all__ += ["im2col", "conv_2d", "concat"]
+
+
+cdef int64_t _conv_out(int64_t ins, int64_t ks, int s, int p, int d):
+    """ggml_calc_conv_output_size"""
+    return (ins + 2 * p - d * (ks - 1) - 1) // s + 1
+
+
+def im2col(a, b, s0, s1, p0, p1, d0, d1, is_2D, dst_type=Type.F32):
+    """The patches a convolution with kernel a reads from b, one row per output position
+    (ggml_im2col, same parameter order). 2-D: a [KW, KH, IC, OC], b [IW, IH, IC, N] F32 ->
+    [IC*KH*KW, OW, OH, N]; 1-D (is_2D False): a [K, IC, OC], b [IL, IC, N] -> [IC*K, OL, N]. Element
+    (c*KH + ky)*KW + kx of row (ow, oh, n) is b[ow*s0 + kx*d0 - p0, oh*s1 + ky*d1 - p1, c, n], 0 outside
+    b. OW = (IW + 2*p0 - d0*(KW - 1) - 1) // s0 + 1 (OH alike). Only a's shape is read. dst_type F32
+    or F16. pyggml differs from ggml: b may have any strides (ggml: packed rows and planes)."""
+    op = "im2col"
+    cdef Tensor ta = _tensor(op, "a", a), tb = _tensor(op, "b", b)
+    _types(op, "b", tb, {Type.F32})
+    if dst_type not in (Type.F32, Type.F16):
+        raise TypeError(f"{op}: dst_type must be F32 or F16, got {dst_type!r}")
+    cdef int32_t prm[7]
+    names = ("s0", "s1", "p0", "p1", "d0", "d1")
+    for i, (name, v) in enumerate(zip(names, (s0, s1, p0, p1, d0, d1))):
+        prm[i] = check_int(op, name, v)
+    two = bool(is_2D)
+    for i, name in ((0, "s0"), (4, "d0")) + (((1, "s1"), (5, "d1")) if two else ()):
+        if prm[i] <= 0:
+            raise ValueError(f"{op}: {name} must be > 0, got {prm[i]}")
+    for i, name in ((2, "p0"),) + (((3, "p1"),) if two else ()):
+        if prm[i] < 0:
+            raise ValueError(f"{op}: {name} must be >= 0, got {prm[i]}")
+    if two and ta.c.ne[2] != tb.c.ne[2]:
+        raise ValueError(f"{op}: a.ne[2] and b.ne[2] (input channels) must match, got {ta.c.ne[2]} and {tb.c.ne[2]}")
+    if not two and (ta.c.ne[1] != tb.c.ne[1] or tb.c.ne[3] != 1):
+        raise ValueError(f"{op}: 1-D: a.ne[1] and b.ne[1] (input channels) must match and b.ne[3] must be 1, "
+                         f"got a.ne={ta.ne} b.ne={tb.ne}")
+    ow = _conv_out(tb.c.ne[0], ta.c.ne[0], prm[0], prm[2], prm[4])
+    oh = _conv_out(tb.c.ne[1], ta.c.ne[1], prm[1], prm[3], prm[5]) if two else 1
+    if ow <= 0 or oh <= 0:
+        raise ValueError(f"{op}: b (ne={tb.ne}) is too small for the kernel a (ne={ta.ne}) with these strides, "
+                         f"paddings and dilations: the output would be {ow} x {oh}")
+    if two:
+        ne = (ta.c.ne[0] * ta.c.ne[1] * ta.c.ne[2], ow, oh, tb.c.ne[3])
+    else:
+        ne = (ta.c.ne[0] * ta.c.ne[1], ow, tb.c.ne[2], 1)
+    cdef Tensor t = new_node(ta.ctx, Type(dst_type), ne, Op.IM2COL, (ta, tb))
+    for i in range(6):
+        set_param_i32(t, i, prm[i])
+    set_param_i32(t, 6, 1 if two else 0)
+    return t
+
+
+def conv_2d(a, b, s0=1, s1=1, p0=0, p1=0, d0=1, d1=1):
+    """2-D convolution as ggml_conv_2d builds it: im2col of b, then one dot of fp16 values per
+    output (kernel and patches rounded to fp16, as ggml's F16 im2col and F16 mul_mat), then the
+    layout [OW, OH, OC, N]. a: kernel [KW, KH, IC, OC] F32/F16, b: input [IW, IH, IC, N] F32; F32
+    result. The nodes: im2col (F32) -> mul_mat(kernel F16, patches) -> reshape -> permute -> cont."""
+    op = "conv_2d"
+    cdef Tensor ta = _tensor(op, "a", a)
+    _types(op, "a", ta, {Type.F32, Type.F16})
+    cols = im2col(a, b, s0, s1, p0, p1, d0, d1, True, Type.F32)       # [IC*KH*KW, OW, OH, N]
+    k = a if ta.c.type == Type.F16 else cpy(cont(a), ta.ctx.new_tensor(Type.F16, ta.ne))
+    k = reshape_2d(k, ta.c.ne[0] * ta.c.ne[1] * ta.c.ne[2], ta.c.ne[3])
+    ow, oh, n = cols.ne[1], cols.ne[2], cols.ne[3]
+    y = mul_mat(k, reshape_2d(cols, cols.ne[0], ow * oh * n))          # [OC, OW*OH*N]
+    return cont(permute(reshape_4d(y, ta.c.ne[3], ow, oh, n), 2, 0, 1, 3))
+
+
+def concat(a, b, dim=0):
+    """a and b joined along dim (ggml_concat): equal shapes except in dim, one type (any type with
+    one element per block: F32, F16, BF16, F64, I8..I64); the result is new and contiguous, a's
+    elements first. a and b may have any strides."""
+    op = "concat"
+    cdef Tensor ta = _tensor(op, "a", a), tb = _tensor(op, "b", b)
+    d = check_int(op, "dim", dim)
+    if not 0 <= d < 4:
+        raise ValueError(f"{op}: dim must be in [0, 4), got {d}")
+    if ta.c.type != tb.c.type:
+        raise TypeError(f"{op}: a and b must have one type, got {Type(ta.c.type).name} and {Type(tb.c.type).name}")
+    if blck_size(ta.c.type) != 1:
+        raise TypeError(f"{op}: {Type(ta.c.type).name} is a block type; concat takes types of one element per block")
+    ne = list(ta.ne)
+    for i in range(4):
+        if i == d:
+            ne[i] += tb.c.ne[i]
+        elif ta.c.ne[i] != tb.c.ne[i]:
+            raise ValueError(f"{op}: a.ne and b.ne must match except in dim {d}, got {ta.ne} and {tb.ne}")
+    cdef Tensor t = new_node(ta.ctx, Type(ta.c.type), tuple(ne), Op.CONCAT, (ta, tb))
+    set_param_i32(t, 0, d)
+    return t

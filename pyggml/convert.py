@@ -5,8 +5,9 @@
 
 Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, MistralForCausalLM ->
 llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen2VLForConditionalGeneration,
-Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder; the vision tower belongs in a
-separate mmproj file, which a MmprojConverter subclass can write later from the same folder).
+Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder). The vision tower of
+Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
+projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
 
 As llama.cpp: tensor names from the gguf package's TensorNameMap; llama's Q/K rows permuted from
 HF's rotate-half order to the interleaved order of RoPE NORMAL; 1-D tensors, norms and biases in F32;
@@ -266,6 +267,62 @@ class Qwen2VLConverter(TextConverter):
 CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter) for hf in cls.hf_archs}
 
 
+class Qwen2VLVisionConverter:
+    """The vision tower and merger of Qwen2-VL as an mmproj GGUF: MmprojModel and Qwen2VLVisionModel
+    of convert_hf_to_gguf.py. clip.vision.* keys from the vision config (llama.cpp's renames: depth ->
+    block_count, num_heads -> head_count, embed_dim -> embedding_length, and the config's hidden_size,
+    the merger's output width, as feed_forward_length), image_mean/std from the image processor's
+    config; the fused QKV split into attn_q/k/v, the Conv3D patch embedding into one Conv2D kernel per
+    temporal step (v.patch_embd.weight and v.patch_embd.weight.1)."""
+    hf_archs = ("Qwen2VLForConditionalGeneration",)
+
+    def __init__(self, hparams, preprocessor):
+        self.global_hp = hparams
+        text = {**hparams, **(hparams.get("text_config") or {})}
+        self.n_embd_text = text.get("hidden_size", text.get("n_embd", 0))
+        self.vhp = vhp = dict(hparams.get("vision_config") or {})
+        if not vhp or not self.n_embd_text:
+            raise ValueError("convert_hf: mmproj: the config has no vision_config or no text hidden_size")
+        if vhp.get("temporal_patch_size", 2) != 2:
+            raise ValueError(f"convert_hf: mmproj: temporal_patch_size must be 2 (as llama.cpp), got "
+                             f"{vhp['temporal_patch_size']}")
+        self.n_layer = vhp["depth"]
+        self.pre = preprocessor
+
+    def rename(self, name):
+        return name if name.startswith("visual.") else None
+
+    def split(self, gguf_name, data):
+        """(GGUF name, array) of the tensors stored for one checkpoint tensor named gguf_name."""
+        if ".attn_qkv." in gguf_name:
+            c = data.shape[0] // 3
+            return [(gguf_name.replace("qkv", part), data[i * c:(i + 1) * c]) for i, part in enumerate("qkv")]
+        if gguf_name == "v.patch_embd.weight":
+            return [(gguf_name, data[:, :, 0]), (gguf_name + ".1", data[:, :, 1])]
+        return [(gguf_name, data)]
+
+    def stored_type(self, gguf_name, shape, outtype):
+        if gguf_name.startswith("v.patch_embd.weight"):          # tensor_force_quant: F16 files only
+            return Type.F16 if outtype == Type.F16 else Type.F32
+        return _stored_type(gguf_name, shape, outtype)
+
+    def set_parameters(self, w, ftype):
+        vhp = self.vhp
+        w.add_file_type(ftype)
+        w.add_clip_has_vision_encoder(True)
+        w.add_vision_projection_dim(self.n_embd_text)
+        w.add_vision_image_size(vhp.get("image_size", 560))
+        w.add_vision_patch_size(vhp["patch_size"])
+        w.add_vision_embedding_length(vhp["embed_dim"])
+        w.add_vision_feed_forward_length(vhp["hidden_size"])
+        w.add_vision_block_count(self.n_layer)
+        w.add_vision_head_count(vhp["num_heads"])
+        w.add_vision_image_mean(list(self.pre["image_mean"]))
+        w.add_vision_image_std(list(self.pre["image_std"]))
+        w.add_clip_projector_type(_gguf().VisionProjectorType.QWEN2VL)
+        w.add_vision_attention_layernorm_eps(self.global_hp.get("rms_norm_eps", 1e-6))
+
+
 def _looks_special(token):
     """llama.cpp's TextModel.does_token_look_special."""
     return (token in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (token.startswith("<|") and token.endswith("|>"))
@@ -416,6 +473,19 @@ def _numpy(t):
     return raw.view(dtypes[t.dtype]).reshape(t.shape).astype(np.float32)
 
 
+def _mapped(model_dir, conv, names, where):
+    """(tensor, HF name after conv.rename, GGUF name) of each checkpoint tensor conv keeps, in
+    llama.cpp's order; ValueError for one the tensor map cannot name."""
+    for hf_name, t in _safetensors(model_dir).items():
+        name = None if hf_name.endswith(_SKIP_SUFFIXES) else conv.rename(hf_name)
+        if name is None:
+            continue
+        gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if gguf_name is None:
+            raise ValueError(f"{where}: cannot map tensor {hf_name!r} to a GGUF name")
+        yield t, name, gguf_name
+
+
 def _stored_type(gguf_name, shape, outtype):
     """The type llama.cpp's prepare_tensors stores a tensor in."""
     if len(shape) <= 1 or gguf_name.endswith("_norm.weight") or not gguf_name.endswith(".weight"):
@@ -425,14 +495,17 @@ def _stored_type(gguf_name, shape, outtype):
     return outtype
 
 
-def convert_hf(model_or_dir, out_path, outtype="f16", tokenizer=None, tokenizer_pre=None):
+def convert_hf(model_or_dir, out_path, outtype="f16", tokenizer=None, tokenizer_pre=None, mmproj=None,
+               image_processor=None):
     """Convert a Hugging Face model (a transformers model, or a folder with config.json and
     model*.safetensors) to a GGUF file at out_path, laid out as llama.cpp's converter lays it out.
 
     outtype: "f32", "f16", "q8_0" or "q4_k_m" (a mixture, see above) for the weight matrices. tokenizer: the folder of the tokenizer
     files, or a transformers tokenizer (default: the model folder; a model object without one is
     converted without vocabulary). tokenizer_pre: tokenizer.ggml.pre of a BPE vocabulary (default by
-    architecture). Returns out_path."""
+    architecture). mmproj: also write the vision tower to this path (Qwen2-VL), with image_mean/std
+    from the folder's preprocessor_config.json or from `image_processor` (a transformers image
+    processor; default: Qwen2-VL's, OpenAI CLIP's mean and std). Returns out_path."""
     if outtype not in _OUTTYPE:
         raise ValueError(f"convert_hf: outtype must be one of {', '.join(OUTTYPES)}, got {outtype!r}")
     with tempfile.TemporaryDirectory(prefix="pyggml-convert-") as tmp:
@@ -452,7 +525,11 @@ def convert_hf(model_or_dir, out_path, outtype="f16", tokenizer=None, tokenizer_
             _linked(Path(tokenizer), model_dir)
         elif tokenizer is not None:
             tokenizer.save_pretrained(model_dir)
+        if image_processor is not None:
+            image_processor.save_pretrained(model_dir)
         _convert_dir(model_dir, Path(out_path), outtype, tokenizer_pre)
+        if mmproj is not None:
+            _convert_mmproj(model_dir, Path(mmproj), outtype)
     return out_path
 
 
@@ -478,15 +555,7 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == conv.arch)
     names = gguf.get_tensor_name_map(arch_id, conv.n_layer)
     plan = [(name, data, data.shape, None) for name, data in conv.extra_tensors()]
-    for hf_name, t in _safetensors(model_dir).items():
-        if hf_name.endswith(_SKIP_SUFFIXES):
-            continue
-        name = conv.rename(hf_name)
-        if name is None:
-            continue
-        gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
-        if gguf_name is None:
-            raise ValueError(f"convert_hf: cannot map tensor {hf_name!r} of {hf_arch} to a GGUF name")
+    for t, name, gguf_name in _mapped(model_dir, conv, names, f"convert_hf: {hf_arch}"):
         plan.append((gguf_name, t, tuple(t.shape), name))
     types = [_stored_type(gguf_name, shape, qtype) for gguf_name, _, shape, _ in plan]
     if outtype in FTYPES:
@@ -495,20 +564,76 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
                for (gguf_name, src, shape, name), typ in zip(plan, types)]
 
     def metadata(w):
-        w.add_type(gguf.GGUFType.MODEL)
-        total, shared, expert, n_expert = w.get_total_parameter_count()
-        meta = gguf.Metadata.load(None, model_dir, None, total)
-        if meta.name is None:
-            meta.name = model_dir.name
-        if meta.size_label is None and total > 0:
-            meta.size_label = gguf.size_label(total, shared, expert, n_expert)
-        meta.set_gguf_meta_model(w)
+        _add_general(w, model_dir, gguf.GGUFType.MODEL)
         conv.set_parameters(w, ftype)
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
         if _has_tokenizer(model_dir):
             conv.set_vocab(w, model_dir, tokenizer_pre)
 
     _write(out_path, conv.arch, metadata, tensors)
+
+
+# Qwen2VLImageProcessor's defaults (OpenAI CLIP's mean and std), for a folder without preprocessor_config.json
+_CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+def _preprocessor(model_dir):
+    """The image processor's config as llama.cpp merges it: preprocessor_config.json, then
+    processor_config.json (its image_processor section lifted)."""
+    cfg = {"image_mean": _CLIP_MEAN, "image_std": _CLIP_STD}
+    for name, section in (("preprocessor_config.json", "media_proc_cfg"), ("processor_config.json", "image_processor")):
+        f = model_dir / name
+        if f.is_file():
+            d = json.loads(f.read_text(encoding="utf-8"))
+            cfg.update({**d, **d.get(section, {})})
+    return cfg
+
+
+def _convert_mmproj(model_dir, out_path, outtype):
+    gguf = _gguf()
+    hparams = _config(model_dir)
+    hf_arch = (hparams.get("architectures") or [None])[0]
+    if hf_arch not in Qwen2VLVisionConverter.hf_archs:
+        raise ValueError(f"convert_hf: mmproj: architecture {hf_arch!r} of {model_dir} has no vision tower pyggml "
+                         f"converts; supported: {', '.join(Qwen2VLVisionConverter.hf_archs)}")
+    conv = Qwen2VLVisionConverter(hparams, _preprocessor(model_dir))
+    qtype, ftype = _OUTTYPE[outtype]
+    # the map's mm.{bid} entries are block-numbered: llama.cpp's (n_block = depth) names mm.2 only for a
+    # depth above 2; a map of at least 3 blocks names it at any depth
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, max(conv.n_layer, 3))
+    tensors = []
+    for t, _, gguf_name in _mapped(model_dir, conv, names, "convert_hf: mmproj"):
+        for part, data in conv.split(gguf_name, np.broadcast_to(np.uint8(0), tuple(t.shape))):
+            typ = conv.stored_type(part, data.shape, qtype)
+            tensors.append((part, typ, data.shape, _part_loader(conv, t, gguf_name, part, typ)))
+
+    def metadata(w):
+        _add_general(w, model_dir, gguf.GGUFType.MMPROJ)
+        conv.set_parameters(w, ftype)
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    _write(out_path, "clip", metadata, tensors)
+
+
+def _part_loader(conv, src, gguf_name, part, typ):
+    """The stored bytes of tensor `part`, one of those conv.split makes of the checkpoint tensor src."""
+    def load():
+        data = dict(conv.split(gguf_name, _numpy(src)))[part]
+        return _gguf().quants.quantize(np.ascontiguousarray(data), _gguf().GGMLQuantizationType(int(typ)))
+    return load
+
+
+def _add_general(w, model_dir, gguf_type):
+    """general.type and the general.* keys of the gguf package's Metadata (name from the folder)."""
+    gguf = _gguf()
+    w.add_type(gguf_type)
+    total, shared, expert, n_expert = w.get_total_parameter_count()
+    meta = gguf.Metadata.load(None, model_dir, None, total)
+    if meta.name is None:
+        meta.name = model_dir.name
+    if meta.size_label is None and total > 0:
+        meta.size_label = gguf.size_label(total, shared, expert, n_expert)
+    meta.set_gguf_meta_model(w)
 
 
 def _loader(conv, src, name, typ):
@@ -533,12 +658,18 @@ def add_arguments(parser):
                              "for rows not a multiple of 32; q4_k_m: llama-quantize's Q4_K_M mixture of Q4_K "
                              "and Q6_K), default f16")
     parser.add_argument("--tokenizer-pre", help="tokenizer.ggml.pre of a BPE vocabulary (default by architecture)")
+    parser.add_argument("--mmproj", nargs="?", const="", metavar="FILE",
+                        help="also write the vision tower (Qwen2-VL) as an mmproj GGUF (default: "
+                             "MODEL/mmproj-model-OUTTYPE.gguf)")
     return parser
 
 
 def main(args):
     """Run `pyggml convert` with parsed arguments; returns the exit status."""
     out = args.outfile or os.path.join(args.model, f"model-{args.outtype}.gguf")
-    convert_hf(args.model, out, outtype=args.outtype, tokenizer_pre=args.tokenizer_pre)
-    print(f"wrote {out}")
+    mmproj = getattr(args, "mmproj", None)
+    if mmproj == "":
+        mmproj = os.path.join(args.model, f"mmproj-model-{args.outtype}.gguf")
+    convert_hf(args.model, out, outtype=args.outtype, tokenizer_pre=args.tokenizer_pre, mmproj=mmproj)
+    print(f"wrote {out}" + (f" and {mmproj}" if mmproj else ""))
     return 0

@@ -10,6 +10,7 @@ tied and untied output, rope_theta other than 10000, qwen2's Q/K/V biases and qw
 sections; n_ff = 80 is not a multiple of 32, so q8_0 conversions exercise llama.cpp's F16 fallback.
 """
 import functools
+import re
 from pathlib import Path
 
 _COMMON = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 80, "num_hidden_layers": 2,
@@ -36,9 +37,11 @@ def hf_config(kind, **overrides):
     if arch == "qwen2vl":
         rope["mrope_section"] = args.pop("mrope_section")
         tie = args.pop("tie_word_embeddings")
+        vision = args.pop("vision_config", {"depth": 1, "embed_dim": 16, "hidden_size": 32, "num_heads": 2,
+                                            "patch_size": 2})
         return transformers.Qwen2VLConfig(
             text_config={**args, "rope_parameters": rope, "bos_token_id": 1, "eos_token_id": 2},
-            vision_config={"depth": 1, "embed_dim": 16, "hidden_size": 32, "num_heads": 2, "patch_size": 2},
+            vision_config=vision,
             tie_word_embeddings=tie, image_token_id=120, video_token_id=121, vision_start_token_id=122,
             vision_end_token_id=123)
     cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen2Config
@@ -62,6 +65,46 @@ def hf_model(kind, seed=0, **overrides):
             else:
                 p.copy_(0.2 * torch.randn_like(p) if p.ndim == 1 else torch.randn_like(p) / p.shape[-1] ** 0.5)
     return model
+
+
+# Qwen2-VL with a vision tower that fits the text model (merger output = n_embd): 3 blocks (llama.cpp's
+# tensor map names mm.2 only when the depth exceeds 2), head_dim 16 (four (h, w) RoPE sections of 4), an
+# MLP width (96) unlike the merger output (64) that llama.cpp writes as feed_forward_length
+VISION = {"depth": 3, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "mlp_ratio": 3, "patch_size": 14,
+          "spatial_merge_size": 2, "temporal_patch_size": 2}
+# the image processor: few pixels, so a test image is a few patches
+IMAGE_PROCESSOR = {"min_pixels": 28 * 28 * 2, "max_pixels": 28 * 28 * 16}
+
+
+def qwen2vl_vision_model(seed=0):
+    """hf_model("qwen2vl") with the VISION tower; its LayerNorm weights near 1 as the text norms."""
+    import torch
+    model = hf_model("qwen2vl", seed, vision_config=VISION)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if re.search(r"(norm1|norm2|ln_q)\.weight$", name):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+    return model
+
+
+def image_processor():
+    """transformers' Qwen2-VL image processor (its Pillow backend) with IMAGE_PROCESSOR's limits."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    return Qwen2VLImageProcessorPil(**IMAGE_PROCESSOR)
+
+
+@functools.cache
+def _converted_mm(outtype, directory, seed):
+    from pyggml.convert import convert_hf
+    d = Path(directory)
+    text, mmproj = d / f"qwen2vl-mm-{outtype}-{seed}.gguf", d / f"mmproj-qwen2vl-{outtype}-{seed}.gguf"
+    convert_hf(qwen2vl_vision_model(seed), text, outtype=outtype, mmproj=mmproj, image_processor=image_processor())
+    return text, mmproj
+
+
+def converted_mm(outtype, directory, seed=0):
+    """(text GGUF, mmproj GGUF) pyggml.convert writes for qwen2vl_vision_model(seed), in `directory`."""
+    return _converted_mm(outtype, str(directory), seed)
 
 
 @functools.cache

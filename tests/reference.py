@@ -551,3 +551,43 @@ def get_rows(a, b):
         for j in range(B1):
             out[k, j] = a[k, j, b[k, j]]
     return out
+
+
+# ---- convolution ----
+
+def im2col(kernel_shape, b, s0, s1, p0, p1, d0, d1, is_2d):
+    """ggml_im2col of input b (numpy order: [N, IC, IH, IW] for 2-D, [N, IC, IL] for 1-D) for a
+    kernel of numpy shape [OC, IC, KH, KW] (2-D) or [OC, IC, K] (1-D): float64, numpy order
+    [N, OH, OW, IC*KH*KW] (2-D) or [N, OL, IC*K] (1-D); zero where the kernel reads padding."""
+    b = np.asarray(b, dtype=np.float64)
+    if not is_2d:                         # a 1-D convolution is a 2-D one of height 1, no vertical padding
+        out = im2col((kernel_shape[0], kernel_shape[1], 1, kernel_shape[2]), b[:, :, None, :], s0, 1, p0, 0, d0, 1,
+                     True)
+        return out[:, 0]
+    _, ic, kh, kw = kernel_shape
+    n, _, ih, iw = b.shape
+    oh = (ih + 2 * p1 - d1 * (kh - 1) - 1) // s1 + 1
+    ow = (iw + 2 * p0 - d0 * (kw - 1) - 1) // s0 + 1
+    padded = np.zeros((n, ic, ih + 2 * p1 + d1 * kh, iw + 2 * p0 + d0 * kw))
+    padded[:, :, p1:p1 + ih, p0:p0 + iw] = b
+    out = np.empty((n, oh, ow, ic, kh, kw))
+    for ky in range(kh):
+        for kx in range(kw):
+            ys = ky * d1 + s1 * np.arange(oh)
+            xs = kx * d0 + s0 * np.arange(ow)
+            out[:, :, :, :, ky, kx] = padded[:, :, ys][:, :, :, xs].transpose(0, 2, 3, 1)
+    return out.reshape(n, oh, ow, ic * kh * kw)
+
+
+def conv_2d(a, b, s0=1, s1=1, p0=0, p1=0, d0=1, d1=1):
+    """Cross-correlation of input b [N, IC, IH, IW] with kernel a [OC, IC, KH, KW] (numpy order),
+    float64 -> [N, OC, OH, OW]."""
+    a = np.asarray(a, dtype=np.float64)
+    cols = im2col(a.shape, b, s0, s1, p0, p1, d0, d1, True)          # [N, OH, OW, IC*KH*KW]
+    return (cols @ a.reshape(a.shape[0], -1).T).transpose(0, 3, 1, 2)
+
+
+def concat(a, b, dim):
+    """ggml_concat along ggml dim `dim` of arrays in numpy order (ggml dim d is numpy axis ndim-1-d)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return np.concatenate([a, b], axis=a.ndim - 1 - dim)

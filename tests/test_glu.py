@@ -1,4 +1,4 @@
-"""GLU (glu, glu_split, swiglu, swiglu_split) and the unary activations silu, gelu, gelu_erf."""
+"""GLU (glu, glu_split, swiglu, swiglu_split) and the unary activations silu, gelu, gelu_erf, gelu_quick."""
 import numpy as np
 import pytest
 import reference as ref
@@ -93,10 +93,10 @@ def test_glu_strided_rows(ctx, rng, typ, nth):
     check(out2, ref.glu_split(p.transpose(1, 0, 2), q, gg.GluOp.GEGLU), typ)
 
 
-UNARY = [(gg.silu, ref.silu), (gg.gelu, ref.gelu), (gg.gelu_erf, ref.gelu_erf)]
+UNARY = [(gg.silu, ref.silu), (gg.gelu, ref.gelu), (gg.gelu_erf, ref.gelu_erf), (gg.gelu_quick, ref.gelu_quick)]
 
 
-@pytest.mark.parametrize("fn,want", UNARY, ids=["silu", "gelu", "gelu_erf"])
+@pytest.mark.parametrize("fn,want", UNARY, ids=["silu", "gelu", "gelu_erf", "gelu_quick"])
 @pytest.mark.parametrize("n", WIDTHS)
 @pytest.mark.parametrize("typ", [gg.Type.F32, gg.Type.F16])
 @pytest.mark.parametrize("nth", THREADS)
@@ -107,7 +107,7 @@ def test_unary(ctx, rng, fn, want, n, typ, nth):
     check(out, want(a), typ)
 
 
-@pytest.mark.parametrize("fn,want", UNARY, ids=["silu", "gelu", "gelu_erf"])
+@pytest.mark.parametrize("fn,want", UNARY, ids=["silu", "gelu", "gelu_erf", "gelu_quick"])
 def test_unary_strided(ctx, rng, fn, want):
     base = inputs(rng, (4, 3, 21), gg.Type.F32)
     t = gg.permute(ctx.from_numpy(base), 0, 2, 1, 3)
@@ -158,7 +158,7 @@ def test_bad_input(ctx):
         gg.swiglu_split(a, ctx.new_tensor(gg.Type.F32, (8, 4)))
     with pytest.raises(ValueError, match="glu_split: b must be packed in dim 0"):
         gg.swiglu_split(ctx.new_tensor(gg.Type.F32, (3, 8)), gg.transpose(a))
-    for fn in (gg.silu, gg.gelu, gg.gelu_erf):
+    for fn in (gg.silu, gg.gelu, gg.gelu_erf, gg.gelu_quick):
         with pytest.raises(TypeError, match=f"{fn.__name__}: a must be of type F16, F32, got I32"):
             fn(ctx.new_tensor(gg.Type.I32, (4,)))
         with pytest.raises(ValueError, match=f"{fn.__name__}: a must be packed in dim 0"):

@@ -121,6 +121,8 @@ def one_node_per_op(ctx):
         gg.Op.MUL_MAT: gg.mul_mat(x, y), gg.Op.NORM: gg.norm(x, 1e-5), gg.Op.RMS_NORM: gg.rms_norm(x, 1e-5),
         gg.Op.GLU: gg.swiglu_split(x, y), gg.Op.UNARY: gg.silu(x),
         gg.Op.FLASH_ATTN_EXT: gg.flash_attn_ext(q, q, q, None, 0.5),
+        gg.Op.IM2COL: gg.im2col(ctx.new_tensor(gg.Type.F32, (3, 3, 1)), x, 1, 0, 0, 0, 1, 0, False),
+        gg.Op.CONCAT: gg.concat(x, y, 1),
     }
 
 

@@ -14,6 +14,7 @@
 #include "ops.h"
 #include "barrier.h"
 #include "binary.h"
+#include "conv.h"
 #include "copy.h"
 #include "flash-attn.h"
 #include "glu.h"

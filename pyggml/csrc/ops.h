@@ -42,7 +42,9 @@ enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2, PG_OPF_INDICES = 4 };
     OP(RMS_NORM,       PG_OPF_ROWS, rms_norm,       no_scratch)      \
     OP(GLU,            0,           glu,            glu)             \
     OP(UNARY,          0,           unary,          unary)           \
-    OP(FLASH_ATTN_EXT, 0,           flash_attn_ext, flash_attn_ext)
+    OP(FLASH_ATTN_EXT, 0,           flash_attn_ext, flash_attn_ext)  \
+    OP(IM2COL,         PG_OPF_ROWS, im2col,         no_scratch)      \
+    OP(CONCAT,         PG_OPF_ROWS, concat,         no_scratch)
 
 #define PG_OP_ID(name, ...) PG_OP_##name,
 enum pg_op { PG_OPS(PG_OP_ID, PG_OP_ID) PG_OP_COUNT };

@@ -9,17 +9,19 @@ Architectures and their RoPE modes: pyggml.models.arch (llama: NORMAL, qwen2: NE
 See docs/models.md.
 """
 from pyggml._enums import Type
+from pyggml.models import vision
 from pyggml.models.arch import ARCHS, Arch
 from pyggml.models.graph import StepGraph
 from pyggml.models.model import Model
 from pyggml.models.sampling import Sampler, candidates
 
-__all__ = ["ARCHS", "Arch", "Model", "Sampler", "StepGraph", "candidates", "load"]
+__all__ = ["ARCHS", "Arch", "Model", "Sampler", "StepGraph", "candidates", "load", "vision"]
 
 
-def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, **options):
+def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **options):
     """Open the GGUF at path (memory-mapped: the weights are not copied) and return its Model.
-    options: flash_attn (default True), layers=(l0, l1), n_batch, kv_pad (see Model). The file's
+    mmproj: an mmproj GGUF (Qwen2-VL's vision tower) for Model.eval_multimodal. options:
+    flash_attn (default True), layers=(l0, l1), n_batch, kv_pad (see Model). The file's
     tokenizer is built when Model.tokenizer is first used (a warning and None when the tokenizer
     library cannot read its vocabulary)."""
     import warnings
@@ -35,7 +37,8 @@ def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, **options):
             warnings.warn(f"pyggml.models.load: {path}: no tokenizer ({e}); pass token ids", stacklevel=3)
             return None
 
+    enc = None if mmproj is None else vision.load(mmproj, n_threads=n_threads)
     m = Model(f.arch, f.hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type, tokenizer=tokenizer,
-              source=f.path, **options)
+              source=f.path, vision=enc, **options)
     m.gguf = f      # keeps the mapping alive as long as the model
     return m

@@ -1,7 +1,8 @@
 """The model graph of one batch shape, built once and run many times with its inputs rewritten in place.
 
 A StepGraph covers a contiguous layer range [l0, l1) of a model: its input is token ids (l0 == 0:
-the token embedding is looked up in the graph) or a hidden state [n_embd, n_tokens] F32, its output
+the token embedding is looked up in the graph) or a hidden state [n_embd, n_tokens] F32 (after layer
+l0 - 1, or input embeddings such as an image's when l0 == 0 and embd is set), its output
 the logits (l1 == n_layer: output norm and LM head) or the hidden state after layer l1 - 1. The
 graph's shape is (n_tokens, n_kv, n_out): n_kv cells of the KV cache are attended (padded, see
 KVCache.n_kv_for) and n_out rows reach the LM head (n_tokens, or 1 for the last token only: as
@@ -22,14 +23,14 @@ from pyggml._graph import CGraph, set_input, set_output
 class StepGraph:
     """One built graph and its input tensors. feed() writes the inputs; compute via `graph`."""
 
-    def __init__(self, model, n_tokens, n_kv, n_out):
+    def __init__(self, model, n_tokens, n_kv, n_out, embd=False):
         m, hp = model, model.hparams
         self.named = {}
         nm = self._named
-        self.key = (n_tokens, n_kv, n_out)
+        self.key = (n_tokens, n_kv, n_out, embd)
         self.n_tokens, self.n_kv, self.n_out = n_tokens, n_kv, n_out
         ctx = m.ctx
-        if m.l0 == 0:
+        if m.l0 == 0 and not embd:
             self.inp = nm(set_input(ctx.new_tensor(Type.I32, (n_tokens,))), "inp_tokens")
             x = nm(op.get_rows(m.weight("token_embd.weight"), self.inp), "inp_embd")
         else:

@@ -15,6 +15,7 @@ from pyggml.models.sampling import Sampler
 _HPARAMS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "head_dim_v", "n_ff",
             "rope_freq_base", "rope_freq_scale", "rope_dim", "rms_eps")
 _MAX_GRAPHS = 8
+IMAGE_PAD = "<|image_pad|>"
 
 
 def generation(model, prompt, n_predict, stop, prefill, decode):
@@ -56,10 +57,12 @@ class Model:
     ("ffn_out-3", "l_out-0", ...) marked as graph outputs, readable after each step through
     last_graph.get_tensor(name).numpy(); tokenizer: a pyggml.tokenizer.Tokenizer, None, or a
     function returning one (or None), called on first use of `tokenizer`: building one from a
-    large vocabulary takes seconds that a run from token ids need not pay."""
+    large vocabulary takes seconds that a run from token ids need not pay; vision: a
+    pyggml.models.vision.VisionEncoder whose embeddings eval_multimodal places at the image tokens
+    (M-RoPE models only)."""
 
     def __init__(self, arch, hparams, tensors, *, n_ctx=512, n_threads=None, kv_type=Type.F16, flash_attn=True,
-                 layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source=""):
+                 layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source="", vision=None):
         self.source = str(source)
         self.spec = get_arch(arch, self.source)
         self.arch = self.spec.name
@@ -92,6 +95,10 @@ class Model:
         hp = self.hparams
         self.cache = KVCache(self.ctx, l1 - l0, self.n_ctx, hp["head_dim"], hp["n_head_kv"], type=kv_type,
                              v_trans=not self.flash_attn, head_dim_v=hp["head_dim_v"], pad=kv_pad)
+        self.vision = None
+        self.image_token_id = None
+        if vision is not None:
+            self._attach_vision(vision)
         self._graphs = {}
         self.n_graph_builds = 0
         self.last_graph = None
@@ -108,6 +115,17 @@ class Model:
     @tokenizer.setter
     def tokenizer(self, tok):
         self._tokenizer = tok
+
+    def _attach_vision(self, vision):
+        where = f"{self.source or self.arch} with {vision.source or 'the vision encoder'}"
+        if not self.spec.multi_rope:
+            raise ValueError(f"pyggml.models: {where}: images need an M-RoPE text model (qwen2vl), got {self.arch}")
+        if vision.projection_dim != self.hparams["n_embd"]:
+            raise ValueError(f"pyggml.models: {where}: the mmproj does not match the text model: its "
+                             f"projection_dim is {vision.projection_dim}, the model's n_embd is {self.hparams['n_embd']}")
+        if self.l0 != 0 or not self.has_head:
+            raise ValueError(f"pyggml.models: {where}: images need the whole model (layers from 0 to n_layer)")
+        self.vision = vision
 
     # ---- weights ----
 
@@ -159,10 +177,10 @@ class Model:
 
     # ---- graphs ----
 
-    def graph_for(self, n_tokens, n_out):
-        """The StepGraph for n_tokens new tokens (n_out rows out) at the current cache fill, built
-        on first use and reused while the padded n_kv stays the same."""
-        key = (n_tokens, self.cache.n_kv_for(n_tokens), n_out)
+    def graph_for(self, n_tokens, n_out, embd=False):
+        """The StepGraph for n_tokens new tokens (n_out rows out; embd: the input is embeddings, not
+        ids) at the current cache fill, built on first use and reused while the padded n_kv stays the same."""
+        key = (n_tokens, self.cache.n_kv_for(n_tokens), n_out, bool(embd))
         sg = self._graphs.get(key)
         if sg is None:
             # graphs of another n_kv return only after a reset; drop them (and the oldest beyond the cap)
@@ -174,7 +192,8 @@ class Model:
         return sg
 
     def _inputs(self, tokens):
-        if self.l0 == 0:
+        a = tokens if isinstance(tokens, np.ndarray) else None
+        if self.l0 == 0 and not (a is not None and a.ndim == 2 and np.issubdtype(a.dtype, np.floating)):
             ids = np.asarray(tokens, dtype=np.int64).reshape(-1)
             if len(ids) and (ids.min() < 0 or ids.max() >= self.n_vocab):
                 bad = ids[(ids < 0) | (ids >= self.n_vocab)][0]
@@ -182,8 +201,8 @@ class Model:
             return ids.astype(np.int32)
         x = np.asarray(tokens, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.hparams["n_embd"]:
-            raise ValueError(f"Model.eval: layers start at {self.l0}: the input must be hidden states "
-                             f"[n_tokens, {self.hparams['n_embd']}], got shape {x.shape}")
+            what = f"layers start at {self.l0}: the input must be hidden states" if self.l0 else "embeddings must be"
+            raise ValueError(f"Model.eval: {what} [n_tokens, {self.hparams['n_embd']}], got shape {x.shape}")
         return x
 
     def _positions(self, positions, n):
@@ -206,7 +225,7 @@ class Model:
         if c.n_used + n > c.n_ctx:
             raise ValueError(f"Model.eval: {n} tokens do not fit in the context: {c.n_used} of n_ctx={c.n_ctx} "
                              f"cells are used; call reset() or load with a larger n_ctx")
-        sg = self.graph_for(n, n_out)
+        sg = self.graph_for(n, n_out, self.l0 == 0 and x.ndim == 2)
         cells = c.alloc(pos[0], pos[1:3].T if self.spec.multi_rope else None)
         try:
             sg.feed(x, pos, cells)
@@ -215,15 +234,15 @@ class Model:
             c.n_used -= n
             c.cell_pos[cells] = -1
             raise
-        self.n_past = max(self.n_past, int(pos[0].max()) + 1)
+        self.n_past = max(self.n_past, int(pos.max()) + 1)     # M-RoPE: an image's last row or column
         self.last_graph = sg.graph
         return sg.out.numpy()
 
     # ---- public ----
 
     def eval(self, tokens, logits="all", positions=None, progress=None):
-        """Append tokens (ids; hidden states [n, n_embd] when the layers start after 0) to the KV
-        cache and return float32 logits [n, n_vocab] (logits="last": [1, n_vocab]) or, when the layers
+        """Append tokens (ids; input embeddings [n, n_embd] float32, e.g. an image's; hidden states
+        [n, n_embd] when the layers start after 0) to the KV cache and return float32 logits [n, n_vocab] (logits="last": [1, n_vocab]) or, when the layers
         end before the last, the hidden states [n, n_embd]. positions: default n_past, n_past + 1, ...;
         M-RoPE models take [4, n] (rows t, h, w, e) or [n] (text: all rows equal). progress: called
         with the number of tokens of each chunk of n_batch once it has run."""
@@ -245,6 +264,68 @@ class Model:
                 progress(e - s)
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
+    def image_token(self):
+        """The id marking an image in a prompt: image_token_id when set, else the vocabulary's
+        <|image_pad|> (Qwen2-VL)."""
+        if self.image_token_id is not None:
+            return int(self.image_token_id)
+        tokens = getattr(self.tokenizer, "tokens", None) or []
+        if IMAGE_PAD in tokens:
+            return tokens.index(IMAGE_PAD)
+        raise ValueError(f"Model.eval_multimodal: {self.source or self.arch}: the vocabulary has no {IMAGE_PAD!r} "
+                         f"token; pass image_token=ID")
+
+    def eval_multimodal(self, prompt, images, logits="all", image_token=None, progress=None):
+        """Append a prompt with images to the context, as llama.cpp's mtmd does: the text before,
+        between and after the images as tokens, each image as the vision encoder's embeddings at
+        M-RoPE positions (t, h, w) = (p, p + row, p + column), the text after it from p + max(rows,
+        columns) on (Qwen2-VL's get_rope_index). prompt: ids or text; each run of image_token (default
+        the vocabulary's <|image_pad|>) is one image: one token (expanded to the image's n_tokens) or
+        already n_tokens long. images: paths, PIL images, RGB arrays or vision.Image, in prompt order.
+        Returns the logits of every prompt position [n, n_vocab] (logits="last": [1, n_vocab]).
+        ValueError: no mmproj, no or too many image tokens, an image that does not fit the context
+        (nothing is appended then)."""
+        if self.vision is None:
+            raise ValueError("Model.eval_multimodal: the model has no vision encoder (load(path, mmproj=...))")
+        if logits not in ("all", "last"):
+            raise ValueError(f"Model.eval_multimodal: logits must be 'all' or 'last', got {logits!r}")
+        from pyggml.models.vision import Image
+        ids = np.asarray(self.tokenize(prompt) if isinstance(prompt, str) else prompt, dtype=np.int64).reshape(-1)
+        tok = self.image_token() if image_token is None else int(image_token)
+        is_img = np.concatenate([[False], ids == tok, [False]])
+        starts, ends = np.flatnonzero(~is_img[:-1] & is_img[1:]), np.flatnonzero(is_img[:-1] & ~is_img[1:])
+        images = list(images)
+        if len(starts) == 0:
+            raise ValueError(f"Model.eval_multimodal: the prompt has no image token ({tok}) for {len(images)} images")
+        if len(starts) != len(images):
+            raise ValueError(f"Model.eval_multimodal: the prompt has {len(starts)} image token runs, "
+                             f"for {len(images)} images")
+        images = [im if isinstance(im, Image) else self.vision.preprocess(im) for im in images]
+        chunks, at = [], 0
+        for s, e, im in zip(starts, ends, images):
+            if e - s not in (1, im.n_tokens):
+                raise ValueError(f"Model.eval_multimodal: an image of {im.n_tokens} tokens ({im}) is marked by "
+                                 f"{e - s} image tokens; use one, or exactly {im.n_tokens}")
+            chunks += [ids[at:s], im]
+            at = e
+        chunks.append(ids[at:])
+        chunks = [c for c in chunks if isinstance(c, Image) or len(c)]
+        n = sum(c.n_tokens if isinstance(c, Image) else len(c) for c in chunks)
+        if self.cache.n_used + n > self.n_ctx:
+            raise ValueError(f"Model.eval_multimodal: the prompt and its images are {n} tokens, which do not fit in "
+                             f"the context: {self.cache.n_used} of n_ctx={self.n_ctx} cells are used")
+        outs = []
+        for c in chunks:
+            last = logits == "last" and c is not chunks[-1]
+            if isinstance(c, Image):
+                out = self.eval(self.vision.encode(c), "last" if last else logits, c.decoder_positions(self.n_past),
+                                progress)
+            else:
+                out = self.eval(c, "last" if last else logits, np.arange(self.n_past, self.n_past + len(c)), progress)
+            if logits == "all" or c is chunks[-1]:
+                outs.append(out)
+        return np.concatenate(outs) if len(outs) > 1 else outs[0]
+
     def reset(self):
         """Forget the context: the KV cache is emptied and positions start again at 0."""
         self.cache.clear()
@@ -256,11 +337,13 @@ class Model:
                                "optional tokenizer dependency, or pass token ids)")
         return self.tokenizer.encode(text, add_bos=add_bos)
 
-    def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, progress=None):
+    def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, progress=None,
+               images=None):
         """Generate up to n_predict ids after prompt (ids, or text when the model has a tokenizer),
         yielding each as it is sampled. The prompt is appended to the current context. Stops after
         an id in `stop` (default: the end-of-sequence id; () never stops). timings afterwards:
-        prefill/decode tokens and seconds. progress: passed to eval for the prompt."""
+        prefill/decode tokens and seconds. progress: passed to eval for the prompt. images: the
+        prompt's images (eval_multimodal prefills it)."""
         if not self.has_head or self.l0 != 0:
             raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
         sample = Sampler(temperature, top_k, top_p, seed)
@@ -270,12 +353,20 @@ class Model:
             x[0], pos[:] = tok, self.n_past
             return sample(self._step(x, pos, 1)[0])
 
-        yield from generation(self, prompt, n_predict, stop,
-                              lambda ids: sample(self.eval(ids, logits="last", progress=progress)[0]), decode)
+        def prefill(ids):
+            used = self.cache.n_used
+            if images is None:
+                logits = self.eval(ids, logits="last", progress=progress)
+            else:
+                logits = self.eval_multimodal(ids, images, logits="last", progress=progress)
+            self.timings["prefill_tokens"] = self.cache.n_used - used      # with the images' tokens
+            return sample(logits[0])
 
-    def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None):
+        yield from generation(self, prompt, n_predict, stop, prefill, decode)
+
+    def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, images=None):
         """The ids stream() yields, as a list (the new ids only)."""
-        return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop))
+        return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop, images=images))
 
     def __repr__(self):
         hp = self.hparams

@@ -68,6 +68,7 @@ void pg_rvv_quantize_q8_0(int64_t n, const float * x, struct pg_block_q8_0 * y);
 void pg_rvv_silu_f32(int64_t n, float * y, const float * x);
 void pg_rvv_gelu_f32(int64_t n, float * y, const float * x);
 void pg_rvv_gelu_erf_f32(int64_t n, float * y, const float * x);
+void pg_rvv_gelu_quick_f32(int64_t n, float * y, const float * x);
 void pg_rvv_relu_glu_f32(int64_t n, float * y, const float * x, const float * g);
 void pg_rvv_gelu_glu_f32(int64_t n, float * y, const float * x, const float * g);
 void pg_rvv_silu_glu_f32(int64_t n, float * y, const float * x, const float * g);

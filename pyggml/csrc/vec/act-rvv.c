@@ -55,6 +55,7 @@ void pg_rvv_##ACT##_glu_f32(int64_t n, float * y, const float * x, const float *
 PG_RVV_ACT(silu)
 PG_RVV_ACT(gelu)
 PG_RVV_ACT(gelu_erf)
+PG_RVV_ACT(gelu_quick)
 PG_RVV_GLU(relu)
 PG_RVV_GLU(gelu)
 PG_RVV_GLU(silu)

@@ -93,6 +93,7 @@ static inline void pg_vec_##ACT##_glu_f32(int64_t n, float * y, const float * x,
 PG_VEC_ACT(silu)
 PG_VEC_ACT(gelu)
 PG_VEC_ACT(gelu_erf)
+PG_VEC_ACT(gelu_quick)
 PG_VEC_GLU(relu)
 PG_VEC_GLU(gelu)
 PG_VEC_GLU(silu)
