@@ -9,7 +9,7 @@ from pyggml._typedefs cimport PG_MAX_SRC, pg_tensor, pg_traits
 
 import numpy as np
 
-from pyggml._enums import INT_TYPES, Op, Type
+from pyggml._enums import FLOAT_TYPES, INT_TYPES, QUANT_TYPES, Op, Type, kernel_types
 from pyggml._tables import blck_size, type_size
 
 cdef extern from "copy.h" nogil:
@@ -70,7 +70,8 @@ _NP_DTYPE = {
 }
 _FROM_DTYPE = {np.dtype(np.float32): Type.F32, np.dtype(np.float16): Type.F16,
                np.dtype(np.int32): Type.I32, np.dtype(np.int64): Type.I64}
-_CONVERTIBLE = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0)
+# float and quantized types with both row conversions in the type table
+_CONVERTIBLE = kernel_types("to_float", "from_float") & (FLOAT_TYPES | QUANT_TYPES)
 
 
 # DLPack: element types that can be exported, as (type code, bits)
@@ -348,9 +349,9 @@ cdef class Context:
         """A new packed tensor holding a copy of `array` (ne = array.shape reversed).
 
         type=None keeps float32/float16/int32/int64 as F32/F16/I32/I64 (other floats become F32).
-        A float array stored as F16, BF16, Q8_0 or Q4_0 is rounded as ggml's CPU backend rounds
-        (round-to-nearest-even; Q8_0 with the CPU quantiser, Q4_0 with the reference one); float64
-        input is rounded to float32 first.
+        A float array stored as F16, BF16 or a quantized type is rounded as ggml's CPU backend rounds
+        (round-to-nearest-even; Q8_0/Q8_1 with the CPU quantiser, Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS
+        with ggml's quantisers without an importance matrix); float64 input is rounded to float32 first.
         """
         arr = np.asarray(array)
         if arr.ndim > 4:

@@ -25,11 +25,13 @@ from pyggml._tables import blck_size, row_size
 
 __all__ = ["KVCache", "KVStep"]
 
-_CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0)
+# the types ggml allows for a KV cache (set_rows writes them, flash_attn_ext reads them)
+_CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0, Type.Q4_1, Type.Q5_0, Type.Q5_1, Type.IQ4_NL)
 
 
 class KVCache:
-    """Per-layer K and V cache tensors of `type` (F16, F32, BF16, Q8_0, Q4_0) with n_ctx slots."""
+    """Per-layer K and V cache tensors of `type` (F16, F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
+    with n_ctx slots."""
 
     def __init__(self, ctx, n_layer, n_ctx, head_dim, n_head_kv, type=Type.F16):
         typ = Type(type)

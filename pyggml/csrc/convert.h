@@ -9,6 +9,15 @@
 #pragma once
 #include "vec.h"
 
+/* ggml's quantisers and dequantisers run unfused (ggml-base is built without FMA): a function marked
+ * PG_NO_CONTRACT keeps GCC from fusing a multiply and an add into one FMA (one rounding where ggml
+ * has two); clang contracts within one expression only, so such code keeps them in two statements */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PG_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define PG_NO_CONTRACT
+#endif
+
 typedef void (*pg_to_float_fn)(const void * x, float * y, int64_t n);
 typedef void (*pg_from_float_fn)(const float * x, void * y, int64_t n);
 
@@ -42,7 +51,7 @@ static inline void pg_row_q4_0_to_f32(const void * vx, float * y, int64_t n) {
     }
 }
 
-static inline void pg_row_q4_0_from_f32(const float * x, void * vy, int64_t n) {
+static PG_NO_CONTRACT void pg_row_q4_0_from_f32(const float * x, void * vy, int64_t n) {
     pg_block_q4_0 * y = (pg_block_q4_0 *) vy;
     for (int64_t ib = 0; ib < n / PG_QK4_0; ib++) {
         const float * xb = x + ib * PG_QK4_0;
@@ -54,8 +63,9 @@ static inline void pg_row_q4_0_from_f32(const float * x, void * vy, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[ib].d = pg_fp32_to_fp16(d);
         for (int j = 0; j < PG_QK4_0 / 2; j++) {
-            const uint8_t q0 = (uint8_t) PG_MIN(15, (int8_t) (xb[j] * id + 8.5f));
-            const uint8_t q1 = (uint8_t) PG_MIN(15, (int8_t) (xb[j + PG_QK4_0 / 2] * id + 8.5f));
+            const float x0 = xb[j] * id, x1 = xb[j + PG_QK4_0 / 2] * id;
+            const uint8_t q0 = (uint8_t) PG_MIN(15, (int8_t) (x0 + 8.5f));
+            const uint8_t q1 = (uint8_t) PG_MIN(15, (int8_t) (x1 + 8.5f));
             y[ib].qs[j] = q0 | (uint8_t) (q1 << 4);
         }
     }

@@ -29,6 +29,7 @@ enum { PG_FLAG_OUTPUT = 2 };
 /* values equal ggml's; the type table (types.h) has a row per type and pyggml.Type is built from it */
 enum pg_type {
     PG_TYPE_F32 = 0, PG_TYPE_F16 = 1, PG_TYPE_Q4_0 = 2, PG_TYPE_Q8_0 = 8,
+    PG_TYPE_Q4_1 = 3, PG_TYPE_Q5_0 = 6, PG_TYPE_Q5_1 = 7, PG_TYPE_Q8_1 = 9, PG_TYPE_IQ4_NL = 20, PG_TYPE_IQ4_XS = 23,
     PG_TYPE_I8 = 24, PG_TYPE_I16 = 25, PG_TYPE_I32 = 26, PG_TYPE_I64 = 27, PG_TYPE_F64 = 28,
     PG_TYPE_BF16 = 30, PG_TYPE_COUNT = 40,
 };
