@@ -414,9 +414,10 @@ _MM_WEIGHT_TYPES = kernel_types("vec_dot")
 
 def mul_mat(a, b):
     """out[i, j] = dot(row i of a, row j of b): F32 [a.ne1, b.ne1, b.ne2, b.ne3], a broadcast over
-    dims 2/3. a (weights): F32/F16/BF16/Q8_0/Q4_0 (the types with a vec_dot kernel); b
-    (activations): F32, converted first to a's dot type as ggml does (F16 weights: b rounded to
-    fp16; quantized weights: b quantised to Q8_0)."""
+    dims 2/3. a (weights): the types with a vec_dot kernel (F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/
+    IQ4_NL); b (activations): F32, converted first to a's dot type as ggml does (F16 weights: b
+    rounded to fp16; quantized weights: b quantised to Q8_0, or Q8_1 for Q4_1/Q5_1, and integer
+    dot products per block)."""
     cdef Tensor ta = _tensor("mul_mat", "a", a), tb = _tensor("mul_mat", "b", b)
     _types("mul_mat", "a", ta, _MM_WEIGHT_TYPES)
     _types("mul_mat", "b", tb, {Type.F32})
@@ -615,7 +616,7 @@ def set_rows(a, b, c):
     """Write the rows of b into a at the rows named by c and return a view of a (the node that
     writes it; build on the view so later nodes run after the write).
 
-    a: destination [E, R, A2, A3], F32/F16/BF16/Q8_0/Q4_0 (E a multiple of the block size), rows
+    a: destination [E, R, A2, A3], F32/F16/BF16 or quantized (E a multiple of the block size), rows
     packed in dim 0, otherwise any strides (a KV-cache slice). b: source rows F32/F16 [E, n, A2, A3],
     rows packed in dim 0. c: I32/I64 indices [n, C1, C2, 1], broadcast over dims 2/3 by modulo:
     a[:, c[i, i2 % C1, i3 % C2], i2, i3] = convert(b[:, i, i2, i3]) with ggml's CPU conversions.
@@ -683,7 +684,8 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     """Fused attention (ggml_flash_attn_ext): for each query row, softmax over the keys of
     scale*q.k (with logit_softcap: softcap*tanh(scale*q.k/softcap)) plus slope*mask, times v.
 
-    q F32 [DK, N, Hq, S]; k [DK, L, Hkv, S] and v [DV, L, Hkv, S] of type F32, F16, BF16, Q8_0 or Q4_0
+    q F32 [DK, N, Hq, S]; k [DK, L, Hkv, S] and v [DV, L, Hkv, S] of type F32, F16, BF16, Q8_0, Q4_0,
+    Q4_1, Q5_0, Q5_1 or IQ4_NL
     (rows packed in dim 0, other strides free, e.g. views of a KV cache); Hq % Hkv == 0 (GQA: query
     head h reads KV head h // (Hq // Hkv)); mask None or F16 contiguous [>= L, >= N, M2, M3] with
     Hq % M2 == 0 and S % M3 == 0; ALiBi slopes from max_bias (needs a mask). Result F32
@@ -696,7 +698,7 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     L >= PG_FA_SPLIT_MIN_L = 64, csrc/flash-attn.h).
 
     Differences from ggml: every path accumulates in f32 (ggml keeps an fp16 accumulator for F16 V
-    on one_chunk and split); split-KV also runs for BF16/Q8_0/Q4_0 and mixed K/V types and reads
+    on one_chunk and split); split-KV also runs for BF16, quantized and mixed K/V types and reads
     each K/V row once for all the query heads sharing it (tiled too, up to 4 heads); tiled also runs
     for any K/V type and any DV; short last KV tiles never leak weight to padding keys under softcap."""
     op = "flash_attn_ext"

@@ -94,6 +94,7 @@ static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int
     const __m256i p = uns ? pg_x86_dot_us(x, qy) : pg_x86_dot_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(qy, x));
     return _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(p), acc);
 }
+static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return _mm256_add_ps(a, b); }
 static inline float pg_qacc_sum(pg_qacc acc) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -149,6 +150,7 @@ static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int
 #endif
     return vmlaq_n_f32(acc, vcvtq_f32_s32(p), scale);
 }
+static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return vaddq_f32(a, b); }
 static inline float pg_qacc_sum(pg_qacc acc) { return vaddvq_f32(acc); }
 
 #else
@@ -190,6 +192,7 @@ static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int
     for (int j = 0; j < PG_QK; j++) s += (int32_t) x.v[j] * y[j];
     return acc + (float) s * scale;
 }
+static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return a + b; }
 static inline float pg_qacc_sum(pg_qacc acc) { return acc; }
 #endif
 
@@ -221,25 +224,35 @@ static inline void pg_q8x32_store(pg_q8x32 q, int8_t * y) {
 #define PG_QMIN_NONE(acc, xb, yb) ((void) 0)
 #define PG_QMIN(acc, xb, yb) ((acc) += pg_fp16_to_fp32((xb)->m) * pg_fp16_to_fp32((yb)->s))
 
+/* block ib of x into the accumulators ACC of the nc columns */
+#define PG_QDOT_STEP(ACC, IB, TX, TY, DECODE, UNS, MIN)                                                \
+    do {                                                                                               \
+        const pg_q8x32 q = DECODE(x + (IB));                                                           \
+        const float dx = pg_fp16_to_fp32(x[IB].d);                                                     \
+        for (int c = 0; c < nc; c++) {                                                                 \
+            const TY * y = (const TY *) ((const char *) vy + (size_t) c * by) + (IB);                  \
+            ACC[c] = pg_qacc_add(ACC[c], q, y->qs, UNS, dx * pg_fp16_to_fp32(y->d));                   \
+            MIN(summ[c], x + (IB), y);                                                                 \
+        }                                                                                              \
+    } while (0)
+
 /* NAME##_n: s[c] = x . y_c for c < nc, y_c = vy + c*by (rows of TY); UNS: decoded lanes are >= 0;
- * MIN: the type's m*s term */
+ * MIN: the type's m*s term. Even and odd blocks go to separate accumulators (two FMA chains) */
 #define PG_QDOT(NAME, TX, TY, DECODE, UNS, MIN)                                                        \
 static inline __attribute__((always_inline)) void NAME##_body(int64_t n, const void * vx, const void * vy, \
                                                               size_t by, const int nc, float * s) {     \
     const TX * x = (const TX *) vx;                                                                    \
-    pg_qacc acc[4];                                                                                    \
+    const int64_t nb = n / PG_QK;                                                                      \
+    pg_qacc acc0[4], acc1[4];                                                                          \
     float summ[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                          \
-    for (int c = 0; c < nc; c++) acc[c] = pg_qacc_zero();                                              \
-    for (int64_t ib = 0; ib < n / PG_QK; ib++) {                                                       \
-        const pg_q8x32 q = DECODE(x + ib);                                                             \
-        const float dx = pg_fp16_to_fp32(x[ib].d);                                                     \
-        for (int c = 0; c < nc; c++) {                                                                 \
-            const TY * y = (const TY *) ((const char *) vy + (size_t) c * by) + ib;                    \
-            acc[c] = pg_qacc_add(acc[c], q, y->qs, UNS, dx * pg_fp16_to_fp32(y->d));                   \
-            MIN(summ[c], x + ib, y);                                                                   \
-        }                                                                                              \
+    for (int c = 0; c < nc; c++) acc0[c] = acc1[c] = pg_qacc_zero();                                   \
+    int64_t ib = 0;                                                                                    \
+    for (; ib + 1 < nb; ib += 2) {                                                                     \
+        PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN);                                              \
+        PG_QDOT_STEP(acc1, ib + 1, TX, TY, DECODE, UNS, MIN);                                          \
     }                                                                                                  \
-    for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(acc[c]) + summ[c];                                 \
+    if (ib < nb) PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN);                                     \
+    for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(pg_qacc_merge(acc0[c], acc1[c])) + summ[c];        \
 }                                                                                                      \
 static inline void NAME##_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
     switch (nc) {                                                                                      \
