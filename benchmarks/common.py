@@ -1,7 +1,10 @@
 """Timing helpers shared by the benchmarks. Every case is timed against numpy (and PyTorch when it
 is installed) in the same run: this machine is shared and noisy, so the ratios are what to read."""
+import contextlib
 import os
 import platform
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -69,3 +72,17 @@ def bandwidth_line(nbytes, threads=1):
     t_copy = best_time(lambda: np.copyto(b, a))
     t_read = best_time(lambda: a.sum())
     return t_copy, t_read
+
+
+@contextlib.contextmanager
+def busy_competitor(n=1):
+    """n processes spinning on the CPU for the duration of the block (the load of another job on the
+    machine); they are stopped at its end."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.2)     # let them reach the spin and the scheduler see them
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

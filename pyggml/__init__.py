@@ -11,9 +11,12 @@ if _ilu.find_spec("pyggml._tensor") is None:  # the source folder shadows the in
         "(Python puts the current directory first on sys.path). Run from another directory, or "
         "install in place with: pip install --no-build-isolation -e .")
 
-from pyggml import _ops
+from pyggml import (
+    _ops,
+    gguf,  # noqa: F401  (pyggml.gguf.load without importing the submodule)
+)
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
-from pyggml._graph import CGraph, Plan, build_info, default_threads
+from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output
 from pyggml._ops import *
 from pyggml._tables import blck_size, row_size, type_size
 from pyggml._tensor import Context, Tensor
@@ -23,6 +26,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "Tensor", "Type",
-    "UnaryOp", "blck_size", "build_info", "default_threads", "row_size", "type_size",
+    "UnaryOp", "blck_size", "build_info", "default_threads", "row_size", "set_input", "set_output", "type_size",
 ]
 __all__ += _ops.__all__

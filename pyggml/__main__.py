@@ -1,20 +1,153 @@
-"""pyggml [demo|info] (also python -m pyggml from outside the source tree)"""
+"""The pyggml command: run, convert, info, demo (`pyggml CMD --help`; also python -m pyggml from
+outside the source tree). Without a command it runs the demo."""
+import argparse
+import itertools
 import sys
+
+_KV_TYPES = ("f16", "f32", "bf16", "q8_0", "q4_0")
+
+
+def _cmd_info(args):
+    import pyggml
+    for k, v in pyggml.build_info().items():
+        print(f"{k}: {v}")
+    for path in args.model:
+        from pyggml import gguf
+        f = gguf.load(path)
+        types = {}
+        for t in f.tensors.values():
+            types[t.type.name] = types.get(t.type.name, 0) + 1
+        print(f"\n{f.path}: {f.arch}, {len(f.tensors)} tensors ({', '.join(f'{n} {k}' for k, n in types.items())}), "
+              f"{f.nbytes / 1e6:.1f} MB")
+        for k, v in f.hparams.items():
+            print(f"  {k}: {v}")
+    return 0
+
+
+def _parse_tokens(text):
+    try:
+        return [int(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--tokens: expected comma-separated integers, got {text!r}") from None
+
+
+def _cmd_run(args):
+    import pyggml
+    from pyggml import models
+    from pyggml.progress import progress
+
+    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
+                    flash_attn=not args.no_flash_attn, n_batch=args.batch)
+    tok = m.tokenizer
+    if args.prompt is not None:
+        if tok is None:
+            print(f"pyggml run: {args.model} has no usable tokenizer (pip install pyggml[tokenizer]); "
+                  "pass --tokens", file=sys.stderr)
+            return 2
+        prompt = tok.encode(args.prompt)
+    else:
+        prompt = args.tokens
+    if not prompt:
+        print("pyggml run: the prompt is empty", file=sys.stderr)
+        return 2
+    print(f"{m!r}, {m.n_threads} threads, prompt of {len(prompt)} tokens", file=sys.stderr)
+    stream = tok.stream() if tok is not None and not args.ids else None
+    show = args.progress
+    with progress(len(prompt), "prefill", "tok", enable=show) as bar:
+        gen = m.stream(prompt, args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
+                       seed=args.seed, stop=() if args.ignore_eos else None, progress=bar.update)
+        first = next(gen, None)
+    # a bar under streamed text garbles the terminal: a decode bar only when the text goes elsewhere
+    decode_bar = progress(args.n_predict, "decode", "tok",
+                          enable=show if show is not None else (not sys.stdout.isatty() and sys.stderr.isatty()))
+    with decode_bar:
+        for i, t in enumerate(itertools.chain([] if first is None else [first], gen)):
+            if stream is None:
+                print(("" if i == 0 else " ") + str(t), end="", flush=True)
+            else:
+                print(stream.push(t), end="", flush=True)
+            decode_bar.update()
+    if stream is not None:
+        print(stream.flush(), end="")
+    print()
+    tm = m.timings
+    pp = tm["prefill_tokens"] / tm["prefill_s"] if tm["prefill_s"] else 0.0
+    tg = tm["decode_tokens"] / tm["decode_s"] if tm["decode_s"] else 0.0
+    print(f"prefill: {tm['prefill_tokens']} tokens in {tm['prefill_s'] * 1e3:.1f} ms, {pp:.2f} tokens/s\n"
+          f"decode:  {tm['decode_tokens']} tokens in {tm['decode_s'] * 1e3:.1f} ms, {tg:.2f} tokens/s", file=sys.stderr)
+    return 0
+
+
+def _cmd_convert(args):
+    from pyggml import convert
+    return convert.main(args)
+
+
+def _cmd_demo(args):
+    from pyggml.demo import main as demo
+    return demo(args)
+
+
+def parser():
+    """The argparse parser of the pyggml command."""
+    from pyggml.demo import add_arguments as demo_arguments
+
+    p = argparse.ArgumentParser(prog="pyggml", description="ggml's CPU backend in Python: run GGUF models, "
+                                "convert Hugging Face models, show the build. Without a command: the demo.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="generate tokens with a GGUF model", description="Generate with a GGUF model "
+                       "(llama, qwen2, qwen2vl): streams the new tokens (text when the file has a tokenizer) and "
+                       "ends with prefill and decode tokens/s on stderr.")
+    r.add_argument("model", help="the .gguf file")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("-p", "--prompt", help="prompt text (needs the optional tokenizer libraries)")
+    src.add_argument("--tokens", type=_parse_tokens, help="prompt token ids, e.g. 1,15043,3186")
+    r.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)")
+    r.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
+    r.add_argument("--ctx", type=int, default=512, help="context size in tokens (default 512)")
+    r.add_argument("--batch", type=int, default=512, help="most prompt tokens per graph (default 512)")
+    r.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default)")
+    r.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
+    r.add_argument("--top-p", type=float, default=1.0, help="keep the most likely tokens up to this mass (1 = off)")
+    r.add_argument("--seed", type=int, help="sampling seed (reproducible generations)")
+    r.add_argument("--kv-type", choices=_KV_TYPES, default="f16", help="KV cache type (default f16)")
+    r.add_argument("--no-flash-attn", action="store_true",
+                   help="attention as mul_mat + soft_max_ext with V transposed (llama.cpp without -fa)")
+    r.add_argument("--ignore-eos", action="store_true", help="do not stop at the end-of-sequence token")
+    r.add_argument("--ids", action="store_true", help="print token ids even when there is a tokenizer")
+    r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bars on stderr (default: prefill bar on a terminal, decode bar when the "
+                        "output is not one)")
+    r.set_defaults(fn=_cmd_run)
+
+    from pyggml import convert
+    c = sub.add_parser("convert", help="convert a Hugging Face model folder to GGUF",
+                       description="Convert a Hugging Face model (llama, qwen2, qwen2-vl) to GGUF as llama.cpp's "
+                                   "convert_hf_to_gguf.py lays it out.")
+    convert.add_arguments(c)
+    c.set_defaults(fn=_cmd_convert)
+
+    i = sub.add_parser("info", help="what was compiled (and a GGUF file's hyper-parameters)",
+                       description="Print the build (SIMD, OpenMP, compiler) and, for each MODEL, its architecture, "
+                                   "tensor types and hyper-parameters.")
+    i.add_argument("model", nargs="*", help=".gguf files to describe")
+    i.set_defaults(fn=_cmd_info)
+
+    d = sub.add_parser("demo", help="build, save, load and run a random llama model; report speed",
+                       description="Build a small llama model with seeded random weights, write it to a temporary "
+                                   "GGUF, load it back, prefill and decode, and print tokens/s and decode's share of "
+                                   "the weight-read bandwidth measured in the same run. No download.")
+    demo_arguments(d)
+    d.set_defaults(fn=_cmd_demo)
+    return p
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    cmd = argv[0] if argv else "demo"
-    if cmd == "info":
-        import pyggml
-        for k, v in pyggml.build_info().items():
-            print(f"{k}: {v}")
-        return 0
-    if cmd == "demo":
-        from pyggml.demo import main as demo
-        return demo(argv[1:])
-    print(f"usage: pyggml [demo|info] (unknown command {cmd!r})", file=sys.stderr)
-    return 2
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = parser()
+    args = p.parse_args(argv or ["demo"])
+    return args.fn(args)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,3 @@ def kernel_types(*kernels):
     """The types whose type-table rows have all of `kernels` ("to_float", "vec_dot", ...)."""
     return frozenset(Type(i) for i, r in _TYPES.items() if r[4].issuperset(kernels))
 
-
-# (block size, bytes per block) of every type, read from the type table (for code written against it;
-# prefer blck_size/type_size)
-TYPE_TRAITS = {Type(i): (r[1], r[2]) for i, r in _TYPES.items()}

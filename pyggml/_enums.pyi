@@ -68,4 +68,3 @@ class Prec(IntEnum):
 FLOAT_TYPES: frozenset[Type]
 QUANT_TYPES: frozenset[Type]
 INT_TYPES: frozenset[Type]
-TYPE_TRAITS: dict[Type, tuple[int, int]]

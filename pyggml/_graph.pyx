@@ -20,16 +20,20 @@ reused inside it, whether the group then runs fused or not). use_ref=True, or th
 variable PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns fusion off.
 """
 import os
+import struct
+import weakref
+from time import perf_counter
 
 from libc.stdint cimport int32_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
-from pyggml._openmp cimport pg_have_openmp, pg_max_threads, pg_parallel_run
-from pyggml._tensor cimport Memory, Tensor, block_align, tensor_nbytes
+from pyggml._openmp cimport pg_have_openmp, pg_parallel_run
+from pyggml._tensor cimport Memory, Tensor, block_align, check_int, tensor_nbytes
 from pyggml._typedefs cimport *
 
 from pyggml._enums import Op
 from pyggml._ops import FA_PATHS
+from pyggml._threads import count_threads
 
 cdef extern from "graph.h" nogil:
     enum:
@@ -63,7 +67,29 @@ cdef extern from "graph.h" nogil:
     void pg_graph_worker(void * arg, int ith, int nth)
 
 
+FLAG_INPUT = PG_FLAG_INPUT
 FLAG_OUTPUT = PG_FLAG_OUTPUT
+
+
+def set_input(tensor):
+    """Mark tensor as a graph input (ggml_set_input): data the caller writes in place between
+    computes (token ids, positions, a mask). Leafs always keep their own memory; the flag documents
+    the role and shows in Tensor.flags. Returns tensor."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"set_input: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
+    (<Tensor> tensor).c.flags |= FLAG_INPUT
+    return tensor
+
+
+def set_output(tensor):
+    """Mark tensor as a graph output (ggml_set_output): a graph planned afterwards neither reuses its
+    memory nor fuses it away, so an intermediate can be read after compute() (for debugging, or a
+    second result). build_forward_expand(t) marks t too. Set it before the graph is first planned;
+    like every result, its numpy() view is overwritten by the next compute. Returns tensor."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"set_output: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
+    (<Tensor> tensor).c.flags |= FLAG_OUTPUT
+    return tensor
 
 
 cdef int _fusion_size(int k) noexcept:
@@ -74,9 +100,22 @@ cdef int _fusion_size(int k) noexcept:
 cdef int _FA_PARAM_TAKEN = 5
 
 
+_default_threads = None
+
+
+# the most threads one compute may use (ggml's GGML_MAX_N_THREADS)
+MAX_THREADS = 512
+
+
 def default_threads():
-    """Threads used when n_threads is None: OMP_NUM_THREADS if set, else all cores."""
-    return max(1, pg_max_threads()) if pg_have_openmp() else 1
+    """Threads used when n_threads is None: OMP_NUM_THREADS if set, else the physical cores (SMT
+    siblings counted once) among the CPUs the process may run on; 1 without OpenMP. At most MAX_THREADS. Read once, at
+    the first call (pyggml/_threads.py). A graph's plan then uses no more threads than its widest
+    node can split work for."""
+    global _default_threads
+    if _default_threads is None:
+        _default_threads = min(MAX_THREADS, count_threads(bool(pg_have_openmp())))
+    return _default_threads
 
 
 def build_info():
@@ -101,9 +140,9 @@ def _version():
 
 
 def _plan_key(n_threads, use_ref):
-    nth = default_threads() if n_threads is None else int(n_threads)
-    if nth < 1:
-        raise ValueError(f"plan: n_threads must be >= 1, got {n_threads}")
+    nth = default_threads() if n_threads is None else check_int("plan", "n_threads", n_threads)
+    if not 1 <= nth <= MAX_THREADS:
+        raise ValueError(f"plan: n_threads must be >= 1 and <= {MAX_THREADS}, got {n_threads}")
     return (nth, bool(use_ref))
 
 
@@ -113,6 +152,11 @@ cdef inline Tensor _root(Tensor t):
 
 cdef inline bint _executed(Tensor t):
     return pg_executed(&t.c)
+
+
+# Tensor._graph of an op result: None until a graph holds it as a node, then a weak reference to
+# that graph, which plans its memory; _SHARED once a second graph has reached it (CGraph._claim)
+_SHARED = object()
 
 
 class Plan:
@@ -138,7 +182,11 @@ class Plan:
 
 cdef class CGraph:
     """A compute graph: build_forward_expand(t) adds t and everything it depends on, each node once,
-    in topological order. compute() runs it; it can run many times, with inputs changed in place."""
+    in topological order. compute() runs it; it can run many times, with inputs changed in place.
+
+    Threads: build_forward_expand, plan and compute of one graph are one at a time; a call while
+    another one of the same graph runs (in another Python thread) raises RuntimeError. Nodes shared
+    with other graphs get memory of their own (docs/reliability.md)."""
     cdef public int size
     cdef list _nodes
     cdef list _leafs
@@ -151,10 +199,15 @@ cdef class CGraph:
     cdef Memory _work
     cdef Memory _shared_mem
     cdef tuple _mem           # (arena bytes, bytes without reuse)
-    cdef bint _running        # a compute is in flight (the GIL is released during it)
+    cdef bint _busy           # an expand, plan or compute is running (see _enter)
+    cdef object __weakref__
+    cdef public double run_seconds    # wall time of the last compute's parallel region
 
     def __init__(self, size=2048):
-        self.size = int(size)
+        size = check_int("CGraph", "size", size)
+        if not 1 <= size < 2**31:
+            raise ValueError(f"CGraph: size must be >= 1 and < 2^31 nodes, got {size}")
+        self.size = size
         self._nodes = []
         self._leafs = []
         self._seen = set()
@@ -163,6 +216,7 @@ cdef class CGraph:
         self._arena = None
         self._mem_planned = False
         self._plans = {}
+        self.run_seconds = 0.0
 
     @property
     def nodes(self):
@@ -176,18 +230,53 @@ cdef class CGraph:
     def n_nodes(self):
         return len(self._nodes)
 
+    def __reduce__(self):
+        raise TypeError("CGraph: a graph cannot be pickled or copied; build it again from its tensors")
+
+    cdef _enter(self, str what):
+        """The graph's guard: build_forward_expand, plan and compute hold it for their whole run (the
+        GIL is released while computing, and planning runs Python code), so a second call from
+        another Python thread raises instead of sharing the arena, work buffer and barrier. The
+        check and the set hold the GIL without a Python call between them: they are atomic."""
+        if self._busy:
+            raise RuntimeError(f"{what}: this graph is already being computed, planned or expanded "
+                               f"(in another thread); it runs one call at a time")
+        self._busy = True
+
+    cdef void _leave(self):
+        self._busy = False
+
+    def get_tensor(self, name):
+        """The node or leaf called `name` (Tensor.name), nodes first, or None (ggml_graph_get_tensor)."""
+        for t in self._nodes:
+            if (<Tensor> t)._name == name:
+                return t
+        for t in self._leafs:
+            if (<Tensor> t)._name == name:
+                return t
+        return None
+
     def build_forward_expand(self, tensor):
+        """Add tensor and every node it depends on (each once, sources first) and mark it an output,
+        kept after compute. Raises RuntimeError while another call of this graph runs, or when a
+        node of it belongs to another graph that is computing (see _claim)."""
         if not isinstance(tensor, Tensor):
             raise TypeError(f"build_forward_expand: tensor must be a pyggml.Tensor, got {type(tensor).__name__}")
-        n0 = len(self._nodes) + len(self._leafs)
-        self._visit(tensor)
-        (<Tensor> tensor).c.flags |= FLAG_OUTPUT
-        new_output = all(o is not tensor for o in self._outputs)
-        if new_output:
-            self._outputs.append(tensor)
-        # a new output changes what may be reused or fused
-        if len(self._nodes) + len(self._leafs) != n0 or new_output or not self._mem_planned:
-            self._invalidate()
+        self._enter("build_forward_expand")
+        try:
+            n0 = len(self._nodes) + len(self._leafs)
+            try:
+                self._visit(tensor)
+            finally:
+                # a new node (even from a visit cut short) changes what may be reused or fused
+                if len(self._nodes) + len(self._leafs) != n0 or not self._mem_planned:
+                    self._invalidate()
+            (<Tensor> tensor).c.flags |= FLAG_OUTPUT
+            if all(o is not tensor for o in self._outputs):
+                self._outputs.append(tensor)
+                self._invalidate()
+        finally:
+            self._leave()
 
     def _visit(self, Tensor root):
         # iterative DFS: sources left to right, then the node (ggml's order)
@@ -203,20 +292,60 @@ cdef class CGraph:
                 stack.append((t, i + 1))
                 stack.append((srcs[i], 0))
                 continue
-            self._seen.add(id(t))
             if (<Tensor> t).c.op == Op.NONE:
                 self._leafs.append(t)
             else:
                 if len(self._nodes) >= self.size:
                     raise ValueError(f"build_forward_expand: graph is full (size={self.size} nodes)")
+                self._claim(t)
                 self._nodes.append(t)
+            self._seen.add(id(t))
+
+    cdef _claim(self, Tensor t):
+        """The node-sharing rule (docs/reliability.md). The first graph that holds an op result plans
+        its memory: a block of its arena, reused after the node's last consumer. A node reached by a
+        second graph becomes _SHARED and gets memory of its own (its current contents kept), outside
+        every arena and never reused or released by a graph; the first graph, if still alive, drops
+        its plan and makes a new one on its next use. A view gets no memory of its own: its root (a
+        source of it, so claimed first) has, and plans re-derive the view's address from the root."""
+        owner = t._graph
+        if owner is None:
+            t._graph = weakref.ref(self)
+            return
+        if owner is _SHARED:
+            return
+        cdef CGraph g = owner()
+        if g is self:
+            return
+        cdef Memory own = None
+        if g is not None:
+            # the other graph's guard (atomic as in _enter): it must not be running meanwhile
+            if g._busy:
+                raise RuntimeError(f"build_forward_expand: {t!r} is a node of another graph, which is being "
+                                   f"computed, planned or expanded in another thread; expand after that call")
+            g._busy = True
+        try:
+            if t._view_src is None:
+                own = Memory(tensor_nbytes(&t.c))
+                if t.c.data != NULL:
+                    memcpy(own.ptr, t.c.data, own.size)
+            t._graph = _SHARED
+            if g is not None:
+                g._invalidate()
+            if own is not None:
+                t._attach(own, 0)
+        finally:
+            if g is not None:
+                g._leave()
 
     def _invalidate(self):
-        # memory planned for a smaller graph may overlap tensors the new nodes still need
+        # memory planned for a smaller graph may overlap tensors the new nodes still need; shared
+        # nodes keep theirs (other graphs' plans use it)
         cdef Tensor t
         for t in self._allocated:
-            t._mem = None
-            t.c.data = NULL
+            if t._graph is not _SHARED:
+                t._mem = None
+                t.c.data = NULL
         self._allocated = []
         self._arena = None
         self._mem_planned = False
@@ -272,6 +401,9 @@ cdef class CGraph:
                 if s is not None:
                     remaining[id(_root(s))] = remaining.get(id(_root(s)), 0) + 1
         protected = {id(_root(o)) for o in self._outputs}
+        for n in self._nodes:
+            if n.c.flags & FLAG_OUTPUT:
+                protected.add(id(_root(n)))
         free = []      # [offset, size], sorted by offset
         top = 0
         offsets = {}   # id -> (tensor, offset, size)
@@ -326,21 +458,32 @@ cdef class CGraph:
         for n, off, _ in offsets.values():
             n._attach(arena, off)
             self._allocated.append(n)
+        # every view's address is derived from its root again (a root may have got memory of its own
+        # since the view was made); views into the arena are released with it
         for n in self._nodes:
-            if n.c.data == NULL and n._view_src is not None and n._view_src.c.data != NULL:
-                r = n._view_src
+            r = n._view_src
+            if r is not None and r.c.data != NULL:
                 n._attach(r._mem, <size_t> (<char *> r.c.data - r._mem.ptr) + n.c.view_offs)
-                self._allocated.append(n)
+                if id(r) in offsets:
+                    self._allocated.append(n)
         self._arena = arena
         self._mem_planned = True
         self._mem = (high, naive)
 
     def plan(self, n_threads=None, use_ref=False):
         """Decide threads, work buffer, fusion and the memory of intermediates (once per graph,
-        thread count and use_ref). Returns a Plan. A node whose plan function refuses it (an op
-        parameter no table row covers) raises ValueError naming the node."""
+        thread count and use_ref). Returns a Plan. n_threads: an integer in [1, MAX_THREADS] or None
+        (default_threads()); RuntimeError while another call of this graph runs. A node whose plan
+        function refuses it (an op parameter no table row covers) raises ValueError naming the node."""
         key = _plan_key(n_threads, use_ref)
-        nth = key[0]
+        self._enter("plan")
+        try:
+            return self._plan(key)
+        finally:
+            self._leave()
+
+    def _plan(self, key):
+        nth, use_ref = key
         if key in self._plans:
             return self._plans[key][0]
         if not self._mem_planned:
@@ -383,14 +526,23 @@ cdef class CGraph:
         return plan
 
     def compute(self, n_threads=None, use_ref=False):
-        """Run every node; the GIL is released for the whole compute. Indices found out of range
-        while running (get_rows, set_rows) raise IndexError afterwards. A graph runs one compute at
-        a time (its work buffer and tensors are shared): a second one from another Python thread
-        while the first is running raises RuntimeError."""
-        if self._running:
-            raise RuntimeError("compute: this graph is already being computed (from another thread)")
-        plan = self.plan(n_threads, use_ref)
-        _, ex_mem, n_steps = self._plans[_plan_key(n_threads, use_ref)]
+        """Run every node; the GIL is released for the whole compute. Data errors found while
+        running raise afterwards: IndexError for indices out of range (get_rows, set_rows),
+        ValueError for a rope frequency factor that is not finite and > 0; the results of such a
+        compute are undefined, and no set_rows after the error writes anything. A graph runs one
+        call at a time (its arena, work buffer and barrier are shared): compute, plan or
+        build_forward_expand from another Python thread while this runs raises RuntimeError.
+        run_seconds is then the time spent in the C parallel region (Python preparation excluded)."""
+        key = _plan_key(n_threads, use_ref)
+        self._enter("compute")
+        try:
+            self._run(key)
+        finally:
+            self._leave()
+
+    cdef _run(self, tuple key):
+        plan = self._plan(key)
+        _, ex_mem, n_steps = self._plans[key]
         cdef Tensor t
         for t, path in plan.paths.items():
             t.c.op_params[_FA_PARAM_TAKEN] = FA_PATHS.index(path)
@@ -406,12 +558,12 @@ cdef class CGraph:
         st.wsize = plan.work_size
         st.shared = <pg_shared *> self._shared_mem.ptr
         cdef int nth = plan.n_threads
-        self._running = True
+        t0 = perf_counter()
         try:
             with nogil:
                 pg_parallel_run(nth, pg_graph_worker, &st)
         finally:
-            self._running = False
+            self.run_seconds = perf_counter() - t0
         if st.shared.err:
             self._raise_data_error(st.shared)
 
@@ -420,6 +572,9 @@ cdef class CGraph:
         # ne[1]); err_pos is the linear element position in the indices, shown as (i, j, k)
         cdef Tensor t
         for t in self._nodes:
+            if &t.c == sh.err_node and t.c.op == Op.ROPE:
+                f = struct.unpack("<f", struct.pack("<i", sh.err_val))[0]
+                raise ValueError(f"rope: frequency factor c[{sh.err_pos}] must be finite and > 0, got {f}")
             if &t.c == sh.err_node:
                 op = Op(t.c.op).name.lower()
                 idx, limit = t._src[1], (t._src[0].ne[1] if t.c.op == Op.GET_ROWS else t.c.ne[1])

@@ -4,13 +4,14 @@ kernels can assume valid input."""
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy
 
-from pyggml._tensor cimport Tensor, new_node, new_view, tensor_is_contiguous
+from pyggml._tensor cimport Tensor, check_int, new_node, new_view, tensor_is_contiguous
 
 from pyggml._enums import FLOAT_TYPES, QUANT_TYPES, GluOp, Op, Type, UnaryOp, kernel_types
 from pyggml._tables import blck_size, type_size
 
 __all__ = [
-    "add", "mul", "scale", "cpy", "cont", "dup", "view_1d", "view_2d", "view_3d", "view_4d",
+    "add", "mul", "scale", "cpy", "cont", "cont_2d", "cont_3d", "cont_4d", "dup",
+    "view_1d", "view_2d", "view_3d", "view_4d",
     "reshape", "reshape_1d", "reshape_2d", "reshape_3d", "reshape_4d", "permute", "transpose",
     "get_rows", "soft_max_ext", "soft_max_add_sinks", "glu", "glu_split", "swiglu", "swiglu_split",
     "silu", "gelu", "gelu_erf", "mul_mat",
@@ -66,10 +67,17 @@ cdef void set_param_f32(Tensor t, int i, float v):
 
 
 cdef float _finite(str op, str arg, v) except? -1:
+    """v as a finite float32 parameter: TypeError for what is no number, ValueError for NaN, inf and
+    values that overflow float32."""
     import math
-    f = float(v)
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {arg} must be a number, got {v!r}") from None
     if math.isnan(f):
         raise ValueError(f"{op}: {arg} must be a number, got {v!r}")
+    if abs(f) > 3.4028234663852886e38:
+        raise ValueError(f"{op}: {arg} must be finite (within the float32 range), got {v!r}")
     return f
 
 
@@ -147,8 +155,9 @@ def cpy(a, b):
         raise ValueError(f"cpy: a and b must have the same number of elements, got {ta.nelements} and {tb.nelements}")
     ints = ta.type not in _COPY_TYPES or tb.type not in _COPY_TYPES
     if ints and ta.type != tb.type:
-        raise TypeError(f"cpy: {ta.type.name} -> {tb.type.name} is not supported "
-                        "(integer tensors copy to their own type)")
+        raise TypeError(f"cpy: {ta.type.name} -> {tb.type.name} is not supported: the float types (F32, F16, "
+                        "BF16) and the quantized ones convert into each other, every other type copies to its "
+                        "own type only")
     if (ta.type in QUANT_TYPES or tb.type in QUANT_TYPES):
         if ta.ne != tb.ne:
             raise ValueError(f"cpy: quantized copies need equal shapes, got a.ne={ta.ne} b.ne={tb.ne}")
@@ -178,8 +187,39 @@ def dup(a):
     return _copy_node("dup", Op.DUP, a)
 
 
+def _cont_nd(str op, a, ne):
+    cdef Tensor ta = _tensor(op, "a", a)
+    full = _ne4(op, ne)
+    if full[0] * full[1] * full[2] * full[3] != ta.nelements:
+        raise ValueError(f"{op}: ne={full[:len(ne)]} has {full[0] * full[1] * full[2] * full[3]} elements, "
+                         f"a has {ta.nelements}")
+    if ta.type in QUANT_TYPES and full != ta.ne:
+        raise ValueError(f"{op}: a quantized tensor keeps its shape, got ne={full} for a.ne={ta.ne}")
+    blck = blck_size(ta.type)
+    if full[0] % blck:
+        raise ValueError(f"{op}: ne0 of a {ta.type.name} tensor must be a multiple of {blck}, got {full[0]}")
+    if ta.type in QUANT_TYPES:
+        _packed0(op, "a", ta)
+    return new_node(ta.ctx, ta.c.type, full, Op.CONT, (ta,), len(ne))
+
+
+def cont_2d(a, ne0, ne1):
+    """A packed copy of a with shape [ne0, ne1] (ggml_cont_2d): elements in a's logical order."""
+    return _cont_nd("cont_2d", a, (ne0, ne1))
+
+
+def cont_3d(a, ne0, ne1, ne2):
+    """A packed copy of a with shape [ne0, ne1, ne2] (ggml_cont_3d)."""
+    return _cont_nd("cont_3d", a, (ne0, ne1, ne2))
+
+
+def cont_4d(a, ne0, ne1, ne2, ne3):
+    """A packed copy of a with shape [ne0, ne1, ne2, ne3] (ggml_cont_4d)."""
+    return _cont_nd("cont_4d", a, (ne0, ne1, ne2, ne3))
+
+
 cdef tuple _ne4(str op, ne):
-    ne = tuple(int(x) for x in ne)
+    ne = tuple(check_int(op, "each entry of ne", x) for x in ne)
     if any(x < 0 for x in ne):
         raise ValueError(f"{op}: ne must be >= 0, got {ne}")
     return ne + (1,) * (4 - len(ne))
@@ -191,15 +231,16 @@ def _view(str op, a, ne, nbs, offset):
     blck, ts = blck_size(ta.type), type_size(ta.type)
     if full[0] % blck:
         raise ValueError(f"{op}: ne0 of a {ta.type.name} view must be a multiple of {blck}, got {full[0]}")
-    if int(offset) < 0:
+    offset = check_int(op, "offset", offset)
+    if offset < 0:
         raise ValueError(f"{op}: offset must be >= 0, got {offset}")
     nb = [ts, full[0] // blck * ts, 0, 0]
-    nb[1:1 + len(nbs)] = [int(x) for x in nbs]
+    nb[1:1 + len(nbs)] = [check_int(op, "strides", x) for x in nbs]
     for i in range(len(nbs) + 1, 4):
         nb[i] = nb[i - 1] * full[i - 1]
     if any(x < 0 for x in nb):
         raise ValueError(f"{op}: strides must be >= 0, got {tuple(nb)}")
-    return new_view(ta, full, tuple(nb), int(offset), Op.VIEW, len(ne))
+    return new_view(ta, full, tuple(nb), offset, Op.VIEW, len(ne), op)
 
 
 def view_1d(a, ne0, offset=0):
@@ -254,12 +295,21 @@ def reshape_4d(a, ne0, ne1, ne2, ne3):
     return reshape(a, (ne0, ne1, ne2, ne3))
 
 
+cdef _keep_blocks(str op, Tensor ta, bint moves_dim0, what):
+    """A Q8_0/Q4_0 tensor's blocks run along dim 0: a view that moves dim 0 addresses no element."""
+    if moves_dim0 and blck_size(ta.type) > 1:
+        raise ValueError(f"{op}: a {ta.type.name} tensor must keep dim 0 in place (its blocks run along it), "
+                         f"got {what}")
+
+
 def permute(a, ax0, ax1, ax2=2, ax3=3):
-    """Dim i of a becomes dim ax_i of the result (ggml_permute), no copy."""
+    """Dim i of a becomes dim ax_i of the result (ggml_permute), no copy. Q8_0/Q4_0 tensors keep
+    dim 0 (ax0 == 0)."""
     cdef Tensor ta = _tensor("permute", "a", a)
-    axes = (int(ax0), int(ax1), int(ax2), int(ax3))
+    axes = tuple(check_int("permute", "axes", x) for x in (ax0, ax1, ax2, ax3))
     if sorted(axes) != [0, 1, 2, 3]:
         raise ValueError(f"permute: axes must be a permutation of 0..3, got {axes}")
+    _keep_blocks("permute", ta, axes[0] != 0, f"axes {axes}")
     ne = [0] * 4
     nb = [0] * 4
     for i, ax in enumerate(axes):
@@ -270,8 +320,9 @@ def permute(a, ax0, ax1, ax2=2, ax3=3):
 
 
 def transpose(a):
-    """Swap dims 0 and 1, no copy."""
+    """Swap dims 0 and 1, no copy (not for Q8_0/Q4_0, whose blocks run along dim 0)."""
     cdef Tensor ta = _tensor("transpose", "a", a)
+    _keep_blocks("transpose", ta, True, "a transpose")
     cdef Tensor t = new_view(ta, (ta.c.ne[1], ta.c.ne[0], ta.c.ne[2], ta.c.ne[3]),
                              (ta.c.nb[1], ta.c.nb[0], ta.c.nb[2], ta.c.nb[3]), 0, Op.TRANSPOSE, max(ta._ndim, 2))
     return t
@@ -443,7 +494,7 @@ cdef Tensor _norm(str op, int code, a, eps, bint inplace):
     _types(op, "a", ta, {Type.F32})
     _packed0(op, "a", ta)
     cdef float e = _finite(op, "eps", eps)
-    if not 0.0 <= e < float("inf"):
+    if e < 0:
         raise ValueError(f"{op}: eps must be finite and >= 0, got {eps!r}")
     cdef Tensor t
     if inplace:
@@ -496,14 +547,14 @@ cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base
     cdef Tensor ta = _tensor(op, "a", a), tb = _tensor(op, "b", b), tc
     _types(op, "a", ta, {Type.F32, Type.F16})
     _packed0(op, "a", ta)
-    mode = int(mode)
+    mode = check_int(op, "mode", mode)
     if mode not in _ROPE_MODES:
         raise ValueError(f"{op}: mode must be one of {sorted(_ROPE_MODES)} (pyggml.RopeType), got {mode}")
     multi = bool(mode & _ROPE_MULTI)
     if multi and sections is None:
         raise ValueError(f"{op}: mode {RopeType(mode).name} needs sections: use rope_multi")
-    n_dims = int(n_dims)
     ne0 = ta.c.ne[0]
+    n_dims = (ne0 // 2 if mode == RopeType.VISION else ne0) if n_dims is None else check_int(op, "n_dims", n_dims)
     if n_dims <= 0 or n_dims % 2:
         raise ValueError(f"{op}: n_dims must be even and > 0, got {n_dims}")
     if n_dims > ne0:
@@ -513,7 +564,7 @@ cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base
                          f"a.ne[0] / 2 = {ne0 / 2}, got {n_dims}")
     secs = (0, 0, 0, 0)
     if multi:
-        secs = tuple(int(x) for x in sections)
+        secs = tuple(check_int(op, "sections", x) for x in sections)
         if len(secs) != 4 or any(x < 0 for x in secs):
             raise ValueError(f"{op}: sections must be 4 integers >= 0, got {tuple(sections)}")
         if not (secs[0] > 0 or secs[1] > 0 or secs[2] > 0):
@@ -541,14 +592,22 @@ cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base
     vals = [_finite(op, k, v) for k, v in floats.items()]
     if vals[0] <= 0:
         raise ValueError(f"{op}: freq_base must be > 0, got {freq_base}")
+    if vals[2] < 0:
+        raise ValueError(f"{op}: ext_factor must be >= 0, got {ext_factor}")
     if vals[2] != 0 and vals[1] <= 0:
         raise ValueError(f"{op}: freq_scale must be > 0 when ext_factor != 0, got {freq_scale}")
+    if vals[2] != 0 and min(vals[4], vals[5]) <= 0:
+        raise ValueError(f"{op}: beta_fast and beta_slow must be > 0 when ext_factor != 0, got "
+                         f"{beta_fast} and {beta_slow}")
+    n_ctx_orig = check_int(op, "n_ctx_orig", n_ctx_orig)
+    if not 0 <= n_ctx_orig < 2**31:
+        raise ValueError(f"{op}: n_ctx_orig must be in [0, 2^31), got {n_ctx_orig}")
     cdef Tensor t = new_node(ta.ctx, ta.c.type, ta.ne, Op.ROPE, tuple(srcs), ta._ndim)
     set_param_i32(t, 0, 0)
     set_param_i32(t, 1, n_dims)
     set_param_i32(t, 2, mode)
     set_param_i32(t, 3, 0)
-    set_param_i32(t, 4, int(n_ctx_orig))
+    set_param_i32(t, 4, n_ctx_orig)
     for i, v in enumerate(vals):
         set_param_f32(t, 5 + i, v)
     for i in range(4):
@@ -556,27 +615,35 @@ cdef Tensor _rope(str op, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base
     return t
 
 
-def rope_ext(a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
-             beta_fast, beta_slow):
+def rope_ext(a, b, c=None, n_dims=None, mode=RopeType.NORMAL, n_ctx_orig=0, freq_base=10000.0,
+             freq_scale=1.0, ext_factor=0.0, attn_factor=1.0, beta_fast=32.0, beta_slow=1.0):
     """Rotary position embedding (ggml_rope_ext) of a [ne0, n_head, n_tokens, ne3] (F32/F16, dims 1-3
     any stride) at the I32 positions b [n_tokens]; c: None or F32 frequency factors (the angle of
     pair k is divided by c[k]). mode: RopeType.NORMAL (pairs (2k, 2k+1)) or NEOX (pairs (k, k+n_dims/2));
     the multi modes need rope_multi. n_dims < ne0 rotates the first n_dims elements (from n_offs, see
     rope_set_offset) and copies the rest. YaRN: ext_factor > 0 mixes interpolated (freq_scale) and
     extrapolated angles between the correction dims from beta_fast/beta_slow and n_ctx_orig.
+    Keyword defaults are ggml_rope's: c=None, n_dims=None (the whole row, a.ne[0]), mode NORMAL,
+    n_ctx_orig=0, freq_base=10000, freq_scale=1, ext_factor=0, attn_factor=1, beta_fast=32,
+    beta_slow=1; the positional order is ggml_rope_ext's.
     Differs from ggml: only the factors of rotated pairs are read (ggml's cache loop reads ne0/2 of
-    them even when n_dims < ne0)."""
+    them even when n_dims < ne0). The factors are data, checked when the graph runs: one that is not
+    finite and > 0 makes compute() raise ValueError (position, value); ggml rotates by NaN. Parameters
+    that turn finite input into NaN raise when the node is built (n_ctx_orig < 0, ext_factor < 0,
+    beta_fast or beta_slow <= 0 with ext_factor != 0)."""
     return _rope("rope_ext", a, b, c, n_dims, None, mode, n_ctx_orig, freq_base, freq_scale,
                  ext_factor, attn_factor, beta_fast, beta_slow)
 
 
-def rope_multi(a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
-               attn_factor, beta_fast, beta_slow):
+def rope_multi(a, b, c=None, n_dims=None, sections=None, mode=RopeType.MROPE, n_ctx_orig=0,
+               freq_base=10000.0, freq_scale=1.0, ext_factor=0.0, attn_factor=1.0, beta_fast=32.0,
+               beta_slow=1.0):
     """Multimodal RoPE (ggml_rope_multi): b holds 4 * n_tokens positions, four blocks t | h | w | e.
     sections (4 ints) give how many pairs each block drives: MROPE contiguous sections in the NEOX
     layout, IMROPE interleaved t h w t h w ..., VISION restarts the frequency index per section and
     rotates (k, k + n_dims) over the whole row (n_dims = ne0 / 2). With NORMAL/NEOX the sections are
-    ignored (stored as zeros) and b holds n_tokens positions, as in ggml.
+    ignored (stored as zeros) and b holds n_tokens positions, as in ggml. Defaults as rope_ext's,
+    with mode MROPE (n_dims=None: a.ne[0], or a.ne[0] / 2 for VISION).
     Differs from ggml: VISION needs ne0 == 2 * n_dims exactly, and c one factor per pair (n_dims of
     them; ggml checks for n_dims / 2 and reads past them)."""
     return _rope("rope_multi", a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale,
@@ -589,7 +656,7 @@ def rope_set_offset(t, n_offs):
     cdef Tensor tt = _tensor("rope_set_offset", "t", t)
     if tt.c.op != Op.ROPE:
         raise ValueError(f"rope_set_offset: t must be a rope_ext/rope_multi result, got op {tt.op.name}")
-    n_offs = int(n_offs)
+    n_offs = check_int("rope_set_offset", "n_offs", n_offs)
     n_dims, mode, ne0 = tt.c.op_params[1], tt.c.op_params[2], tt.c.ne[0]
     if mode == RopeType.VISION and n_offs != 0:
         raise ValueError(f"rope_set_offset: n_offs must be 0 with mode VISION, got {n_offs}")

@@ -4,6 +4,8 @@ from pyggml._typedefs cimport pg_tensor
 cdef class Memory:
     cdef char * ptr
     cdef size_t size
+    cdef Py_buffer _view      # the buffer held when the memory is another object's (Context.from_buffer)
+    cdef bint _external
     cdef Py_ssize_t _shape[1]
     cdef Py_ssize_t _strides[1]
 
@@ -21,13 +23,16 @@ cdef class Tensor:
     cdef str _name
     cdef int _ndim            # numpy rank: trailing ne == 1 dims beyond it are dropped
     cdef public object extra  # per-op information reported after compute (e.g. attention path)
+    cdef object _graph        # of an op result: the CGraph (weakref) holding it, or _graph._SHARED
 
     cdef void _attach(self, Memory mem, size_t offset)
 
 
 cdef Tensor new_tensor_impl(Context ctx, int type, tuple ne, int ndim)
 cdef Tensor new_node(Context ctx, int type, tuple ne, int op, tuple srcs, int ndim=*)
-cdef Tensor new_view(Tensor a, tuple ne, tuple nb, size_t offset, int op, int ndim)
+cdef Tensor new_view(Tensor a, tuple ne, tuple nb, offset, int op, int ndim, str name=*)
+cdef object check_int(str op, str arg, v)
+cdef object byte_extent(str op, int type, tuple ne, tuple nb)
 cdef size_t tensor_nbytes(const pg_tensor * t) noexcept nogil
 cdef size_t block_align(size_t size) noexcept nogil
 cdef bint tensor_is_contiguous(const pg_tensor * t) noexcept nogil

@@ -1,4 +1,5 @@
 """Tensor, Context and memory: ggml's tensor object (ne/nb, views without copies) with numpy interop."""
+from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
@@ -6,6 +7,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from pyggml._typedefs cimport PG_MAX_SRC, pg_tensor, pg_traits
+
+import operator
 
 import numpy as np
 
@@ -157,9 +160,18 @@ cdef size_t block_align(size_t size) noexcept nogil:
 
 cdef class Memory:
     """A zero-filled block that owns tensor data, aligned by block_align; exposes the buffer
-    protocol."""
+    protocol. With `buffer` (a writable, contiguous buffer-protocol object) it is instead that
+    object's memory, held (not copied) until this Memory is freed; `size` is then ignored."""
 
-    def __cinit__(self, size_t size):
+    def __cinit__(self, size_t size, object buffer=None):
+        if buffer is not None:
+            PyObject_GetBuffer(buffer, &self._view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+            self._external = True
+            self.ptr = <char *> self._view.buf
+            self.size = <size_t> self._view.len
+            self._shape[0] = self._view.len
+            self._strides[0] = 1
+            return
         self.size = size
         cdef size_t align = block_align(size)
         cdef size_t padded = (max(size, <size_t> 1) + align - 1) // align * align
@@ -171,7 +183,10 @@ cdef class Memory:
         self._strides[0] = 1
 
     def __dealloc__(self):
-        free(self.ptr)
+        if self._external:
+            PyBuffer_Release(&self._view)
+        else:
+            free(self.ptr)
 
     def __getbuffer__(self, Py_buffer * buf, int flags):
         buf.buf = self.ptr
@@ -227,6 +242,35 @@ cdef inline int _n_dims(tuple ne):
     return 1
 
 
+# the largest extent (and entry of ne or nb) a tensor may have: sums of a few extents stay in size_t
+_MAX_BYTES = 1 << 62
+
+
+cdef object check_int(str op, str arg, v):
+    """v as a Python int (numpy integers too); a float or anything else raises TypeError naming op."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{op}: {arg} must be an integer, got {v!r}") from None
+
+
+cdef object byte_extent(str op, int type, tuple ne, tuple nb):
+    """Bytes from the first element of a tensor of `type` with 4 entries ne and byte strides nb to one
+    past its last (0 when an entry of ne is 0), as tensor_nbytes counts them but in Python integers,
+    so no product wraps around. Every tensor's size goes through here before it reaches the C
+    struct: ValueError naming op when an entry of ne or nb, or the extent, is 2^62 or more."""
+    n = 0
+    if 0 not in ne:
+        blck, ts = pg_traits[type].blck, pg_traits[type].size
+        n = ne[0] * nb[0] // blck if blck > 1 else ts + (ne[0] - 1) * nb[0]
+        for i in range(1, 4):
+            n += (ne[i] - 1) * nb[i]
+    if n >= _MAX_BYTES or any(x >= _MAX_BYTES for x in ne + nb):
+        raise ValueError(f"{op}: a tensor of ne={ne} and nb={nb} is too large: it spans {n} bytes, and the "
+                         f"limit for the extent and every entry of ne and nb is 2^62")
+    return n
+
+
 def _check_type(op, arg, t):
     try:
         return Type(t)
@@ -235,20 +279,17 @@ def _check_type(op, arg, t):
 
 
 def _check_ne(op, ne, typ):
-    ne = tuple(int(x) for x in ne)
+    ne = tuple(check_int(op, "each entry of ne", x) for x in ne)
     if not 1 <= len(ne) <= 4:
         raise ValueError(f"{op}: ne must have 1 to 4 entries, got {len(ne)}")
     if any(x < 0 for x in ne):
         raise ValueError(f"{op}: ne entries must be >= 0, got {ne}")
-    blck = blck_size(typ)
+    blck, ts = blck_size(typ), type_size(typ)
     if ne[0] % blck:
         raise ValueError(f"{op}: ne[0] of a {typ.name} tensor must be a multiple of {blck}, got {ne[0]}")
     full = ne + (1,) * (4 - len(ne))
-    total = 1
-    for x in full:
-        total *= x
-    if total * type_size(typ) // blck >= (1 << 62):
-        raise ValueError(f"{op}: tensor of ne={full} is too large (size overflow)")
+    nb1 = full[0] // blck * ts
+    byte_extent(op, typ, full, (ts, nb1, nb1 * full[1], nb1 * full[1] * full[2]))
     return full, len(ne)
 
 
@@ -297,9 +338,22 @@ cdef Tensor new_node(Context ctx, int type, tuple ne, int op, tuple srcs, int nd
     return t
 
 
-cdef Tensor new_view(Tensor a, tuple ne, tuple nb, size_t offset, int op, int ndim):
-    """A tensor aliasing a's memory (flattened to the root: view of a view -> view of the base)."""
+cdef Tensor new_view(Tensor a, tuple ne, tuple nb, offset, int op, int ndim, str name=None):
+    """A tensor aliasing a's memory (flattened to the root: view of a view -> view of the base) at
+    byte `offset` from a. The view must lie inside the root and every element must be aligned:
+    offset and strides multiples of the element (block) size. `name` names the op in errors."""
+    name = name or Op(op).name.lower()
     cdef Tensor root = a._view_src if a._view_src is not None else a
+    offs = a.c.view_offs + offset
+    need = offs + byte_extent(name, a.c.type, ne, nb)
+    have = tensor_nbytes(&root.c)
+    if need > have:
+        raise ValueError(f"{name}: view of {need} bytes (offset {offs}) is out of "
+                         f"the bounds of its base tensor of {have} bytes")
+    ts = pg_traits[a.c.type].size
+    if offs % ts or any(x % ts for x in nb):
+        raise ValueError(f"{name}: the byte offset ({offs}) and strides (nb={nb}) of a {Type(a.c.type).name} "
+                         f"view must be multiples of its element size {ts} (elements would be misaligned)")
     cdef Tensor t = _blank(a.ctx, a.c.type, ne, ndim)
     for i in range(4):
         t.c.nb[i] = nb[i]
@@ -308,16 +362,24 @@ cdef Tensor new_view(Tensor a, tuple ne, tuple nb, size_t offset, int op, int nd
     t.c.src[0] = &a.c
     t._view_src = root
     t.c.view_src = &root.c
-    t.c.view_offs = a.c.view_offs + offset
+    t.c.view_offs = offs
     t._ndim = max(ndim, _n_dims(ne))
-    cdef size_t need = t.c.view_offs + tensor_nbytes(&t.c)
-    cdef size_t have = tensor_nbytes(&root.c)
-    if need > have:
-        raise ValueError(f"{Op(op).name.lower()}: view of {need} bytes (offset {t.c.view_offs}) is out of "
-                         f"the bounds of its base tensor of {have} bytes")
     if root._mem is not None:
         t._attach(root._mem, <size_t> (<char *> root.c.data - root._mem.ptr) + t.c.view_offs)
     return t
+
+
+def _check_int_values(op, arr, typ):
+    """arr can be written into an integer tensor of type typ without truncation or wrap-around."""
+    if arr.dtype.kind not in "iub":
+        raise TypeError(f"{op}: a {typ.name} tensor takes integer values, got an array of dtype {arr.dtype} "
+                        f"(round and convert it first)")
+    if arr.size and arr.dtype.kind != "b":
+        info = np.iinfo(_NP_DTYPE[typ])
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            bad = lo if lo < info.min else hi
+            raise ValueError(f"{op}: value {bad} does not fit in {typ.name} [{info.min}, {info.max}]")
 
 
 cdef class Context:
@@ -348,10 +410,19 @@ cdef class Context:
     def from_numpy(self, array, type=None):
         """A new packed tensor holding a copy of `array` (ne = array.shape reversed).
 
-        type=None keeps float32/float16/int32/int64 as F32/F16/I32/I64 (other floats become F32).
-        A float array stored as F16, BF16 or a quantized type is rounded as ggml's CPU backend rounds
-        (round-to-nearest-even; Q8_0/Q8_1 with the CPU quantiser, Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS
-        with ggml's quantisers without an importance matrix); float64 input is rounded to float32 first.
+        type=None maps dtypes to types: float32 -> F32, float16 -> F16, other floats and bool -> F32
+        (bool as 0.0/1.0), int64 -> I64, every other integer dtype (int8, int16, int32, uint8,
+        uint16, uint32, uint64) -> I32, whose values must then fit in int32 (ValueError otherwise,
+        never a wrap-around). An integer tensor takes integer or bool arrays only (TypeError for
+        floats, which would be truncated). A float array stored as F16, BF16 or a quantized type is
+        rounded as ggml's CPU backend rounds (round-to-nearest-even; Q8_0/Q8_1 with the CPU
+        quantiser, Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS with ggml's quantisers without an importance
+        matrix); float64 input is rounded to float32 first.
+
+        Non-finite values in Q8_0/Q4_0 are stored as ggml stores them, not as themselves: a block
+        holding inf or NaN, or a value of magnitude above ~8.3e6 (Q8_0; the fp16 block scale
+        overflows), dequantizes to inf/NaN garbage (+inf comes back as -inf with the AVX2/AVX-512
+        quantiser). See docs/reliability.md.
         """
         arr = np.asarray(array)
         if arr.ndim > 4:
@@ -377,6 +448,38 @@ cdef class Context:
         full, nd = _check_ne("from_bytes", ne, typ)
         t = new_tensor_impl(self, typ, full, nd)
         t.set_bytes(buffer)
+        return t
+
+    def from_buffer(self, type, ne, buffer, offset=0):
+        """A packed tensor whose data is `buffer`'s memory from byte `offset` on, not copied: a
+        numpy array or memmap, an mmap, a bytearray (any writable, contiguous buffer-protocol object).
+        The tensor, and its numpy() views, hold the buffer until they are gone (an mmap cannot be
+        closed meanwhile); writes to the tensor write the buffer. Read-only buffers are refused,
+        since ops and set() write into tensors: map a file copy-on-write (np.memmap(path, mode="c"),
+        mmap.ACCESS_COPY) to read it without changing it. The data must be aligned to the type's
+        element (F32 4 bytes, F16 2, a quantized block 2 for its f16 scale)."""
+        typ = _check_type("from_buffer", "type", type)
+        full, nd = _check_ne("from_buffer", ne, typ)
+        try:
+            mem = Memory(0, buffer)
+        except (BufferError, TypeError, ValueError) as e:
+            raise TypeError(f"from_buffer: buffer must be a writable, contiguous buffer-protocol object "
+                            f"(numpy array, np.memmap with mode 'r+' or 'c', mmap, bytearray), got "
+                            f"{buffer.__class__.__name__}: {e}") from None
+        offset = operator.index(offset)
+        cdef Tensor t = _blank(self, typ, full, nd)
+        _fill_nb(&t.c)
+        cdef size_t need = tensor_nbytes(&t.c)
+        if offset < 0 or offset + need > mem.size:
+            raise ValueError(f"from_buffer: a {typ.name} tensor of ne={full} needs {need} bytes from offset "
+                             f"{offset}, but the buffer has {mem.size} bytes")
+        blck, size = blck_size(typ), type_size(typ)
+        align = size if blck == 1 else 2
+        misalign = (<uintptr_t> mem.ptr + <size_t> offset) % align
+        if misalign:
+            raise ValueError(f"from_buffer: {typ.name} data must be aligned to {align} bytes, but offset "
+                             f"{offset} gives an address {misalign} bytes past a multiple of {align}")
+        t._attach(mem, offset)
         return t
 
     def __repr__(self):
@@ -466,6 +569,10 @@ cdef class Tensor:
         nm = f" {self._name!r}" if self._name else ""
         return f"<pyggml.Tensor{nm} {Type(self.c.type).name} ne={self.ne} op={Op(self.c.op).name}>"
 
+    def __reduce__(self):
+        raise TypeError("Tensor: a pyggml tensor cannot be pickled or copied (it is a node over C memory "
+                        "and graph state); pickle t.to_numpy() and rebuild it with Context.from_numpy")
+
     def _need_data(self, what):
         if self.c.data == NULL:
             raise RuntimeError(f"{what}: tensor {self!r} has no memory yet; compute a graph that contains it")
@@ -512,10 +619,7 @@ cdef class Tensor:
             data = <char *> <uintptr_t> owner.ctypes.data
             strides = tuple(st // ts for st in owner.strides)
         else:
-            nbs = self.nb[::-1][4 - nd:]
-            if any(nb % ts for nb in nbs):
-                raise BufferError(f"__dlpack__: byte strides {self.nb} are not multiples of the element "
-                                  f"size {ts}; export with copy=True")
+            nbs = self.nb[::-1][4 - nd:]     # multiples of ts: new_view refuses misaligned views
             owner = self._mem
             data = <char *> self.c.data
             strides = tuple(nb // ts for nb in nbs)
@@ -549,11 +653,15 @@ cdef class Tensor:
         return arr.reshape(want)
 
     def set(self, array):
-        """Copy `array` (shape == self.shape) into the tensor, converting to its type."""
+        """Copy `array` (shape == self.shape) into the tensor, converting to its type. Integer
+        tensors take integer or bool arrays whose values fit the type (TypeError, ValueError);
+        float types round as from_numpy does."""
         self._need_data("set")
         typ = Type(self.c.type)
         arr = self._as_shape(array, "set")
         if typ not in _CONVERTIBLE:
+            if typ in INT_TYPES:
+                _check_int_values("set", arr, typ)
             self.numpy()[...] = arr.reshape(self.shape)
             return
         if arr.dtype.kind not in "fiub":
@@ -580,6 +688,8 @@ cdef class Tensor:
         self._need_data("tobytes")
         cdef size_t rb = self._row_bytes()
         out = bytearray(rb * (self.c.ne[1] * self.c.ne[2] * self.c.ne[3]))
+        if not out:
+            return b""
         cdef char[::1] o = out
         cdef size_t k = 0
         cdef int64_t i1, i2, i3

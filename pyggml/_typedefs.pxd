@@ -8,6 +8,7 @@ cdef extern from "pyggml.h" nogil:
         PG_MAX_SRC
         PG_MAX_OP_PARAMS
         PG_CACHE_LINE
+        PG_FLAG_INPUT
         PG_FLAG_OUTPUT
 
     ctypedef struct pg_tensor:

@@ -1,8 +1,16 @@
 """vec.h's row primitives called directly, for tests/test_vec.py: each SIMD path (AVX-512, AVX2,
 NEON, RVV at any VLEN, the scalar loops) is compared against float64 references at lengths that hit
 every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.data); nothing is
-checked here, the test helpers pass contiguous arrays of the right dtype and length."""
+checked here, the test helpers pass contiguous arrays of the right dtype and length.
+barrier_probe() drives barrier.h's barrier directly (tests/test_barrier.py)."""
 from libc.stdint cimport int64_t, uint16_t
+from libc.stdlib cimport free
+from libc.string cimport memset
+from posix.stdlib cimport posix_memalign
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, clock_gettime, clockid_t, nanosleep, timespec
+
+from pyggml._openmp cimport pg_barrier, pg_parallel_run
+from pyggml._typedefs cimport pg_params, pg_shared
 
 
 cdef extern from "vec.h" nogil:
@@ -294,3 +302,101 @@ def attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, size_t q, int64_t ldq, size
 
 def attn_transpose_f32(int64_t nr, int64_t nc, size_t x, int64_t ldx, size_t y, int64_t ldy):
     pg_vec_attn_transpose_f32(nr, nc, <const float *> x, ldx, <float *> y, ldy)
+
+
+cdef struct _stream_arg:
+    const int64_t * addr
+    const int64_t * n
+    int64_t n_blocks
+    float * out     # one max per thread, a cache line apart
+
+
+cdef void _stream_worker(void * arg, int ith, int nth) noexcept nogil:
+    cdef _stream_arg * a = <_stream_arg *> arg
+    cdef int64_t b, lo, hi
+    cdef float m = -1e38, v
+    for b in range(a.n_blocks):
+        lo = a.n[b] * ith // nth
+        hi = a.n[b] * (ith + 1) // nth
+        v = pg_vec_max_f32(hi - lo, <const float *> a.addr[b] + lo)
+        m = v if v > m else m
+    a.out[16 * ith] = m
+
+
+def stream_read_f32(addr, n, int n_threads):
+    """Read n[i] floats at address addr[i] for every block i once, each block split in n_threads
+    contiguous parts, in one parallel region (the threads of a compute), with the max primitive: a
+    memory-read yardstick (bandwidth = 4 * sum(n) / seconds) for the benchmarks and the demo.
+    Returns the max. The GIL is released."""
+    import numpy as np
+    cdef int64_t[::1] ad = np.ascontiguousarray(addr, dtype=np.int64)
+    cdef int64_t[::1] cnt = np.ascontiguousarray(n, dtype=np.int64)
+    out = np.full(16 * max(n_threads, 1), -np.inf, dtype=np.float32)
+    cdef float[::1] o = out
+    cdef _stream_arg a
+    a.addr = &ad[0]
+    a.n = &cnt[0]
+    a.n_blocks = ad.shape[0]
+    a.out = &o[0]
+    with nogil:
+        pg_parallel_run(max(n_threads, 1), _stream_worker, &a)
+    return float(out.max())
+
+
+# ---- barrier.h: the barrier's sleep path, for tests/test_barrier.py ----
+
+cdef enum:
+    PROBE_MAX_THREADS = 64
+
+cdef struct _probe_state:
+    pg_shared * shared
+    int rounds
+    timespec delay
+    double cpu_s[PROBE_MAX_THREADS]
+
+
+cdef double _seconds(clockid_t clock) noexcept nogil:
+    cdef timespec ts
+    clock_gettime(clock, &ts)
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+cdef void _probe_worker(void * arg, int ith, int nth) noexcept nogil:
+    cdef _probe_state * s = <_probe_state *> arg
+    cdef pg_params p
+    memset(&p, 0, sizeof(p))
+    p.ith = ith
+    p.nth = nth
+    p.shared = s.shared
+    cdef double c0 = _seconds(CLOCK_THREAD_CPUTIME_ID)
+    cdef int r
+    for r in range(s.rounds):
+        if r % nth == ith and (s.delay.tv_sec or s.delay.tv_nsec):
+            nanosleep(&s.delay, NULL)
+        pg_barrier(&p)
+    s.cpu_s[ith] = _seconds(CLOCK_THREAD_CPUTIME_ID) - c0
+
+
+def barrier_probe(int rounds, double delay_s, int n_threads=2):
+    """Run `rounds` barriers on n_threads in one parallel region; before each, one thread in turn
+    sleeps delay_s (if > 0), so the others wait that long. Returns (team size, wall seconds, CPU seconds of
+    all threads together): a barrier that sleeps instead of spinning uses far less CPU than wall."""
+    if not 1 <= n_threads <= PROBE_MAX_THREADS:
+        raise ValueError(f"barrier_probe: n_threads must be in [1, {PROBE_MAX_THREADS}], got {n_threads}")
+    cdef void * mem = NULL
+    if posix_memalign(&mem, 64, sizeof(pg_shared)) != 0:
+        raise MemoryError("barrier_probe")
+    memset(mem, 0, sizeof(pg_shared))
+    cdef _probe_state s
+    s.shared = <pg_shared *> mem
+    s.rounds = rounds
+    s.delay.tv_sec = <long> delay_s
+    s.delay.tv_nsec = <long> ((delay_s - <long> delay_s) * 1e9)
+    memset(s.cpu_s, 0, sizeof(s.cpu_s))
+    cdef double t0 = _seconds(CLOCK_MONOTONIC)
+    cdef int used
+    with nogil:
+        used = pg_parallel_run(n_threads, _probe_worker, &s)
+    wall = _seconds(CLOCK_MONOTONIC) - t0
+    free(mem)
+    return used, wall, sum(s.cpu_s[i] for i in range(used))

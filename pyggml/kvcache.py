@@ -1,119 +1,249 @@
-"""A key/value cache for decoding: per-layer K and V tensors written row by row with set_rows.
+"""A key/value cache for decoding, laid out as llama.cpp's unified cache, with graphs built once.
 
-Layout as llama.cpp's unified cache: layer il holds K [head_dim * n_head_kv, n_ctx] (one row per slot,
-the heads side by side) and V the same (not transposed, as flash_attn_ext wants it). Slots are given
-out contiguously: a step of n tokens takes the next n free slots, so token t of the step sits at slot
-(and position) n_used + t.
+Layer il holds K [head_dim * n_head_kv, n_ctx] (one row per cell, the heads side by side) and V
+either the same way (`v_trans=False`, what flash_attn_ext reads) or transposed, [n_ctx,
+head_dim_v * n_head_kv] (one row per value dimension, `v_trans=True`, what mul_mat(v, softmax(kq))
+reads: llama.cpp's layout without flash attention). Cells are handed out contiguously; each
+remembers the position of the token it holds (-1: empty).
 
-    cache = KVCache(ctx, n_layer=2, n_ctx=256, head_dim=64, n_head_kv=4)   # F16 by default
-    step = cache.prepare(n_tokens)          # reserves the slots; raises ValueError when full
+A decode loop builds its graph once and feeds it in place (llama.cpp's way):
+
+    cache = KVCache(ctx, n_layer=2, n_ctx=512, head_dim=64, n_head_kv=4)   # F16 by default
+    kv = cache.batch(n_tokens=1, n_kv=cache.n_kv_for(1))   # input tensors of one graph shape
     # per layer: k_cur, v_cur [head_dim, n_head_kv, n_tokens] (F32/F16, e.g. a rope_ext result)
-    step.cpy_k(il, k_cur); step.cpy_v(il, v_cur)               # the set_rows nodes
-    out = flash_attn_ext(q, step.get_k(il), step.get_v(il), step.mask, scale)
-    # step.positions (I32 [n_tokens]) are the positions to rotate k_cur/q with; a rope_ext result
-    # passed to cpy_k is rotated and written into the cache by one fused node
+    kv.cpy_k(il, k_cur); kv.cpy_v(il, v_cur)                # the set_rows nodes
+    out = flash_attn_ext(q, kv.get_k(il), kv.get_v(il), kv.mask, scale)
+    ...                                                      # build the graph once
+    cells = cache.alloc(positions)    # per step: reserve cells for the tokens at these positions
+    kv.fill(cells)                    # write the cell indices and the mask into kv's inputs
+    graph.compute()
 
-get_k/get_v are views over the filled slots [head_dim, n_kv, n_head_kv] built on the set_rows node of
-the step (when there is one), so a graph that uses them runs the write first. The mask is F16
-[n_kv, n_tokens]: 0 where slot s <= the token's position, -inf after it (causal).
+get_k/get_v view the first n_kv cells ([head_dim, n_kv, n_head_kv]; transposed V: [n_kv,
+head_dim_v, n_head_kv]), built on this batch's set_rows node so a graph runs the write first.
+n_kv is fixed per graph; n_kv_for pads it to a multiple of `pad` cells (256, as llama.cpp), so one
+decode graph serves 256 steps and is rebuilt only when the used cells cross a padding step. The mask
+(F16 [n_kv, n_tokens]) is causal_mask(): 0 where a cell may be attended, -inf for empty cells and
+cells of later positions.
+
+KVStep (cache.prepare(n)) is the one-shot form: input tensors made for one step, already filled,
+with n_kv = the used cells (no padding). It rebuilds the graph every step; prefer batch() + fill().
 """
 import numpy as np
 
-from pyggml._enums import Type
+from pyggml._enums import QUANT_TYPES, Type
+from pyggml._graph import set_input
 from pyggml._ops import reshape_2d, set_rows, view_3d
 from pyggml._tables import blck_size, row_size
 
-__all__ = ["KVCache", "KVStep"]
+__all__ = ["KVBatch", "KVCache", "KVStep", "causal_mask"]
 
 # the types ggml allows for a KV cache (set_rows writes them, flash_attn_ext reads them)
 _CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0, Type.Q4_1, Type.Q5_0, Type.Q5_1, Type.IQ4_NL)
 
 
+def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None):
+    """The attention mask of tokens at positions tok_pos [n_tokens] over cells holding positions
+    cell_pos [n_kv] (-1 = empty): float16 [n_tokens, n_kv], 0 where the token may attend the cell
+    (cell_pos >= 0 and cell_pos <= tok_pos), -inf elsewhere. For M-RoPE image tokens that share a
+    temporal position, cell_yx / tok_yx ([n, 2] (y, x) positions) order them as llama.cpp does: a
+    cell at the same temporal position is masked when its (y, x) comes later. Written into `out`
+    (an array or a tensor's numpy() view of that shape) when given, else returned new."""
+    cp = np.asarray(cell_pos)[None, :]
+    tp = np.asarray(tok_pos)[:, None]
+    masked = (cp < 0) | (cp > tp)
+    if cell_yx is not None and tok_yx is not None:
+        cy, cx = (np.asarray(cell_yx)[:, i][None, :] for i in (0, 1))
+        ty, tx = (np.asarray(tok_yx)[:, i][:, None] for i in (0, 1))
+        masked |= (cp == tp) & ((cy > ty) | ((cy == ty) & (cx > tx)))
+    mask = np.where(masked, np.float16(-np.inf), np.float16(0))
+    if out is None:
+        return mask
+    out[...] = mask
+    return out
+
+
 class KVCache:
     """Per-layer K and V cache tensors of `type` (F16, F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
-    with n_ctx slots."""
+    with n_ctx cells.
 
-    def __init__(self, ctx, n_layer, n_ctx, head_dim, n_head_kv, type=Type.F16):
+    v_trans=True stores V transposed (needs a float type: cells are written one element at a time).
+    head_dim_v defaults to head_dim. pad: the cell multiple n_kv_for rounds up to."""
+
+    def __init__(self, ctx, n_layer, n_ctx, head_dim, n_head_kv, type=Type.F16, v_trans=False, head_dim_v=None,
+                 pad=256):
         typ = Type(type)
         if typ not in _CACHE_TYPES:
             raise TypeError(f"KVCache: type must be one of {', '.join(t.name for t in _CACHE_TYPES)}, got {typ.name}")
+        if v_trans and typ in QUANT_TYPES:
+            raise TypeError(f"KVCache: a transposed V (v_trans=True) needs F32, F16 or BF16, got {typ.name} "
+                            "(use flash attention for a quantized cache)")
+        head_dim_v = head_dim if head_dim_v is None else head_dim_v
         blck = blck_size(typ)
-        if head_dim <= 0 or head_dim % blck:
-            raise ValueError(f"KVCache: head_dim must be a positive multiple of the {typ.name} block size {blck}, "
-                             f"got {head_dim}")
-        if n_layer <= 0 or n_ctx <= 0 or n_head_kv <= 0:
-            raise ValueError(f"KVCache: n_layer, n_ctx and n_head_kv must be > 0, got {n_layer}, {n_ctx}, {n_head_kv}")
-        self.ctx, self.type = ctx, typ
+        for name, d in (("head_dim", head_dim), ("head_dim_v", head_dim_v)):
+            if d <= 0 or d % blck:
+                raise ValueError(f"KVCache: {name} must be a positive multiple of the {typ.name} block size {blck}, "
+                                 f"got {d}")
+        if n_layer <= 0 or n_ctx <= 0 or n_head_kv <= 0 or pad <= 0:
+            raise ValueError(f"KVCache: n_layer, n_ctx, n_head_kv and pad must be > 0, got {n_layer}, {n_ctx}, "
+                             f"{n_head_kv}, {pad}")
+        self.ctx, self.type, self.v_trans, self.pad = ctx, typ, bool(v_trans), int(pad)
         self.n_layer, self.n_ctx, self.head_dim, self.n_head_kv = n_layer, n_ctx, head_dim, n_head_kv
-        ne = (head_dim * n_head_kv, n_ctx)
-        self.k = [ctx.new_tensor(typ, ne) for _ in range(n_layer)]
-        self.v = [ctx.new_tensor(typ, ne) for _ in range(n_layer)]
+        self.head_dim_v = head_dim_v
+        ne_v = (n_ctx, head_dim_v * n_head_kv) if self.v_trans else (head_dim_v * n_head_kv, n_ctx)
+        self.k = [ctx.new_tensor(typ, (head_dim * n_head_kv, n_ctx)) for _ in range(n_layer)]
+        self.v = [ctx.new_tensor(typ, ne_v) for _ in range(n_layer)]
+        self.cell_pos = np.full(n_ctx, -1, np.int32)      # position of the token in each cell, -1 empty
+        self.cell_yx = np.zeros((n_ctx, 2), np.int32)     # (y, x) of M-RoPE tokens
         self.n_used = 0
 
-    def prepare(self, n_tokens):
-        """Reserve the next n_tokens slots and return the KVStep that writes and reads them."""
+    def n_kv_for(self, n_tokens):
+        """The padded n_kv of a graph that appends n_tokens to the cells in use: n_used + n_tokens
+        rounded up to a multiple of pad, at most n_ctx."""
+        return min(self.n_ctx, -(-(self.n_used + int(n_tokens)) // self.pad) * self.pad)
+
+    def _reserve(self, what, n_tokens):
         n_tokens = int(n_tokens)
         if n_tokens <= 0:
-            raise ValueError(f"KVCache.prepare: n_tokens must be > 0, got {n_tokens}")
+            raise ValueError(f"KVCache.{what}: n_tokens must be > 0, got {n_tokens}")
         if self.n_used + n_tokens > self.n_ctx:
-            raise ValueError(f"KVCache.prepare: {n_tokens} new tokens do not fit: {self.n_used} of n_ctx={self.n_ctx} "
+            raise ValueError(f"KVCache.{what}: {n_tokens} new tokens do not fit: {self.n_used} of n_ctx={self.n_ctx} "
                              f"slots are used ({self.n_ctx - self.n_used} free)")
-        step = KVStep(self, self.n_used, n_tokens)
+        first = self.n_used
         self.n_used += n_tokens
-        return step
+        return first
+
+    def alloc(self, positions, yx=None):
+        """Reserve the next len(positions) cells for tokens at `positions` (ints; yx: their (y, x)
+        for M-RoPE, [n, 2]) and return the cell indices (an int64 array). ValueError when full."""
+        pos = np.asarray(positions, dtype=np.int32).reshape(-1)
+        first = self._reserve("alloc", len(pos))
+        self.cell_pos[first:first + len(pos)] = pos
+        self.cell_yx[first:first + len(pos)] = 0 if yx is None else yx
+        return np.arange(first, first + len(pos), dtype=np.int64)
+
+    def prepare(self, n_tokens):
+        """Reserve the next n_tokens cells at positions = cells and return the one-shot KVStep."""
+        first = self._reserve("prepare", n_tokens)
+        self.cell_pos[first:self.n_used] = np.arange(first, self.n_used)
+        self.cell_yx[first:self.n_used] = 0
+        return KVStep(self, first, int(n_tokens))
+
+    def batch(self, n_tokens, n_kv):
+        """The reusable input tensors and K/V nodes of a graph of n_tokens tokens over n_kv cells."""
+        return KVBatch(self, n_tokens, n_kv)
 
     def clear(self):
-        """Forget every cached token (the slots are reused from 0; the data is not erased)."""
+        """Forget every cached token (the cells are reused from 0; the data is not erased)."""
         self.n_used = 0
+        self.cell_pos[:] = -1
+
+    @property
+    def nbytes(self):
+        return sum(t.nbytes for t in self.k + self.v)
 
     def __repr__(self):
         return (f"KVCache({self.type.name}, n_layer={self.n_layer}, n_ctx={self.n_ctx}, head_dim={self.head_dim}, "
-                f"n_head_kv={self.n_head_kv}, n_used={self.n_used})")
+                f"n_head_kv={self.n_head_kv}, v_trans={self.v_trans}, n_used={self.n_used})")
 
 
-class KVStep:
-    """The slots [pos, pos + n_tokens) of one step: the indices to write (`idx`, I64), the token
-    positions (`positions`, I32), the causal `mask` (F16 [n_kv, n_tokens]) and the K/V nodes."""
+class KVBatch:
+    """The cache inputs of one graph shape (n_tokens tokens over n_kv cells): `idx` (I64 cell of
+    each token), `idx_v` (transposed V: I64 element index of each value, else idx), `mask` (F16
+    [n_kv, n_tokens]), all marked as inputs and rewritten in place by fill()."""
 
-    def __init__(self, cache, pos, n_tokens):
-        self.cache, self.pos, self.n_tokens = cache, pos, n_tokens
-        self.n_kv = pos + n_tokens
-        slots = np.arange(pos, pos + n_tokens)
-        self.idx = cache.ctx.from_numpy(slots.astype(np.int64))
-        self.positions = cache.ctx.from_numpy(slots.astype(np.int32))
-        mask = np.where(np.arange(self.n_kv)[None, :] <= slots[:, None], 0.0, -np.inf)
-        self.mask = cache.ctx.from_numpy(mask.astype(np.float16))
+    _name = "KVBatch"
+
+    def __init__(self, cache, n_tokens, n_kv):
+        n_tokens, n_kv = int(n_tokens), int(n_kv)
+        if n_tokens <= 0 or not 0 < n_kv <= cache.n_ctx:
+            raise ValueError(f"{self._name}: need n_tokens > 0 and 0 < n_kv <= n_ctx = {cache.n_ctx}, got "
+                             f"n_tokens={n_tokens}, n_kv={n_kv}")
+        self.cache, self.n_tokens, self.n_kv = cache, n_tokens, n_kv
+        ctx = cache.ctx
+        self.idx = set_input(ctx.new_tensor(Type.I64, (n_tokens,)))
+        self.idx.name = "kv_idxs"
+        e_v = cache.head_dim_v * cache.n_head_kv
+        if cache.v_trans:
+            self.idx_v = set_input(ctx.new_tensor(Type.I64, (n_tokens * e_v,)))
+            self.idx_v.name = "kv_idxs_v"
+            self._dim_offs = (np.arange(e_v, dtype=np.int64) * cache.n_ctx)[None, :]
+        else:
+            self.idx_v = self.idx
+        self.mask = set_input(ctx.new_tensor(Type.F16, (n_kv, n_tokens)))
+        self.mask.name = "kq_mask"
+        self._idx_np, self._idx_v_np, self._mask_np = self.idx.numpy(), self.idx_v.numpy(), self.mask.numpy()
         self._written = {}
 
-    def _cpy(self, kind, il, cur):
+    def fill(self, cells):
+        """Write the cells the batch's tokens go to (cache.alloc's result) and the causal mask over
+        the first n_kv cells into the input tensors."""
         c = self.cache
-        dst = (c.k if kind == "k" else c.v)[il]
-        e = c.head_dim * c.n_head_kv
-        if cur.nelements != e * self.n_tokens:
-            raise ValueError(f"KVStep.cpy_{kind}: cur must hold [{c.head_dim}, {c.n_head_kv}, {self.n_tokens}] "
-                             f"elements, got ne={cur.ne}")
-        node = set_rows(dst, reshape_2d(cur, e, self.n_tokens), self.idx)
-        self._written[kind, il] = node
-        return node
+        if len(cells) != self.n_tokens:
+            raise ValueError(f"{self._name}.fill: need {self.n_tokens} cells, got {len(cells)}")
+        if cells[-1] >= self.n_kv:
+            raise ValueError(f"{self._name}.fill: cell {cells[-1]} is beyond n_kv = {self.n_kv}; build a batch "
+                             f"with n_kv = cache.n_kv_for(...)")
+        self._idx_np[:] = cells
+        if c.v_trans:
+            self._idx_v_np[:] = (np.asarray(cells, np.int64)[:, None] + self._dim_offs).reshape(-1)
+        n = self.n_kv
+        causal_mask(c.cell_pos[:n], c.cell_pos[cells], self._mask_np, c.cell_yx[:n], c.cell_yx[cells])
 
-    def _get(self, kind, il):
-        c = self.cache
-        src = self._written.get((kind, il), (c.k if kind == "k" else c.v)[il])
-        row = row_size(c.type, c.head_dim)
-        return view_3d(src, c.head_dim, self.n_kv, c.n_head_kv, src.nb[1], row, 0)
+    def _check(self, kind, cur, e):
+        if cur.nelements != e * self.n_tokens:
+            dim = self.cache.head_dim if kind == "k" else self.cache.head_dim_v
+            raise ValueError(f"{self._name}.cpy_{kind}: cur must hold [{dim}, {self.cache.n_head_kv}, "
+                             f"{self.n_tokens}] elements, got ne={cur.ne}")
 
     def cpy_k(self, il, k_cur):
         """set_rows of k_cur ([head_dim, n_head_kv, n_tokens], contiguous) into layer il's K."""
-        return self._cpy("k", il, k_cur)
+        c = self.cache
+        e = c.head_dim * c.n_head_kv
+        self._check("k", k_cur, e)
+        node = set_rows(c.k[il], reshape_2d(k_cur, e, self.n_tokens), self.idx)
+        self._written["k", il] = node
+        return node
 
     def cpy_v(self, il, v_cur):
-        """set_rows of v_cur into layer il's V."""
-        return self._cpy("v", il, v_cur)
+        """set_rows of v_cur ([head_dim_v, n_head_kv, n_tokens], contiguous) into layer il's V
+        (element by element when V is transposed, as llama.cpp)."""
+        c = self.cache
+        e = c.head_dim_v * c.n_head_kv
+        self._check("v", v_cur, e)
+        if c.v_trans:
+            node = set_rows(reshape_2d(c.v[il], 1, c.n_ctx * e), reshape_2d(v_cur, 1, e * self.n_tokens), self.idx_v)
+        else:
+            node = set_rows(c.v[il], reshape_2d(v_cur, e, self.n_tokens), self.idx)
+        self._written["v", il] = node
+        return node
 
     def get_k(self, il):
-        """K of layer il over the filled slots: [head_dim, n_kv, n_head_kv], after this step's write."""
-        return self._get("k", il)
+        """K of layer il over the first n_kv cells: [head_dim, n_kv, n_head_kv], after this batch's write."""
+        c = self.cache
+        src = self._written.get(("k", il), c.k[il])
+        return view_3d(src, c.head_dim, self.n_kv, c.n_head_kv, src.nb[1], row_size(c.type, c.head_dim), 0)
 
     def get_v(self, il):
-        """V of layer il over the filled slots: [head_dim, n_kv, n_head_kv], after this step's write."""
-        return self._get("v", il)
+        """V of layer il over the first n_kv cells: [head_dim_v, n_kv, n_head_kv], or [n_kv,
+        head_dim_v, n_head_kv] when transposed, after this batch's write."""
+        c = self.cache
+        src = self._written.get(("v", il), c.v[il])
+        if c.v_trans:
+            row = row_size(c.type, c.n_ctx)
+            return view_3d(src, self.n_kv, c.head_dim_v, c.n_head_kv, row, row * c.head_dim_v, 0)
+        return view_3d(src, c.head_dim_v, self.n_kv, c.n_head_kv, src.nb[1], row_size(c.type, c.head_dim_v), 0)
+
+
+class KVStep(KVBatch):
+    """The cells [pos, pos + n_tokens) of one step, filled at creation: `idx` (I64 cells),
+    `positions` (I32, = the cells), the causal `mask` (F16 [n_kv, n_tokens], n_kv = pos + n_tokens)
+    and the K/V nodes. Made by KVCache.prepare."""
+
+    _name = "KVStep"
+
+    def __init__(self, cache, pos, n_tokens):
+        super().__init__(cache, n_tokens, pos + n_tokens)
+        self.pos = pos
+        cells = np.arange(pos, pos + n_tokens)
+        self.positions = set_input(cache.ctx.from_numpy(cells.astype(np.int32)))
+        self.fill(cells)

@@ -139,7 +139,7 @@ def test_bad_input(ctx):
         gg.rms_norm(gg.transpose(f32), 1e-5)
     with pytest.raises(ValueError, match="norm: eps must be finite and >= 0, got -1"):
         gg.norm(f32, -1)
-    with pytest.raises(ValueError, match="rms_norm_inplace: eps must be finite and >= 0, got inf"):
+    with pytest.raises(ValueError, match="rms_norm_inplace: eps must be finite .*, got inf"):
         gg.rms_norm_inplace(f32, float("inf"))
     with pytest.raises(ValueError, match="rms_norm: eps must be a number, got nan"):
         gg.rms_norm(f32, float("nan"))

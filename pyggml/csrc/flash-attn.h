@@ -10,7 +10,8 @@
  *   out   F32                         [DV, Hq, N,  S]    heads before queries
  *
  *   GQA: query head h reads KV head h / (Hq / Hkv). ALiBi: slope_h multiplies the mask value.
- *   A key whose slope*mask is -inf never gets weight; a row with no key left is exactly 0.
+ *   A key whose slope*mask is -inf never gets weight, on every path, whatever its K and V rows hold
+ *   (inf and NaN included); a row with no key left is exactly 0.
  *
  * op_params: [0] scale [1] max_bias [2] logit_softcap [3] prec (DEFAULT/F32, identical on CPU)
  *            [4] forced path (0 = automatic)   [5] path the last compute took (CGraph.compute
@@ -30,8 +31,8 @@
  *              are -inf after softcap (no leak).
  *   split      decode (N == 1, S == 1): thread t owns a contiguous key segment and computes the
  *              partial (max, sum, acc[DV]) of every head over it, GQA-packed: each K and V row is read
- *              once for all the query heads that share it. Barrier, then the partials of each head
- *              are merged (parallel over heads). Any K/V type.
+ *              once for all the query heads that share it and its mask row. Barrier, then the
+ *              partials of each head are merged (parallel over heads). Any K/V type.
  */
 #pragma once
 #include "types.h"
@@ -102,6 +103,42 @@ static inline void pg_fa_finalize(const pg_fa_ctx * c, int64_t h, float mx, floa
         }
     }
     pg_vec_scale_f32(c->DV, out, acc, sum == 0.0f ? 0.0f : f / sum);
+}
+
+/* Keys the mask hides (-inf) get no weight whatever their K and V rows hold: one_chunk never reads
+ * them, and the batched paths must give the same answer when such a row holds inf or NaN (a stale
+ * or overflowed KV-cache cell behind a causal mask). */
+
+/* s[r*lds + j] = -inf where m[r*ldm + j] is -inf: a NaN or inf score of a hidden key would survive
+ * the mask's addition (NaN + -inf, inf + -inf are NaN) */
+static inline void pg_fa_hide_masked(int nr, int64_t n, float * s, int64_t lds, const float * m, int64_t ldm) {
+    for (int r = 0; r < nr; r++)
+        for (int64_t j = 0; j < n; j++)
+            if (m[r * ldm + j] == -INFINITY) s[r * lds + j] = -INFINITY;
+}
+
+/* whether the n floats at x are all finite (inf and NaN have every exponent bit set) */
+static inline bool pg_fa_all_finite(int64_t n, const float * x) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+/* pg_vec_attn_acc_f32 over the pairs (row r, key j) with m[r*ldm + j] != -inf only: for a V tile
+ * holding inf or NaN, where the micro-GEMM's zero weight of a hidden key would make NaN (0 * inf) */
+static inline void pg_fa_acc_visible(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                     int64_t ldp, const float * m, int64_t ldm, const float * v, int64_t ldv,
+                                     const float * f) {
+    for (int r = 0; r < nr; r++) {
+        float * a = acc + r * lda;
+        pg_vec_scale_f32(n, a, a, f[r]);
+        for (int64_t j = 0; j < nk; j++)
+            if (m[r * ldm + j] != -INFINITY) pg_vec_mad_f32(n, a, v + j * ldv, p[r * ldp + j]);
+    }
 }
 
 /* ---- scratch: one layout per path, read by the plan (sizes) and the path's kernel (pointers) ----
@@ -272,6 +309,14 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
 
 /* ---- split-KV decode ---- */
 
+/* how many of the n heads from h0 one sweep takes: those that read h0's mask row (all n unless the
+ * mask has a slice per head), so that a key is hidden for every head of the sweep or for none */
+static inline int pg_fa_split_sweep(const pg_fa_ctx * c, int64_t h0, int n) {
+    for (int g = 1; g < n; g++)
+        if (pg_fa_mask_row(c, 0, h0 + g, 0) != pg_fa_mask_row(c, 0, h0, 0)) return g;
+    return n;
+}
+
 static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
     const int64_t B = PG_FA_BLOCK_KV, DK = c->DK, DV = c->DV, PS = pg_fa_part_floats(c);
     pg_fa_split_buf b;
@@ -287,9 +332,9 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
     for (int64_t h = 0; h < c->Hq; h++) pg_vec_scale_f32(DK, qs + h * DK, (const float *) pg_row(c->q, 0, h, 0), c->scale);
 
     for (int64_t kh = 0; kh < c->Hkv; kh++) {
-        for (int64_t g0 = 0; g0 < c->G; g0 += PG_FA_SPLIT_HEADS) {
-            const int ng = (int) PG_MIN(PG_FA_SPLIT_HEADS, c->G - g0);
+        for (int64_t g0 = 0, ng; g0 < c->G; g0 += ng) {
             const int64_t h0 = kh * c->G + g0;
+            ng = pg_fa_split_sweep(c, h0, (int) PG_MIN(PG_FA_SPLIT_HEADS, c->G - g0));
             float mx[PG_FA_SPLIT_HEADS], sum[PG_FA_SPLIT_HEADS], slope[PG_FA_SPLIT_HEADS], f[PG_FA_SPLIT_HEADS];
             const pg_fp16_t * mrow[PG_FA_SPLIT_HEADS];
             float * acc = part + (h0 * nth + ith) * PS + 16;
@@ -323,7 +368,16 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
                     pg_fa_softcap(c, nk, x);
                     f[g] = pg_vec_attn_softmax_f32(nk, x, mv, &mx[g], &sum[g]);
                 }
-                pg_fa_acc(c->v, ng, acc, nth * PS, nk, sc, B, pg_row(c->v, jb, kh, 0), f, b.vtmp);
+                /* V over the runs of visible keys: a hidden key's row is not read */
+                const float * fs = f;
+                for (int64_t ja = 0; ja < nk;) {
+                    if (live[ja] == 0.0f) { ja++; continue; }
+                    int64_t jz = ja + 1;
+                    while (jz < nk && live[jz] != 0.0f) jz++;
+                    pg_fa_acc(c->v, ng, acc, nth * PS, jz - ja, sc + ja, B, pg_row(c->v, jb + ja, kh, 0), fs, b.vtmp);
+                    fs = NULL;
+                    ja = jz;
+                }
             }
             for (int g = 0; g < ng; g++) {
                 float * st = part + ((h0 + g) * nth + ith) * PS;
@@ -387,7 +441,7 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
         }
         for (int64_t j0 = 0; j0 < c->L; j0 += K) {
             const int64_t nk = PG_MIN(K, c->L - j0);
-            bool k_ready = false, v_ready = false, any = false;
+            bool k_ready = false, v_ready = false, v_finite = true, any = false;
             int64_t mt_slice = -1;
             for (int64_t hh = 0; hh < nh; hh++) {
                 const int64_t h = h0 + hh;
@@ -424,6 +478,7 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
                 }
                 if (!v_ready) {
                     for (int64_t j = 0; j < nk; j++) v_to_f32(pg_row(c->v, j0 + j, kh, s), vt + j * DVp, DV);
+                    v_finite = pg_fa_all_finite(nk * DVp, vt);
                     v_ready = true;
                 }
                 /* blocks of PG_ATTN_RB rows over the keys [k0, k1) some row of the block can see:
@@ -443,10 +498,17 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
                     float * sb = st + r0 * K + k0;
                     float fr[PG_ATTN_RB];               /* accumulator rescale of each row */
                     pg_vec_attn_gemm_qk_f32(nr, nc, DK, (const float *) pg_row(c->q, i0 + r0, h, s), ldq, kt + k0, K, sb, K);
+                    const float * mb = mt + r0 * K + k0;
                     for (int r = 0; r < nr; r++) pg_fa_softcap(c, nc, sb + r * K);
-                    pg_vec_attn_softmax_rows_f32(nr, nc, sb, K, mt + r0 * K + k0, K, ms + hh * T + r0, ss + hh * T + r0, fr);
-                    pg_vec_attn_acc_f32(nr, DVp, ot + (hh * T + r0) * DVp, DVp, k1 - k0, sb, K,
-                                        vt + k0 * DVp, (size_t) DVp * sizeof(float), fr);
+                    pg_fa_hide_masked(nr, nc, sb, K, mb, K);
+                    pg_vec_attn_softmax_rows_f32(nr, nc, sb, K, mb, K, ms + hh * T + r0, ss + hh * T + r0, fr);
+                    if (v_finite) {
+                        pg_vec_attn_acc_f32(nr, DVp, ot + (hh * T + r0) * DVp, DVp, k1 - k0, sb, K,
+                                            vt + k0 * DVp, (size_t) DVp * sizeof(float), fr);
+                    } else {
+                        pg_fa_acc_visible(nr, DVp, ot + (hh * T + r0) * DVp, DVp, k1 - k0, sb, K, mb, K,
+                                          vt + k0 * DVp, DVp, fr);
+                    }
                 }
             }
         }

@@ -114,9 +114,13 @@ static const pg_fusion pg_fusions[] = {
 };
 #define PG_N_FUSIONS ((int) (sizeof(pg_fusions) / sizeof(pg_fusions[0])))
 
-/* a node that runs: an op with a kernel and at least one element */
+/* a node that runs: an op with a kernel and at least one element (at least one index, for the
+ * ops whose indices are checked: PG_OPF_INDICES) */
 static inline bool pg_executed(const pg_tensor * t) {
-    return !(pg_op_table[t->op].flags & PG_OPF_NO_COMPUTE) && t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != 0;
+    const int flags = pg_op_table[t->op].flags;
+    if (flags & PG_OPF_NO_COMPUTE) return false;
+    const pg_tensor * n = flags & PG_OPF_INDICES ? t->src[1] : t;
+    return n->ne[0] * n->ne[1] * n->ne[2] * n->ne[3] != 0;
 }
 
 /* the fused groups among run[0..n_run) (the executed nodes of g, in order): fusion_at[i] is the
@@ -187,9 +191,12 @@ typedef struct pg_run {
 static inline void pg_graph_worker(void * arg, int ith, int nth) {
     const pg_run * r = (const pg_run *) arg;
     pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
+    /* a barrier after the last step too: the threads then reach the end of the parallel region
+     * together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a short
+     * spin), not in libgomp's end-of-region barrier (which spins for milliseconds) */
     for (int i = 0; i < r->n; i++) {
         p.variant = r->steps[i].variant;
         pg_exec_run(&p, &r->steps[i]);
-        if (i + 1 < r->n) pg_barrier(&p);
+        pg_barrier(&p);
     }
 }

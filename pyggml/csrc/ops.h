@@ -6,6 +6,8 @@
  *   NAME      PG_OP_<NAME> here, pyggml.Op.<NAME> in Python (built from this table by _enums.py)
  *   flags     PG_OPF_ROWS  the kernel splits whole rows: more threads than rows would only wait,
  *                          so the node gets min(nth, rows) tasks (the plan's thread clamp)
+ *             PG_OPF_INDICES  src[1] holds indices the kernel checks: the node runs while it has
+ *                          indices, even when it copies no element (a bad index still raises)
  *   kernel    void pg_compute_<kernel>(const pg_params * p, pg_tensor * dst)   (pyggml.h)
  *   plan      bool pg_plan_<plan>(const pg_tensor * dst, pg_plan * pl)
  *
@@ -17,7 +19,7 @@
 #pragma once
 #include "pyggml.h"
 
-enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2 };
+enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2, PG_OPF_INDICES = 4 };
 
 #define PG_OPS(OP, LEAF)                                             \
     LEAF(NONE)                                                       \
@@ -31,8 +33,8 @@ enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2 };
     LEAF(VIEW)                                                       \
     LEAF(PERMUTE)                                                    \
     LEAF(TRANSPOSE)                                                  \
-    OP(GET_ROWS,       0,           get_rows,       no_scratch)      \
-    OP(SET_ROWS,       0,           set_rows,       set_rows)        \
+    OP(GET_ROWS,       PG_OPF_INDICES, get_rows,    no_scratch)      \
+    OP(SET_ROWS,       PG_OPF_INDICES, set_rows,    set_rows)        \
     OP(SOFT_MAX,       PG_OPF_ROWS, soft_max,       soft_max)        \
     OP(ROPE,           0,           rope,           rope)            \
     OP(MUL_MAT,        0,           mul_mat,        mul_mat)         \

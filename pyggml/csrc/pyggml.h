@@ -24,7 +24,7 @@
 #define PG_CACHE_LINE 64
 
 /* pg_tensor.flags bits (ggml's values) */
-enum { PG_FLAG_OUTPUT = 2 };
+enum { PG_FLAG_INPUT = 1, PG_FLAG_OUTPUT = 2 };
 
 /* values equal ggml's; the type table (types.h) has a row per type and pyggml.Type is built from it */
 enum pg_type {
@@ -53,9 +53,11 @@ typedef struct pg_tensor {
 /* state shared by the threads of one compute; each counter on its own cache line */
 typedef struct pg_shared {
     _Alignas(PG_CACHE_LINE) int chunk;
-    /* the barrier between nodes (barrier.h): arrivals, and completed barriers */
+    /* the barrier between nodes (barrier.h): arrivals, completed barriers (the word sleepers wait
+     * on), and how many threads sleep */
     _Alignas(PG_CACHE_LINE) int n_barrier;
     _Alignas(PG_CACHE_LINE) int n_barrier_passed;
+    int n_sleeping;
     /* a kernel that finds bad data (an index out of range) records it here instead of crashing;
      * the first report wins and Python raises after the compute */
     _Alignas(PG_CACHE_LINE) int err;

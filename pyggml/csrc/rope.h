@@ -74,6 +74,22 @@ static inline void pg_rope_init(pg_rope * r, const pg_tensor * node) {
     r->freq_factors = node->src[2] ? (const float *) node->src[2]->data : NULL;
 }
 
+/* Frequency factors are data: one that is not finite and > 0 divides an angle into no angle (NaN
+ * for finite input). Thread 0 reports the first such factor (Python raises ValueError after the
+ * compute); the rows are still rotated, with results the compute does not return. */
+static inline void pg_rope_check_factors(const pg_params * p, const pg_tensor * node, const pg_rope * r) {
+    if (p->ith != 0 || !r->freq_factors) return;
+    for (int64_t k = 0; k < r->n_pairs; k++) {
+        const float f = r->freq_factors[k];
+        if (!(f > 0.0f && f < INFINITY)) {
+            int32_t bits;
+            memcpy(&bits, &f, sizeof bits);
+            pg_report_error(p, node, k, bits);
+            return;
+        }
+    }
+}
+
 /* floats of cache one token needs: cos[n_pairs] then sin[n_pairs] */
 static inline int64_t pg_rope_cache_floats(const pg_rope * r) { return 2 * r->n_pairs; }
 
@@ -205,6 +221,7 @@ static inline void pg_compute_rope(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * src = dst->src[0];
     pg_rope r;
     pg_rope_init(&r, dst);
+    pg_rope_check_factors(p, dst, &r);
     float * scratch = (float *) pg_scratch(p, pg_rope_scratch(dst));
     float * buf = scratch + pg_rope_batch_floats(&r);
     pg_rope_batch batch;

@@ -147,6 +147,11 @@ static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const 
             break;
         }
     }
+    if (rope) {
+        pg_rope r;
+        pg_rope_init(&r, rope);
+        pg_rope_check_factors(p, rope, &r);
+    }
     pg_barrier(p);
     /* no thread reports after the barrier, so all threads read the same flag */
     if (__atomic_load_n(&p->shared->err, __ATOMIC_ACQUIRE)) return;

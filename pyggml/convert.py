@@ -1,0 +1,532 @@
+"""Hugging Face models to GGUF, laid out as llama.cpp's convert_hf_to_gguf.py lays them out.
+
+    pyggml.convert.convert_hf("path/to/hf-folder", "model.gguf", outtype="f16")
+    pyggml.convert.convert_hf(transformers_model, "model.gguf", tokenizer=hf_tokenizer)
+
+Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, MistralForCausalLM ->
+llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen2VLForConditionalGeneration,
+Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder; the vision tower belongs in a
+separate mmproj file, which a MmprojConverter subclass can write later from the same folder).
+
+As llama.cpp: tensor names from the gguf package's TensorNameMap; llama's Q/K rows permuted from
+HF's rotate-half order to the interleaved order of RoPE NORMAL; 1-D tensors, norms and biases in F32;
+other weights in `outtype` (f32, f16, q8_0 with the gguf package's reference quantiser), Q8_0 falling
+back to F16 for a tensor whose rows are not a multiple of 32; the metadata keys of TextModel and the
+architecture's class; the vocabulary from tokenizer.model (sentencepiece), else a Llama-style
+tokenizer.json, else the byte-level BPE tokenizer. Where pyggml differs: tokenizer.ggml.pre of a BPE
+vocabulary is chosen by architecture (qwen2/qwen2vl: "qwen2", llama: "llama-bpe"; `tokenizer_pre`
+overrides it) instead of from llama.cpp's table of tokenizer hashes, and a model without tokenizer
+files is converted without vocabulary metadata (llama.cpp stops).
+
+A transformers model object is first saved (save_pretrained) to a temporary folder, so both inputs
+take one path: the checkpoint names, config.json and tokenizer files llama.cpp reads.
+"""
+import json
+import math
+import os
+import re
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from pyggml._enums import Type
+from pyggml.gguf import _gguf, _write
+
+__all__ = ["OUTTYPES", "add_arguments", "convert_hf", "main"]
+
+OUTTYPES = ("f32", "f16", "q8_0")
+_OUTTYPE = {"f32": (Type.F32, 0), "f16": (Type.F16, 1), "q8_0": (Type.Q8_0, 7)}   # (type, LlamaFileType)
+
+# tensors llama.cpp never converts
+_SKIP_SUFFIXES = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
+
+
+def _find(hp, keys, optional=True):
+    for k in keys:
+        if k in hp:
+            return hp[k]
+    if optional:
+        return None
+    raise KeyError(f"convert: the config has none of {keys}")
+
+
+class TextConverter:
+    """A decoder-only text model: TextModel of convert_hf_to_gguf.py. Subclasses set `arch` (the GGUF
+    architecture) and `hf_archs`, and adjust rename / transform / set_vocab / set_parameters."""
+    arch = None
+    hf_archs = ()
+    tokenizer_pre = None            # tokenizer.ggml.pre of a byte-level BPE vocabulary
+
+    def __init__(self, hparams, hf_arch):
+        if "text_config" in hparams:                         # a multimodal config: the text model's keys win
+            hparams = {**hparams, **hparams["text_config"]}
+        self.hp = hparams
+        self.hf_arch = hf_arch
+        self.n_layer = _find(hparams, ("n_layers", "num_hidden_layers", "n_layer", "num_layers"), False)
+        self.rope = dict(hparams.get("rope_parameters") or hparams.get("rope_scaling") or {})
+        if "rope_theta" not in self.rope:
+            theta = _find(hparams, ("global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta",
+                                    "rotary_emb_base"))
+            if theta is not None:
+                self.rope["rope_theta"] = theta
+        if "rope_type" not in self.rope and "type" in self.rope:
+            self.rope["rope_type"] = self.rope["type"]
+
+    # tensors
+
+    def rename(self, name):
+        """The HF tensor name TensorNameMap should see, or None to skip the tensor."""
+        return name
+
+    def transform(self, name, data):
+        """The tensor as it is stored (after rename: name is the HF name)."""
+        return data
+
+    def extra_tensors(self):
+        """(GGUF name, float32 array) of tensors computed from the config, written first."""
+        return ()
+
+    # metadata
+
+    def set_parameters(self, w, ftype):
+        """The model's keys, in llama.cpp's order (TextModel.set_gguf_parameters); ftype: general.file_type."""
+        gguf, hp = _gguf(), self.hp
+        w.add_block_count(self.n_layer)
+        for add, keys in ((w.add_context_length, ("max_position_embeddings", "n_ctx", "n_positions", "max_length",
+                                                  "max_sequence_length", "model_max_length")),
+                          (w.add_embedding_length, ("hidden_size", "n_embd", "dim")),
+                          (w.add_feed_forward_length, ("intermediate_size", "n_inner", "hidden_dim")),
+                          (w.add_head_count, ("num_attention_heads", "n_head", "n_heads")),
+                          (w.add_head_count_kv, ("num_key_value_heads", "n_kv_heads"))):
+            value = _find(hp, keys)
+            if value is not None:
+                add(value)
+        if hp.get("is_causal") is False:
+            w.add_causal_attention(False)
+        rope_type, factor = self.rope.get("rope_type"), self.rope.get("factor")
+        if rope_type == "linear" and factor is not None:
+            w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(factor)
+        elif rope_type == "yarn" and factor is not None:
+            w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+            w.add_rope_scaling_factor(factor)
+            w.add_rope_scaling_orig_ctx_len(self.rope["original_max_position_embeddings"])
+            for add, keys in ((w.add_rope_scaling_yarn_ext_factor, ("extrapolation_factor",)),
+                              (w.add_rope_scaling_yarn_attn_factor, ("attention_factor", "attn_factor")),
+                              (w.add_rope_scaling_yarn_beta_fast, ("beta_fast",)),
+                              (w.add_rope_scaling_yarn_beta_slow, ("beta_slow",))):
+                value = _find(self.rope, keys)
+                if value is not None:
+                    add(value)
+        elif rope_type not in (None, "default", "llama3", "dynamic"):
+            warnings.warn(f"convert: RoPE scaling {rope_type!r} is not converted (as llama.cpp)", stacklevel=3)
+        if "mrope_section" in self.rope:
+            sections = list(self.rope["mrope_section"])
+            w.add_rope_dimension_sections((sections + [0] * 4)[:4])
+        if "rope_theta" in self.rope:
+            w.add_rope_freq_base(self.rope["rope_theta"])
+        eps = _find(hp, ("rms_norm_eps", "norm_eps"))
+        if eps is not None:
+            w.add_layer_norm_rms_eps(eps)
+        eps = _find(hp, ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"))
+        if eps is not None:
+            w.add_layer_norm_eps(eps)
+        if hp.get("head_dim") is not None:
+            w.add_key_length(hp["head_dim"])
+            w.add_value_length(hp["head_dim"])
+        w.add_file_type(ftype)
+
+    # vocabulary
+
+    def set_vocab(self, w, tok_dir, pre):
+        """The sentencepiece vocabulary, else the byte-level BPE one (Qwen2Model.set_vocab)."""
+        try:
+            _vocab_sentencepiece(w, tok_dir, self.hp)
+        except FileNotFoundError:
+            _vocab_gpt2(w, tok_dir, self.hp, pre or self.tokenizer_pre)
+
+
+def _permute(w, n_head):
+    """HF's Q/K rows (per head: the first halves of the rotated pairs, then the second halves) in
+    ggml's RoPE NORMAL order (pairs adjacent): llama.cpp's LlamaModel.permute."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+_MULTIMODAL = re.compile(r"vision_tower|vision_model|audio_tower|model\.connector|multi_modal_projector|"
+                         r"^(vision_encoder\.|vision_language_adapter\.|patch_merger\.|pre_mm_projector_norm|"
+                         r"audio_encoder\.)")
+
+
+class LlamaConverter(TextConverter):
+    """LlamaModel: Q/K permuted for RoPE NORMAL, vocab_size and rope.dimension_count written."""
+    arch = "llama"
+    hf_archs = ("LlamaForCausalLM", "LLaMAForCausalLM", "MistralForCausalLM", "LlamaModel")
+    tokenizer_pre = "llama-bpe"
+
+    def rename(self, name):
+        if _MULTIMODAL.search(name):
+            return None
+        if self.hf_arch == "LlamaModel":
+            return "model." + name
+        if name.startswith("model.text_model"):
+            return name.replace("text_model.", "")
+        if name.startswith("language_model."):
+            return name.replace("language_model.", "")
+        return name
+
+    def transform(self, name, data):
+        n_head = _find(self.hp, ("n_heads", "num_attention_heads"), False)
+        if name.endswith(("q_proj.weight", "q_proj.bias")):
+            return _permute(data, n_head)
+        if name.endswith(("k_proj.weight", "k_proj.bias")):
+            n_head_kv = _find(self.hp, ("n_kv_heads", "num_key_value_heads")) or n_head
+            return _permute(data, n_head_kv)
+        return data
+
+    def extra_tensors(self):
+        """rope_freqs.weight for Llama 3's RoPE scaling (LlamaModel.generate_extra_tensors)."""
+        if str(self.rope.get("rope_type", "")).lower() != "llama3":
+            return ()
+        base = self.rope.get("rope_theta", 10000.0)
+        dim = self.hp.get("head_dim") or self.hp["hidden_size"] // self.hp["num_attention_heads"]
+        freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+        factor = self.rope.get("factor", 8.0)
+        low, high = self.rope.get("low_freq_factor", 1.0), self.rope.get("high_freq_factor", 4.0)
+        old_ctx = self.hp.get("original_max_position_embeddings", 8192)
+        factors = []
+        for f in freqs:
+            wavelen = 2 * math.pi / f
+            if wavelen < old_ctx / high:
+                factors.append(1.0)
+            elif wavelen > old_ctx / low:
+                factors.append(factor)
+            else:
+                smooth = (old_ctx / wavelen - low) / (high - low)
+                factors.append(1 / ((1 - smooth) / factor + smooth))
+        return [("rope_freqs.weight", np.array(factors, dtype=np.float32))]
+
+    def set_parameters(self, w, ftype):
+        super().set_parameters(w, ftype)
+        w.add_vocab_size(self.hp["vocab_size"])
+        w.add_rope_dimension_count(self.hp.get("head_dim") or self.hp["hidden_size"] // self.hp["num_attention_heads"])
+
+    def set_vocab(self, w, tok_dir, pre):
+        """sentencepiece, else a Llama tokenizer.json (gguf.LlamaHfVocab), else byte-level BPE (Llama 3)."""
+        try:
+            _vocab_sentencepiece(w, tok_dir, self.hp)
+        except FileNotFoundError:
+            try:
+                _vocab_llama_hf(w, tok_dir)
+            except (FileNotFoundError, TypeError):
+                _vocab_gpt2(w, tok_dir, self.hp, pre or self.tokenizer_pre)
+        config = tok_dir / "tokenizer_config.json"
+        if config.is_file():
+            cfg = json.loads(config.read_text(encoding="utf-8"))
+            if "add_prefix_space" in cfg:
+                w.add_add_space_prefix(cfg["add_prefix_space"])
+
+
+class Qwen2Converter(TextConverter):
+    """Qwen2Model: vision and audio tensors of multimodal checkpoints skipped."""
+    arch = "qwen2"
+    hf_archs = ("Qwen2ForCausalLM", "Qwen2Model")
+    tokenizer_pre = "qwen2"
+
+    def rename(self, name):
+        if self.hf_arch == "Qwen2Model":
+            name = "model." + name
+        name = name.replace("language_model.", "")
+        if name.startswith(("mlp", "multi_modal_projector", "vision_model", "audio_tower", "model.vision_tower",
+                            "model.multi_modal_projector", "vision_tower.")):
+            return None
+        return name
+
+
+class Qwen2VLConverter(TextConverter):
+    """Qwen2VLModel: the text decoder; rope.dimension_sections from rope_parameters' mrope_section."""
+    arch = "qwen2vl"
+    hf_archs = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen2VLModel")
+    tokenizer_pre = "qwen2"
+
+    def rename(self, name):
+        name = name.removeprefix("thinker.")
+        if name.startswith(("visual", "audio", "talker", "token2wav")):
+            return None
+        return name
+
+
+CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter) for hf in cls.hf_archs}
+
+
+def _looks_special(token):
+    """llama.cpp's TextModel.does_token_look_special."""
+    return (token in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (token.startswith("<|") and token.endswith("|>"))
+            or (token.startswith("<｜") and token.endswith("｜>"))
+            or (token.startswith("<unused") and token.endswith(">")))
+
+
+def _vocab_sentencepiece(w, tok_dir, hp):
+    """tokenizer.model through sentencepiece (TextModel._create_vocab_sentencepiece); FileNotFoundError
+    without one."""
+    gguf = _gguf()
+    path = tok_dir / "tokenizer.model"
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    try:
+        from sentencepiece import SentencePieceProcessor
+    except ImportError:
+        raise ImportError(f"convert: {path} needs the sentencepiece package: pip install sentencepiece") from None
+    sp = SentencePieceProcessor()
+    sp.LoadFromFile(str(path))
+    n = _find(hp, ("vocab_size_per_layer_input", "vocab_size")) or sp.vocab_size()
+    T = gguf.TokenType
+    tokens = [f"[PAD{i}]".encode() for i in range(n)]
+    scores, types = [-10000.0] * n, [T.UNUSED] * n
+    for i in range(min(sp.vocab_size(), n)):
+        tokens[i], scores[i] = sp.IdToPiece(i).encode(), sp.GetScore(i)
+        types[i] = (T.UNKNOWN if sp.IsUnknown(i) else T.CONTROL if sp.IsControl(i) else
+                    T.UNUSED if sp.IsUnused(i) else T.BYTE if sp.IsByte(i) else T.NORMAL)
+    added = tok_dir / "added_tokens.json"
+    if added.is_file():
+        for text, i in json.loads(added.read_text(encoding="utf-8")).items():
+            if i < n:
+                tokens[i], scores[i], types[i] = text.encode(), -1000.0, T.USER_DEFINED
+    config = tok_dir / "tokenizer_config.json"
+    if config.is_file():
+        decoder = json.loads(config.read_text(encoding="utf-8")).get("added_tokens_decoder", {})
+        for i, data in decoder.items():
+            i, text = int(i), data["content"]
+            if i >= n:
+                continue
+            if data.get("special") or _looks_special(text):
+                types[i] = T.CONTROL
+            else:
+                text = text.replace("\u2581", " ")
+                types[i] = T.USER_DEFINED
+            scores[i], tokens[i] = -1000.0, text.encode()
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    gguf.SpecialVocab(tok_dir, n_vocab=len(tokens)).add_to_gguf(w, quiet=True)
+
+
+def _vocab_llama_hf(w, tok_dir):
+    """A Llama (sentencepiece-style BPE with byte fallback) tokenizer.json (TextModel._set_vocab_llama_hf)."""
+    gguf = _gguf()
+    vocab = gguf.LlamaHfVocab(tok_dir)
+    tokens, scores, types = zip(*vocab.all_tokens())
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(list(tokens))
+    w.add_token_scores(list(scores))
+    w.add_token_types(list(types))
+    gguf.SpecialVocab(tok_dir, n_vocab=len(tokens)).add_to_gguf(w, quiet=True)
+
+
+def _vocab_gpt2(w, tok_dir, hp, pre):
+    """A byte-level BPE tokenizer (TextModel.get_vocab_base and _set_vocab_gpt2)."""
+    gguf = _gguf()
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    vocab = tok.get_vocab()
+    n = hp.get("vocab_size", len(vocab))
+    if max(vocab.values()) >= n:
+        raise ValueError(f"convert: the tokenizer has token id {max(vocab.values())}, past the model's vocab_size {n}")
+    reverse = {i: t for t, i in vocab.items()}
+    added, decoder = tok.get_added_vocab(), tok.added_tokens_decoder
+    T = gguf.TokenType
+    tokens, types = [], []
+    for i in range(n):
+        if i not in reverse:
+            tokens.append(f"[PAD{i}]")
+            types.append(T.UNUSED)
+            continue
+        token = reverse[i]
+        if token in added:
+            if not decoder[i].normalized:                 # llama.cpp wants added tokens pre-normalised
+                token = tok.decode(tok.encode(token, add_special_tokens=False))
+            if decoder[i].special or _looks_special(token):
+                types.append(T.CONTROL)
+            else:
+                token = token.replace("\u2581", " ")
+                types.append(T.USER_DEFINED)
+        else:
+            types.append(T.NORMAL)
+        tokens.append(token)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    gguf.SpecialVocab(tok_dir, load_merges=True).add_to_gguf(w, quiet=True)
+
+
+def _has_tokenizer(d):
+    return any((d / f).is_file() for f in ("tokenizer.model", "tokenizer.json", "vocab.json"))
+
+
+def _config(model_dir):
+    """The config as llama.cpp reads it: AutoConfig's to_dict(), or config.json."""
+    try:
+        from transformers import AutoConfig
+        return AutoConfig.from_pretrained(model_dir, trust_remote_code=False).to_dict()
+    except (ImportError, OSError, ValueError, KeyError):
+        return json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+
+
+def _safetensors(model_dir):
+    """name -> lazy array of every tensor of the checkpoint, in llama.cpp's order (parts sorted,
+    names sorted within a part)."""
+    gguf = _gguf()
+    parts = sorted(p.name for p in model_dir.iterdir() if p.name.startswith("model") and p.suffix == ".safetensors")
+    if not parts:
+        found = sorted(p.name for p in model_dir.iterdir())
+        raise FileNotFoundError(f"convert: no model*.safetensors in {model_dir} (found {found}); pyggml "
+                                f"converts safetensors checkpoints")
+    out = {}
+    for part in parts:
+        with gguf.utility.SafetensorsLocal(model_dir / part) as tensors:
+            for name, t in tensors.items():
+                out[name] = t
+    return out
+
+
+def _numpy(t):
+    """A safetensors tensor as llama.cpp hands it on: float16 and float32 as stored, others as float32."""
+    raw = t.mmap_bytes()
+    if t.dtype == "F32":
+        return raw.view(np.float32).reshape(t.shape)
+    if t.dtype == "F16":
+        return raw.view(np.float16).reshape(t.shape)
+    if t.dtype == "BF16":
+        return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(t.shape)
+    dtypes = {"F64": np.float64, "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
+              "BOOL": np.bool_}
+    if t.dtype not in dtypes:
+        raise ValueError(f"convert: safetensors dtype {t.dtype} is not supported")
+    return raw.view(dtypes[t.dtype]).reshape(t.shape).astype(np.float32)
+
+
+def _stored_type(gguf_name, shape, outtype):
+    """The type llama.cpp's prepare_tensors stores a tensor in."""
+    if len(shape) <= 1 or gguf_name.endswith("_norm.weight") or not gguf_name.endswith(".weight"):
+        return Type.F32
+    if outtype == Type.Q8_0 and shape[-1] % 32:
+        return Type.F16                   # llama.cpp: QuantError -> "falling back to F16"
+    return outtype
+
+
+def convert_hf(model_or_dir, out_path, outtype="f16", tokenizer=None, tokenizer_pre=None):
+    """Convert a Hugging Face model (a transformers model, or a folder with config.json and
+    model*.safetensors) to a GGUF file at out_path, laid out as llama.cpp's converter lays it out.
+
+    outtype: "f32", "f16" or "q8_0" for the weight matrices. tokenizer: the folder of the tokenizer
+    files, or a transformers tokenizer (default: the model folder; a model object without one is
+    converted without vocabulary). tokenizer_pre: tokenizer.ggml.pre of a BPE vocabulary (default by
+    architecture). Returns out_path."""
+    if outtype not in _OUTTYPE:
+        raise ValueError(f"convert_hf: outtype must be one of {', '.join(OUTTYPES)}, got {outtype!r}")
+    with tempfile.TemporaryDirectory(prefix="pyggml-convert-") as tmp:
+        tmp = Path(tmp)
+        if isinstance(model_or_dir, (str, os.PathLike)):
+            model_dir = Path(model_or_dir)
+            if not (model_dir / "config.json").is_file():
+                raise FileNotFoundError(f"convert_hf: {model_dir} has no config.json; pass a Hugging Face "
+                                        f"model folder or a transformers model")
+            if tokenizer is not None:                  # one folder with both, as llama.cpp reads it
+                model_dir = _linked(model_dir, tmp / model_dir.resolve().name)
+        else:
+            name = getattr(model_or_dir.config, "_name_or_path", "") or type(model_or_dir).__name__
+            model_dir = tmp / Path(name).name                   # general.name comes from the folder's name
+            model_or_dir.save_pretrained(model_dir)
+        if isinstance(tokenizer, (str, os.PathLike)):
+            _linked(Path(tokenizer), model_dir)
+        elif tokenizer is not None:
+            tokenizer.save_pretrained(model_dir)
+        _convert_dir(model_dir, Path(out_path), outtype, tokenizer_pre)
+    return out_path
+
+
+def _linked(src, dst):
+    """dst (created) with a symbolic link to each file of src; returns dst."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file():
+            (dst / f.name).unlink(missing_ok=True)
+            (dst / f.name).symlink_to(f.resolve())
+    return dst
+
+
+def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
+    gguf = _gguf()
+    hparams = _config(model_dir)
+    hf_arch = (hparams.get("architectures") or [None])[0]
+    if hf_arch not in CONVERTERS:
+        raise ValueError(f"convert_hf: architecture {hf_arch!r} of {model_dir} is not supported; supported: "
+                         f"{', '.join(sorted(CONVERTERS))}")
+    conv = CONVERTERS[hf_arch](hparams, hf_arch)
+    qtype, ftype = _OUTTYPE[outtype]
+    arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == conv.arch)
+    names = gguf.get_tensor_name_map(arch_id, conv.n_layer)
+    plan = [(name, data, data.shape, None) for name, data in conv.extra_tensors()]
+    for hf_name, t in _safetensors(model_dir).items():
+        if hf_name.endswith(_SKIP_SUFFIXES):
+            continue
+        name = conv.rename(hf_name)
+        if name is None:
+            continue
+        gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if gguf_name is None:
+            raise ValueError(f"convert_hf: cannot map tensor {hf_name!r} of {hf_arch} to a GGUF name")
+        plan.append((gguf_name, t, tuple(t.shape), name))
+    tensors = []
+    for gguf_name, src, shape, name in plan:
+        typ = _stored_type(gguf_name, shape, qtype)
+        tensors.append((gguf_name, typ, shape, _loader(conv, src, name, typ)))
+
+    def metadata(w):
+        w.add_type(gguf.GGUFType.MODEL)
+        total, shared, expert, n_expert = w.get_total_parameter_count()
+        meta = gguf.Metadata.load(None, model_dir, None, total)
+        if meta.name is None:
+            meta.name = model_dir.name
+        if meta.size_label is None and total > 0:
+            meta.size_label = gguf.size_label(total, shared, expert, n_expert)
+        meta.set_gguf_meta_model(w)
+        conv.set_parameters(w, ftype)
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+        if _has_tokenizer(model_dir):
+            conv.set_vocab(w, model_dir, tokenizer_pre)
+
+    _write(out_path, conv.arch, metadata, tensors)
+
+
+def _loader(conv, src, name, typ):
+    """A function producing the stored bytes of one tensor: read, transform, convert (quantize)."""
+    def load():
+        gguf = _gguf()
+        data = src if isinstance(src, np.ndarray) else conv.transform(name, _numpy(src))
+        return gguf.quants.quantize(np.ascontiguousarray(data), gguf.GGMLQuantizationType(int(typ)))
+    return load
+
+
+def add_arguments(parser):
+    """The arguments of `pyggml convert` (an argparse parser)."""
+    parser.add_argument("model", help="a Hugging Face model folder (config.json, model*.safetensors, tokenizer files)")
+    parser.add_argument("-o", "--outfile", help="the GGUF file to write (default: MODEL/model-OUTTYPE.gguf)")
+    parser.add_argument("--outtype", choices=OUTTYPES, default="f16",
+                        help="type of the weight matrices (1-D tensors are always F32; Q8_0 falls back to F16 "
+                             "for rows not a multiple of 32), default f16")
+    parser.add_argument("--tokenizer-pre", help="tokenizer.ggml.pre of a BPE vocabulary (default by architecture)")
+    return parser
+
+
+def main(args):
+    """Run `pyggml convert` with parsed arguments; returns the exit status."""
+    out = args.outfile or os.path.join(args.model, f"model-{args.outtype}.gguf")
+    convert_hf(args.model, out, outtype=args.outtype, tokenizer_pre=args.tokenizer_pre)
+    print(f"wrote {out}")
+    return 0

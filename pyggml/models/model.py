@@ -1,0 +1,260 @@
+"""Model: weights, a reusable KV cache and the graphs of each batch shape; eval, generate, reset."""
+import time
+
+import numpy as np
+
+from pyggml._enums import Type
+from pyggml._graph import default_threads
+from pyggml._tensor import Context
+from pyggml.gguf import expected_tensors
+from pyggml.kvcache import KVCache
+from pyggml.models.arch import get_arch
+from pyggml.models.graph import StepGraph
+from pyggml.models.sampling import Sampler
+
+_HPARAMS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "head_dim_v", "n_ff",
+            "rope_freq_base", "rope_freq_scale", "rope_dim", "rms_eps")
+_MAX_GRAPHS = 8
+
+
+class Model:
+    """A decoder (see pyggml.models.arch) over weights `tensors` (GGUF names -> pyggml.Tensor) with
+    normalised `hparams` (pyggml.gguf's GGUFFile.hparams). pyggml.models.load builds one from a GGUF.
+
+    n_ctx: KV cache cells; kv_type: cache type; flash_attn: attention with flash_attn_ext (False:
+    mul_mat + soft_max_ext with V stored transposed, llama.cpp's form without flash attention);
+    layers: (l0, l1) to run only layers [l0, l1) (input hidden states when l0 > 0, output hidden
+    states when l1 < n_layer); n_batch: most tokens per graph (longer inputs run in chunks); kv_pad:
+    the cell multiple the attended cache is padded to (llama.cpp: 256); keep: names of intermediates
+    ("ffn_out-3", "l_out-0", ...) marked as graph outputs, readable after each step through
+    last_graph.get_tensor(name).numpy()."""
+
+    def __init__(self, arch, hparams, tensors, *, n_ctx=512, n_threads=None, kv_type=Type.F16, flash_attn=True,
+                 layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source=""):
+        self.source = str(source)
+        self.spec = get_arch(arch, self.source)
+        self.arch = self.spec.name
+        missing = [k for k in _HPARAMS if hparams.get(k) is None]
+        if self.spec.multi_rope and hparams.get("rope_sections") is None:
+            missing.append("rope_sections")
+        if missing:
+            raise ValueError(f"pyggml.models: {self.source or arch}: hyper-parameters missing: {', '.join(missing)}")
+        self.hparams = dict(hparams)
+        n_layer = self.hparams["n_layer"]
+        l0, l1 = (0, n_layer) if layers is None else (int(layers[0]), int(layers[1]))
+        if not 0 <= l0 < l1 <= n_layer:
+            raise ValueError(f"pyggml.models: layers must be a range (l0, l1) with 0 <= l0 < l1 <= n_layer = {n_layer}, "
+                             f"got {layers}")
+        if int(n_ctx) <= 0 or int(n_batch) <= 0:
+            raise ValueError(f"pyggml.models: n_ctx and n_batch must be > 0, got {n_ctx}, {n_batch}")
+        self.l0, self.l1, self.has_head = l0, l1, l1 == n_layer
+        self.n_vocab, self.n_ctx, self.n_batch = self.hparams["n_vocab"], int(n_ctx), int(n_batch)
+        self.n_threads = default_threads() if n_threads is None else int(n_threads)
+        self.flash_attn = bool(flash_attn)
+        self.keep = tuple(keep)
+        self.tokenizer = tokenizer
+        self.tensors = tensors
+        self._check_weights()
+        self.rope_freqs = self.weight("rope_freqs.weight", required=False)
+        if self.has_head:
+            out = self.weight("output.weight", required=False)
+            self.output_weight = self.weight("token_embd.weight") if out is None else out
+        self.ctx = Context(f"pyggml.models {self.arch}")
+        hp = self.hparams
+        self.cache = KVCache(self.ctx, l1 - l0, self.n_ctx, hp["head_dim"], hp["n_head_kv"], type=kv_type,
+                             v_trans=not self.flash_attn, head_dim_v=hp["head_dim_v"], pad=kv_pad)
+        self._graphs = {}
+        self.n_graph_builds = 0
+        self.last_graph = None
+        self.n_past = 0
+        self.timings = {}
+
+    # ---- weights ----
+
+    def weight(self, name, required=True):
+        """The weight tensor `name` (GGUF naming); KeyError naming the model file when required and absent."""
+        t = self.tensors.get(name)
+        if t is None and required:
+            raise KeyError(f"pyggml.models: {self.source or self.arch}: tensor {name!r} is missing "
+                           f"(architecture {self.arch})")
+        return t
+
+    def _expected(self):
+        """expected_tensors of this layer range: name -> (ne, required)."""
+        out = {}
+        for name, (dims, required) in expected_tensors(self.arch, self.hparams).items():
+            il = int(name.split(".")[1]) if name.startswith("blk.") else None
+            if il is None and name != "token_embd.weight" and not self.has_head:
+                continue
+            if il is not None and not self.l0 <= il < self.l1:
+                continue
+            if name == "token_embd.weight" and self.l0 > 0 and not (self.has_head and "output.weight" not in self.tensors):
+                continue
+            out[name] = (tuple(v for v, _ in dims), required)
+        return out
+
+    def _check_weights(self):
+        where = self.source or self.arch
+        for name, (shape, required) in self._expected().items():
+            t = self.tensors.get(name)
+            if t is None:
+                if required:
+                    raise KeyError(f"pyggml.models: {where}: tensor {name!r} is missing (architecture {self.arch})")
+                continue
+            if t.ne != shape + (1,) * (4 - len(shape)):
+                raise ValueError(f"pyggml.models: {where}: tensor {name!r} has ne={t.ne[:max(len(shape), 2)]}, "
+                                 f"expected {shape} from the hyper-parameters")
+            if len(shape) == 1 and t.type != Type.F32:
+                raise TypeError(f"pyggml.models: {where}: tensor {name!r} must be F32, got {t.type.name}")
+
+    @property
+    def weight_bytes(self):
+        """Bytes of the weights this model reads per decoded token (the embedding table only
+        when it is also the LM head)."""
+        embd = self.tensors.get("token_embd.weight")
+        used = {id(t): t for t in (self.tensors.get(n) for n in self._expected()) if t is not None}
+        if embd is not None and not (self.has_head and self.output_weight is embd):
+            used.pop(id(embd), None)
+        return sum(t.nbytes for t in used.values())
+
+    # ---- graphs ----
+
+    def graph_for(self, n_tokens, n_out):
+        """The StepGraph for n_tokens new tokens (n_out rows out) at the current cache fill, built
+        on first use and reused while the padded n_kv stays the same."""
+        key = (n_tokens, self.cache.n_kv_for(n_tokens), n_out)
+        sg = self._graphs.get(key)
+        if sg is None:
+            # graphs of another n_kv return only after a reset; drop them (and the oldest beyond the cap)
+            self._graphs = {k: g for k, g in self._graphs.items() if k[1] == key[1]}
+            while len(self._graphs) >= _MAX_GRAPHS:
+                self._graphs.pop(next(iter(self._graphs)))
+            sg = self._graphs[key] = StepGraph(self, *key)
+            self.n_graph_builds += 1
+        return sg
+
+    def _inputs(self, tokens):
+        if self.l0 == 0:
+            ids = np.asarray(tokens, dtype=np.int64).reshape(-1)
+            if len(ids) and (ids.min() < 0 or ids.max() >= self.n_vocab):
+                bad = ids[(ids < 0) | (ids >= self.n_vocab)][0]
+                raise ValueError(f"Model.eval: token id {bad} is out of range [0, {self.n_vocab})")
+            return ids.astype(np.int32)
+        x = np.asarray(tokens, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.hparams["n_embd"]:
+            raise ValueError(f"Model.eval: layers start at {self.l0}: the input must be hidden states "
+                             f"[n_tokens, {self.hparams['n_embd']}], got shape {x.shape}")
+        return x
+
+    def _positions(self, positions, n):
+        rows = 4 if self.spec.multi_rope else 1
+        if positions is None:
+            return np.broadcast_to(np.arange(self.n_past, self.n_past + n, dtype=np.int32), (rows, n))
+        p = np.asarray(positions, dtype=np.int32)
+        if p.size == rows * n:
+            return p.reshape(rows, n)
+        if rows == 4 and p.size == n:        # text positions for M-RoPE: all four rows equal
+            return np.broadcast_to(p.reshape(1, n), (4, n))
+        want = f"[{n}] or [4, {n}] (M-RoPE)" if rows == 4 else f"[{n}]"
+        raise ValueError(f"Model.eval: positions must have shape {want}, got {p.shape}")
+
+    def _step(self, x, pos, n_out):
+        """Run one graph over the tokens x at positions pos [rows, n]; returns the output view
+        (overwritten by the next step)."""
+        n = len(x)
+        c = self.cache
+        if c.n_used + n > c.n_ctx:
+            raise ValueError(f"Model.eval: {n} tokens do not fit in the context: {c.n_used} of n_ctx={c.n_ctx} "
+                             f"cells are used; call reset() or load with a larger n_ctx")
+        sg = self.graph_for(n, n_out)
+        cells = c.alloc(pos[0], pos[1:3].T if self.spec.multi_rope else None)
+        try:
+            sg.feed(x, pos, cells)
+            sg.graph.compute(self.n_threads)
+        except BaseException:
+            c.n_used -= n
+            c.cell_pos[cells] = -1
+            raise
+        self.n_past = max(self.n_past, int(pos[0].max()) + 1)
+        self.last_graph = sg.graph
+        return sg.out.numpy()
+
+    # ---- public ----
+
+    def eval(self, tokens, logits="all", positions=None, progress=None):
+        """Append tokens (ids; hidden states [n, n_embd] when the layers start after 0) to the KV
+        cache and return float32 logits [n, n_vocab] (logits="last": [1, n_vocab]) or, when the layers
+        end before the last, the hidden states [n, n_embd]. positions: default n_past, n_past + 1, ...;
+        M-RoPE models take [4, n] (rows t, h, w, e) or [n] (text: all rows equal). progress: called
+        with the number of tokens of each chunk of n_batch once it has run."""
+        if logits not in ("all", "last"):
+            raise ValueError(f"Model.eval: logits must be 'all' or 'last', got {logits!r}")
+        x = self._inputs(tokens)
+        n = len(x)
+        if n == 0:
+            raise ValueError("Model.eval: no tokens")
+        pos = self._positions(positions, n)
+        last_only = logits == "last" and self.has_head
+        outs = []
+        for s in range(0, n, self.n_batch):
+            e = min(n, s + self.n_batch)
+            out = self._step(x[s:e], pos[:, s:e], 1 if last_only else e - s)
+            if not last_only or e == n:
+                outs.append(out.copy())
+            if progress is not None:
+                progress(e - s)
+        return outs[0] if len(outs) == 1 else np.concatenate(outs)
+
+    def reset(self):
+        """Forget the context: the KV cache is emptied and positions start again at 0."""
+        self.cache.clear()
+        self.n_past = 0
+
+    def tokenize(self, text, add_bos=True):
+        if self.tokenizer is None:
+            raise RuntimeError(f"Model.tokenize: {self.source or self.arch} has no tokenizer (install the "
+                               "optional tokenizer dependency, or pass token ids)")
+        return self.tokenizer.encode(text, add_bos=add_bos)
+
+    def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, progress=None):
+        """Generate up to n_predict ids after prompt (ids, or text when the model has a tokenizer),
+        yielding each as it is sampled. The prompt is appended to the current context. Stops after
+        an id in `stop` (default: the end-of-sequence id; () never stops). timings afterwards:
+        prefill/decode tokens and seconds. progress: passed to eval for the prompt."""
+        if not self.has_head or self.l0 != 0:
+            raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
+        ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        if not ids:
+            raise ValueError("Model.generate: the prompt is empty")
+        if stop is None:
+            eos = self.hparams.get("eos_id")
+            stop = () if eos is None else (eos,)
+        stop = frozenset(int(s) for s in stop)
+        sample = Sampler(temperature, top_k, top_p, seed)
+        self.timings = {"prefill_tokens": len(ids), "prefill_s": 0.0, "decode_tokens": 0, "decode_s": 0.0}
+        if n_predict <= 0:
+            return
+        t0 = time.perf_counter()
+        logits = self.eval(ids, logits="last", progress=progress)[0]
+        tok = sample(logits)
+        self.timings["prefill_s"] = time.perf_counter() - t0
+        x, pos = np.zeros(1, np.int32), np.zeros((4 if self.spec.multi_rope else 1, 1), np.int32)
+        for i in range(n_predict):
+            yield tok
+            if tok in stop or i + 1 == n_predict:
+                break
+            t0 = time.perf_counter()
+            x[0], pos[:] = tok, self.n_past
+            tok = sample(self._step(x, pos, 1)[0])
+            self.timings["decode_s"] += time.perf_counter() - t0
+            self.timings["decode_tokens"] += 1
+
+    def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None):
+        """The ids stream() yields, as a list (the new ids only)."""
+        return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop))
+
+    def __repr__(self):
+        hp = self.hparams
+        layers = "" if (self.l0, self.l1) == (0, hp["n_layer"]) else f", layers=[{self.l0}, {self.l1})"
+        return (f"Model({self.arch}, n_layer={hp['n_layer']}, n_embd={hp['n_embd']}, n_vocab={self.n_vocab}, "
+                f"n_ctx={self.n_ctx}, kv={self.cache.type.name}, flash_attn={self.flash_attn}{layers})")

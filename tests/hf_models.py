@@ -1,0 +1,138 @@
+"""Small random Hugging Face models (offline, seeded) and their GGUF conversions, shared by tests.
+
+    model = hf_model("llama-gqa")                    # transformers model, float32, eval mode
+    path = converted("qwen2", "f16", tmp_dir)        # the GGUF pyggml.convert writes for it (cached)
+    ids = model(torch.tensor([tokens])).logits       # the reference logits
+
+Every parameter is random (norm weights near 1, biases nonzero), so a converter or a model that
+drops a norm or a bias, or permutes the wrong rows, shows in the logits. KINDS covers GQA and MHA,
+tied and untied output, rope_theta other than 10000, qwen2's Q/K/V biases and qwen2vl's MROPE
+sections; n_ff = 80 is not a multiple of 32, so q8_0 conversions exercise llama.cpp's F16 fallback.
+"""
+import functools
+from pathlib import Path
+
+_COMMON = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 80, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "max_position_embeddings": 256, "rms_norm_eps": 1e-5}
+
+# kind -> (GGUF architecture, config arguments)
+KINDS = {
+    "llama-gqa": ("llama", {"num_key_value_heads": 2, "rope_theta": 500000.0, "tie_word_embeddings": False}),
+    "llama-mha-tied": ("llama", {"num_key_value_heads": 4, "rope_theta": 10000.0, "tie_word_embeddings": True}),
+    "qwen2": ("qwen2", {"num_key_value_heads": 2, "rope_theta": 1000000.0, "tie_word_embeddings": False}),
+    "qwen2-mha-tied": ("qwen2", {"num_key_value_heads": 4, "rope_theta": 10000.0, "tie_word_embeddings": True}),
+    "qwen2vl": ("qwen2vl", {"num_key_value_heads": 2, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+                            "mrope_section": [2, 3, 3]}),
+}
+
+
+def hf_config(kind, **overrides):
+    """The transformers config of `kind` (KINDS), with config arguments `overrides`."""
+    import transformers
+    arch, args = KINDS[kind]
+    args = {**_COMMON, **args, **overrides}
+    theta = args.pop("rope_theta")
+    rope = {"rope_type": "default", "rope_theta": theta}
+    if arch == "qwen2vl":
+        rope["mrope_section"] = args.pop("mrope_section")
+        tie = args.pop("tie_word_embeddings")
+        return transformers.Qwen2VLConfig(
+            text_config={**args, "rope_parameters": rope, "bos_token_id": 1, "eos_token_id": 2},
+            vision_config={"depth": 1, "embed_dim": 16, "hidden_size": 32, "num_heads": 2, "patch_size": 2},
+            tie_word_embeddings=tie, image_token_id=120, video_token_id=121, vision_start_token_id=122,
+            vision_end_token_id=123)
+    cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen2Config
+    return cls(**args, rope_parameters=rope, bos_token_id=1, eos_token_id=2)
+
+
+def hf_model(kind, seed=0, **overrides):
+    """A transformers model of `kind` (config arguments changed by `overrides`) with seeded random
+    parameters (float32, eval mode)."""
+    import torch
+    import transformers
+    arch = KINDS[kind][0]
+    cls = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
+           "qwen2vl": transformers.Qwen2VLForConditionalGeneration}[arch]
+    torch.manual_seed(seed)
+    model = cls(hf_config(kind, **overrides)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.2 * torch.randn_like(p) if p.ndim == 1 else torch.randn_like(p) / p.shape[-1] ** 0.5)
+    return model
+
+
+@functools.cache
+def _converted(kind, outtype, directory, seed):
+    from pyggml.convert import convert_hf
+    path = Path(directory) / f"{kind}-{outtype}-{seed}.gguf"
+    convert_hf(hf_model(kind, seed), path, outtype=outtype)
+    return path
+
+
+def converted(kind, outtype, directory, seed=0):
+    """The GGUF file pyggml.convert.convert_hf writes for hf_model(kind, seed), in `directory`
+    (converted once per process for each argument set)."""
+    return _converted(kind, outtype, str(directory), seed)
+
+
+# tokenizers built from a small text, for the converter's vocabulary and pyggml.tokenizer
+
+TEXT = ["hello world, this is a small test of the tokenizer", "the quick brown fox jumps over the lazy dog",
+        "pyggml runs gguf models: 123 4567 890!", "   spaces\tand\nnewlines  ", "héllo wörld ünïcode 你好"] * 20
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def bpe_tokenizer(directory, vocab_size=300):
+    """A byte-level BPE tokenizer with Qwen2's pre-tokenizer and special tokens, trained on TEXT and
+    saved as a transformers tokenizer in `directory` (tokenizer.json, tokenizer_config.json)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(SPECIAL), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(TEXT, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    fast.add_special_tokens({"additional_special_tokens": SPECIAL[1:]})
+    fast.save_pretrained(directory)
+    return fast
+
+
+def spm_tokenizer(directory, vocab_size=320):
+    """A sentencepiece BPE model with byte fallback trained on TEXT, saved as `directory`/tokenizer.model
+    (llama's <unk>, <s>, </s> at 0, 1, 2; 256 byte tokens from 3). Returns the SentencePieceProcessor."""
+    import io
+
+    import sentencepiece as spm
+    blob = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_writer=blob, vocab_size=vocab_size,
+                                   model_type="bpe", byte_fallback=True, character_coverage=1.0, minloglevel=2,
+                                   # as llama.cpp's SPM tokenizer: no Unicode normalisation, spaces kept
+                                   normalization_rule_name="identity", remove_extra_whitespaces=False)
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / "tokenizer.model").write_bytes(blob.getvalue())
+    return spm.SentencePieceProcessor(model_proto=blob.getvalue())
+
+
+def llama_hf_tokenizer(directory, vocab_size=320):
+    """A Llama-2-style tokenizer.json (sentencepiece-like BPE with byte fallback, no tokenizer.model)
+    trained on TEXT: <unk>, <s>, </s>, then the 256 byte tokens. Returns the transformers tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                                      show_progress=False))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    fast.save_pretrained(directory)
+    return fast

@@ -1,0 +1,246 @@
+"""pyggml.convert: small random transformers models converted to GGUF, checked against the layout
+llama.cpp's convert_hf_to_gguf.py writes (tensor names, order, shapes, types, metadata keys and
+values, the Q/K permutation for RoPE NORMAL, the F16 fallback of Q8_0) and against the HF weights."""
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gguf")
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import gguf
+from hf_models import KINDS, bpe_tokenizer, converted, hf_model, llama_hf_tokenizer, spm_tokenizer
+
+import pyggml as gg
+import pyggml.convert as C
+import pyggml.gguf as G
+
+# what llama.cpp's converter names each HF tensor (TensorNameMap of the architecture)
+HF_TO_GGUF = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+              "lm_head.weight": "output.weight"}
+LAYER = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+         "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+         "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_proj.bias": "attn_q.bias",
+         "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
+         "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+         "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+
+
+def gguf_name(hf):
+    if hf in HF_TO_GGUF:
+        return HF_TO_GGUF[hf]
+    _, _, i, rest = hf.split(".", 3)
+    return f"blk.{i}.{LAYER[rest]}"
+
+
+def checkpoint(model):
+    """The checkpoint's tensors as save_pretrained stores them (names of the text model, no tied
+    lm_head, no vision tower), sorted by name as safetensors orders them."""
+    sd = model.state_dict()
+    out = {}
+    for name, t in sd.items():
+        name = name.replace("model.language_model.", "model.")
+        if ".visual." in name or (name == "lm_head.weight" and model.config.tie_word_embeddings):
+            continue
+        out[name] = t.detach().float().numpy()
+    return dict(sorted(out.items()))
+
+
+def expected_type(name, shape, outtype):
+    if len(shape) == 1 or not name.endswith(".weight"):
+        return gg.Type.F32
+    if outtype == "q8_0" and shape[-1] % 32:
+        return gg.Type.F16
+    return {"f32": gg.Type.F32, "f16": gg.Type.F16, "q8_0": gg.Type.Q8_0}[outtype]
+
+
+def normal_rope_rows(w, n_head):
+    """The rows as llama.cpp stores Q/K for RoPE NORMAL: within each head of d rows, HF's row i and
+    its rotation partner i + d/2 become rows 2i and 2i + 1."""
+    d = w.shape[0] // n_head
+    return w[[h * d + (j // 2 if j % 2 == 0 else d // 2 + j // 2) for h in range(n_head) for j in range(d)]]
+
+
+def expected_keys(arch, kind):
+    a = arch
+    keys = ["general.architecture", "general.type", "general.name", "general.size_label", f"{a}.block_count",
+            f"{a}.context_length", f"{a}.embedding_length", f"{a}.feed_forward_length", f"{a}.attention.head_count",
+            f"{a}.attention.head_count_kv"]
+    if arch == "qwen2vl":
+        keys.append(f"{a}.rope.dimension_sections")
+    keys += [f"{a}.rope.freq_base", f"{a}.attention.layer_norm_rms_epsilon"]
+    if arch == "llama":                       # LlamaConfig.to_dict() has head_dim, Qwen2's has not
+        keys += [f"{a}.attention.key_length", f"{a}.attention.value_length"]
+    keys.append("general.file_type")
+    if arch == "llama":
+        keys += [f"{a}.vocab_size", f"{a}.rope.dimension_count"]
+    keys.append("general.quantization_version")
+    return keys
+
+
+@pytest.mark.parametrize("outtype", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_layout_and_values(tmp_path_factory, kind, outtype):
+    arch = KINDS[kind][0]
+    model = hf_model(kind)
+    cfg = model.config.get_text_config() if arch == "qwen2vl" else model.config
+    path = converted(kind, outtype, tmp_path_factory.mktemp("conv"))
+    f = G.load(path)                          # validates every shape against the metadata
+    ckpt = checkpoint(model)
+    assert list(f.tensors) == [gguf_name(n) for n in ckpt]            # names, in llama.cpp's order
+    assert list(f.metadata) == expected_keys(arch, kind)
+    md = f.metadata
+    assert md["general.architecture"] == arch and md["general.type"] == "model"
+    assert md[f"{arch}.block_count"] == cfg.num_hidden_layers
+    assert md[f"{arch}.context_length"] == cfg.max_position_embeddings
+    assert md[f"{arch}.embedding_length"] == cfg.hidden_size
+    assert md[f"{arch}.feed_forward_length"] == cfg.intermediate_size
+    assert md[f"{arch}.attention.head_count"] == cfg.num_attention_heads
+    assert md[f"{arch}.attention.head_count_kv"] == cfg.num_key_value_heads
+    assert md[f"{arch}.rope.freq_base"] == cfg.rope_parameters["rope_theta"]
+    assert md[f"{arch}.attention.layer_norm_rms_epsilon"] == pytest.approx(cfg.rms_norm_eps, rel=1e-6)
+    assert md["general.file_type"] == {"f32": 0, "f16": 1, "q8_0": 7}[outtype]
+    assert md["general.quantization_version"] == 2
+    if arch == "llama":
+        assert md["llama.vocab_size"] == cfg.vocab_size and md["llama.rope.dimension_count"] == 16
+        assert md["llama.attention.key_length"] == md["llama.attention.value_length"] == 16
+    if arch == "qwen2vl":
+        assert md["qwen2vl.rope.dimension_sections"] == [2, 3, 3, 0]
+        assert f.types["qwen2vl.rope.dimension_sections"] == (gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)
+    assert f.hparams["tie_output"] == model.config.tie_word_embeddings
+    n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    for hf, w in ckpt.items():
+        t = f.tensor(gguf_name(hf))
+        assert t.shape == w.shape, hf
+        assert t.type == expected_type(gguf_name(hf), w.shape, outtype), hf
+        got = t.to_numpy()
+        if arch == "llama" and ("q_proj" in hf or "k_proj" in hf):
+            w = normal_rope_rows(w, n_head if "q_proj" in hf else n_head_kv)
+        if t.type == gg.Type.F32:
+            np.testing.assert_array_equal(got, w)
+        elif t.type == gg.Type.F16:
+            np.testing.assert_array_equal(got, w.astype(np.float16).astype(np.float32))
+        else:
+            ref = gguf.quants.quantize(w, gguf.GGMLQuantizationType.Q8_0)
+            assert t.tobytes() == ref.tobytes(), hf
+            np.testing.assert_allclose(got, w, atol=np.abs(w).max() / 127)
+
+
+def test_folder_and_model_give_the_same_file(tmp_path):
+    model = hf_model("qwen2")
+    model.save_pretrained(tmp_path / "hf")
+    C.convert_hf(tmp_path / "hf", tmp_path / "a.gguf", "q8_0")
+    C.convert_hf(model, tmp_path / "b.gguf", "q8_0")
+    a, b = G.load(tmp_path / "a.gguf"), G.load(tmp_path / "b.gguf")
+    assert a.metadata.pop("general.name") == "Hf"                   # from the folder's name, as llama.cpp
+    assert b.metadata.pop("general.name") == "Qwen2ForCausalLM"
+    assert a.metadata == b.metadata
+    assert {n: t.tobytes() for n, t in a.tensors.items()} == {n: t.tobytes() for n, t in b.tensors.items()}
+
+
+def test_bf16_checkpoint(tmp_path):
+    model = hf_model("llama-gqa").to(torch.bfloat16)
+    model.save_pretrained(tmp_path / "hf")
+    C.convert_hf(tmp_path / "hf", tmp_path / "m.gguf", "f32")
+    w = model.model.layers[0].mlp.up_proj.weight.detach().float().numpy()
+    np.testing.assert_array_equal(G.load(tmp_path / "m.gguf").tensor("blk.0.ffn_up.weight").to_numpy(), w)
+
+
+def test_llama3_rope_freqs(tmp_path):
+    model = hf_model("llama-gqa")
+    model.config.rope_parameters = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                    "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                    "original_max_position_embeddings": 8192}
+    C.convert_hf(model, tmp_path / "m.gguf", "f32")
+    f = G.load(tmp_path / "m.gguf")
+    assert next(iter(f.tensors)) == "rope_freqs.weight"
+    freqs = f.tensor("rope_freqs.weight").numpy()
+    # head_dim 16: 8 wavelengths 2 pi base^(2i/16); original context 8192 (llama.cpp reads it from the
+    # config's top level, else 8192): below 8192/4 -> 1, above 8192 -> factor 8, smoothed between
+    wavelen = 2 * np.pi * 500000.0 ** (np.arange(0, 16, 2) / 16)
+    low, high, mid = wavelen < 2048, wavelen > 8192, (wavelen >= 2048) & (wavelen <= 8192)
+    assert low.sum() == 4 and high.sum() == 3 and mid.sum() == 1
+    assert freqs[low].tolist() == [1.0] * 4 and freqs[high].tolist() == [8.0] * 3
+    smooth = (8192 / wavelen[mid] - 1) / 3
+    np.testing.assert_allclose(freqs[mid], 1 / ((1 - smooth) / 8 + smooth), rtol=1e-6)
+
+
+def test_bpe_vocabulary(tmp_path):
+    model = hf_model("qwen2", vocab_size=320)
+    tok = bpe_tokenizer(tmp_path / "tok", vocab_size=300)          # 20 ids of the model without a token
+    C.convert_hf(model, tmp_path / "m.gguf", "f16", tokenizer=tok)
+    md = G.load(tmp_path / "m.gguf").metadata
+    assert md["tokenizer.ggml.model"] == "gpt2" and md["tokenizer.ggml.pre"] == "qwen2"
+    vocab = tok.get_vocab()
+    n = model.config.vocab_size
+    tokens = md["tokenizer.ggml.tokens"]
+    assert len(tokens) == n
+    for text, i in vocab.items():
+        assert tokens[i] == text
+    assert tokens[len(vocab):] == [f"[PAD{i}]" for i in range(len(vocab), n)]
+    T = gguf.TokenType
+    types = md["tokenizer.ggml.token_type"]
+    assert [types[vocab[s]] for s in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")] == [T.CONTROL] * 3
+    assert types[vocab["Ġthe"]] == T.NORMAL and types[-1] == T.UNUSED
+    merges = json.loads((tmp_path / "tok" / "tokenizer.json").read_text())["model"]["merges"]
+    assert md["tokenizer.ggml.merges"] == [m if isinstance(m, str) else " ".join(m) for m in merges]
+    assert md["tokenizer.ggml.eos_token_id"] == vocab["<|endoftext|>"]
+    assert md["tokenizer.ggml.padding_token_id"] == vocab["<|endoftext|>"]
+
+
+def test_sentencepiece_vocabulary(tmp_path):
+    pytest.importorskip("sentencepiece")
+    sp = spm_tokenizer(tmp_path / "tok", vocab_size=320)
+    model = hf_model("llama-gqa", vocab_size=320)
+    C.convert_hf(model, tmp_path / "m.gguf", "f16", tokenizer=tmp_path / "tok")
+    md = G.load(tmp_path / "m.gguf").metadata
+    assert md["tokenizer.ggml.model"] == "llama" and md["tokenizer.ggml.pre"] == "default"
+    n = sp.vocab_size()
+    assert md["tokenizer.ggml.tokens"] == [sp.id_to_piece(i) for i in range(n)]
+    np.testing.assert_allclose(md["tokenizer.ggml.scores"], [sp.get_score(i) for i in range(n)])
+    T = gguf.TokenType
+    types = md["tokenizer.ggml.token_type"]
+    assert types[:3] == [T.UNKNOWN, T.CONTROL, T.CONTROL] and types[3:259] == [T.BYTE] * 256
+    assert types[300] == T.NORMAL
+    assert (md["tokenizer.ggml.bos_token_id"], md["tokenizer.ggml.eos_token_id"]) == (1, 2)
+
+
+def test_llama_tokenizer_json_vocabulary(tmp_path):
+    """llama without tokenizer.model: the Llama-style tokenizer.json through gguf.LlamaHfVocab (scores
+    -1000, byte tokens BYTE, special tokens CONTROL), as llama.cpp's _set_vocab_llama_hf."""
+    tok = llama_hf_tokenizer(tmp_path / "tok", vocab_size=320)
+    C.convert_hf(hf_model("llama-gqa", vocab_size=320), tmp_path / "m.gguf", "f16", tokenizer=tok)
+    md = G.load(tmp_path / "m.gguf").metadata
+    assert md["tokenizer.ggml.model"] == "llama" and md["tokenizer.ggml.pre"] == "default"
+    vocab = tok.get_vocab()
+    assert md["tokenizer.ggml.tokens"] == sorted(vocab, key=vocab.get)
+    assert md["tokenizer.ggml.scores"] == [-1000.0] * len(vocab)
+    T = gguf.TokenType
+    types = md["tokenizer.ggml.token_type"]
+    assert types[:3] == [T.CONTROL] * 3 and types[3:259] == [T.BYTE] * 256 and types[300] == T.NORMAL
+    assert (md["tokenizer.ggml.bos_token_id"], md["tokenizer.ggml.eos_token_id"]) == (1, 2)
+
+
+def test_errors(tmp_path):
+    with pytest.raises(ValueError, match="convert_hf: outtype must be one of f32, f16, q8_0, got 'q4_0'"):
+        C.convert_hf(tmp_path, tmp_path / "x.gguf", "q4_0")
+    with pytest.raises(FileNotFoundError, match="has no config.json"):
+        C.convert_hf(tmp_path, tmp_path / "x.gguf")
+    import transformers
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64))
+    with pytest.raises(ValueError, match="convert_hf: architecture 'GPT2LMHeadModel' of .* is not supported; "
+                                         "supported: .*LlamaForCausalLM.*Qwen2ForCausalLM"):
+        C.convert_hf(gpt2, tmp_path / "x.gguf")
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_command(tmp_path, capsys):
+    hf_model("llama-mha-tied").save_pretrained(tmp_path / "hf")
+    args = C.add_arguments(argparse.ArgumentParser()).parse_args([str(tmp_path / "hf"), "--outtype", "q8_0"])
+    assert C.main(args) == 0
+    out = tmp_path / "hf" / "model-q8_0.gguf"
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert G.load(out).metadata["general.file_type"] == 7

@@ -1,0 +1,435 @@
+"""GGUF files: Context.from_buffer, load (zero copy, hparams defaults, errors) and save (round trip)."""
+import mmap
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+
+G = pytest.importorskip("pyggml.gguf")
+gguf = pytest.importorskip("gguf")
+
+# a small llama: GQA, untied output
+HP = {"n_embd": 64, "n_head": 4, "n_head_kv": 2, "n_ff": 96, "n_layer": 2, "n_vocab": 100}
+
+
+def llama_metadata(arch="llama", **hp):
+    hp = {**HP, **hp}
+    return {
+        "general.architecture": arch,
+        f"{arch}.block_count": hp["n_layer"], f"{arch}.context_length": 256,
+        f"{arch}.embedding_length": hp["n_embd"], f"{arch}.feed_forward_length": hp["n_ff"],
+        f"{arch}.attention.head_count": hp["n_head"], f"{arch}.attention.head_count_kv": hp["n_head_kv"],
+        f"{arch}.attention.layer_norm_rms_epsilon": 2.0 ** -17,   # exact in float32
+        "tokenizer.ggml.tokens": [f"t{i}" for i in range(hp["n_vocab"])],
+    }
+
+
+def llama_tensors(rng, arch="llama", tied=False, **hp):
+    """Random tensors of every required (and the optional output) tensor of `arch`, as numpy
+    arrays: float32 1-D, float16 matrices."""
+    hp = {**HP, **hp}
+    hd = hp["n_embd"] // hp["n_head"]
+    full = dict(hp, head_dim=hd, head_dim_v=hd, rope_dim=hd)
+    out = {}
+    for name, (dims, required) in G.expected_tensors(arch, full).items():
+        if required or (name == "output.weight" and not tied):
+            shape = tuple(d for d, _ in dims)[::-1]
+            a = rng.standard_normal(shape).astype(np.float32)
+            out[name] = a if len(shape) == 1 else a.astype(np.float16)
+    return out
+
+
+@pytest.fixture
+def llama_file(tmp_path, rng):
+    path = tmp_path / "llama.gguf"
+    tensors = llama_tensors(rng)
+    G.save(path, tensors, llama_metadata())
+    return path, tensors
+
+
+def write_raw_gguf(path, kv, tensors, version=3, align=32, data=b"", endian="<"):
+    """A GGUF written byte by byte (for broken files the gguf writer refuses to make): kv is a list of
+    (key, type code, packed value bytes), tensors a list of (name, ne, type code, offset)."""
+    def string(s):
+        b = s.encode()
+        return struct.pack(endian + "Q", len(b)) + b
+    out = b"GGUF" + struct.pack(endian + "IQQ", version, len(tensors), len(kv))
+    for key, code, value in kv:
+        out += string(key) + struct.pack(endian + "I", code) + value
+    for name, ne, code, offset in tensors:
+        out += string(name) + struct.pack(endian + "I", len(ne)) + struct.pack(f"{endian}{len(ne)}Q", *ne)
+        out += struct.pack(endian + "IQ", code, offset)
+    out += b"\0" * (-len(out) % align) + data
+    path.write_bytes(out)
+    return path
+
+
+def str_value(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+# Context.from_buffer
+
+def test_from_buffer_is_a_view(ctx):
+    a = np.arange(64, dtype=np.float32)
+    t = ctx.from_buffer(gg.Type.F32, (16, 2), a, offset=64)
+    assert t.data_ptr == a.ctypes.data + 64
+    assert t.ne == (16, 2, 1, 1) and t.is_contiguous()
+    np.testing.assert_array_equal(t.numpy(), a[16:48].reshape(2, 16))
+    a[16] = -5.0                              # the tensor sees writes to the buffer...
+    assert t.numpy()[0, 0] == -5.0
+    t.numpy()[1, 0] = 7.0                     # ...and the buffer sees writes to the tensor
+    assert a[32] == 7.0
+
+
+def test_from_buffer_keeps_the_buffer_alive(ctx):
+    t = ctx.from_buffer(gg.Type.F32, (8,), np.arange(8, dtype=np.float32))
+    view = t.numpy()
+    del t
+    np.testing.assert_array_equal(view, np.arange(8))
+
+
+def test_from_buffer_mmap_cannot_be_closed_while_used(ctx, tmp_path):
+    p = tmp_path / "raw"
+    p.write_bytes(np.arange(16, dtype=np.float32).tobytes())
+    with open(p, "rb") as fp:
+        m = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_COPY)
+    t = ctx.from_buffer(gg.Type.F32, (8,), m, 32)
+    np.testing.assert_array_equal(t.numpy(), np.arange(8, 16))
+    with pytest.raises(BufferError):
+        m.close()
+    del t
+    m.close()
+
+
+@pytest.mark.parametrize("typ", [gg.Type.Q8_0, gg.Type.Q4_0, gg.Type.F16, gg.Type.BF16])
+def test_from_buffer_quantized_computes(ctx, rng, typ):
+    w = rng.standard_normal((8, 64)).astype(np.float32)
+    ref = ctx.from_numpy(w, type=typ)
+    buf = bytearray(6) + bytearray(ref.tobytes())     # at an offset that is aligned for the type
+    t = ctx.from_buffer(typ, ref.ne[:2], buf, offset=6)
+    x = ctx.from_numpy(rng.standard_normal((3, 64)).astype(np.float32))
+    a, b = gg.mul_mat(t, x), gg.mul_mat(ref, x)
+    g = gg.CGraph()
+    g.build_forward_expand(a)
+    g.build_forward_expand(b)
+    g.compute(n_threads=2)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_from_buffer_errors(ctx):
+    a = np.zeros(64, np.float32)
+    with pytest.raises(ValueError, match=r"from_buffer: a F32 tensor of ne=\(16, 4, 1, 1\) needs 256 bytes "
+                                         r"from offset 64, but the buffer has 256 bytes"):
+        ctx.from_buffer(gg.Type.F32, (16, 4), a, 64)
+    with pytest.raises(ValueError, match="from_buffer: .*needs 4 bytes from offset -4"):
+        ctx.from_buffer(gg.Type.F32, (1,), a, -4)
+    with pytest.raises(ValueError, match="F32 data must be aligned to 4 bytes, but offset 2"):
+        ctx.from_buffer(gg.Type.F32, (4,), a, 2)
+    with pytest.raises(ValueError, match="Q8_0 data must be aligned to 2 bytes"):
+        ctx.from_buffer(gg.Type.Q8_0, (32,), a, 1)
+    with pytest.raises(TypeError, match="writable, contiguous .* got bytes: Object is not writable"):
+        ctx.from_buffer(gg.Type.F32, (4,), bytes(64))
+    with pytest.raises(TypeError, match="got ndarray: ndarray is not contiguous"):
+        ctx.from_buffer(gg.Type.F32, (4,), a[::2])
+    with pytest.raises(TypeError, match="got int"):
+        ctx.from_buffer(gg.Type.F32, (4,), 7)
+    with pytest.raises(ValueError, match="ne\\[0\\] of a Q8_0 tensor must be a multiple of 32"):
+        ctx.from_buffer(gg.Type.Q8_0, (16,), a)
+    with pytest.raises(TypeError, match="from_buffer: type must be a pyggml.Type"):
+        ctx.from_buffer(99, (4,), a)
+    with pytest.raises(TypeError):
+        ctx.from_buffer(gg.Type.F32, (4,), a, 1.5)
+
+
+# load
+
+def file_mapping(path):
+    """[(start, end)] addresses of the process's mappings of `path` (from /proc/self/maps)."""
+    real, spans = os.path.realpath(path), []
+    with open("/proc/self/maps") as fp:
+        for line in fp:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].strip() == real:
+                spans.append(tuple(int(x, 16) for x in parts[0].split("-")))
+    return spans
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+def test_load_tensors_point_into_the_mapping(llama_file):
+    path, tensors = llama_file
+    f = G.load(path)
+    spans = file_mapping(path)
+    assert spans
+    for name, t in f.tensors.items():
+        assert any(lo <= t.data_ptr and t.data_ptr + t.nbytes <= hi for lo, hi in spans), name
+        assert t.tobytes() == tensors[name].tobytes()
+        assert t.name == name
+
+
+def test_load_mapping_is_copy_on_write(llama_file):
+    path, _ = llama_file
+    before = path.read_bytes()
+    t = G.load(path).tensor("blk.0.attn_norm.weight")
+    t.numpy()[:] = 123.0
+    assert (t.numpy() == 123.0).all()
+    assert path.read_bytes() == before
+    assert (G.load(path).tensor("blk.0.attn_norm.weight").numpy() != 123.0).any()
+
+
+def test_close_and_context_manager(llama_file):
+    path, tensors = llama_file
+    with G.load(path) as f:
+        t = f.tensor("output_norm.weight")
+    assert f.tensors == {}
+    np.testing.assert_array_equal(t.numpy(), tensors["output_norm.weight"])    # the tensor kept the map
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc/self/status")
+def test_load_adds_little_anonymous_memory(tmp_path):
+    """Loading a 40 MB model and running a matrix product over every weight raises RssAnon by well
+    under 15% of the tensor bytes (the weights stay in the page cache). Measured in a fresh process."""
+    script = textwrap.dedent(f"""
+        import numpy as np, pyggml as gg, pyggml.gguf as G
+        def anon():
+            for line in open("/proc/self/status"):
+                if line.startswith("RssAnon"):
+                    return int(line.split()[1]) * 1024
+        rng = np.random.default_rng(0)
+        names = [f"blk.{{i}}.w" for i in range(20)]
+        G.save({str(tmp_path / 'big.gguf')!r}, {{n: rng.standard_normal((1024, 512), dtype=np.float32) for n in names}},
+               {{"general.architecture": "llama"}})
+        x = gg.Context().from_numpy(rng.standard_normal((1, 512)).astype(np.float32))
+        a0 = anon()
+        f = G.load({str(tmp_path / 'big.gguf')!r}, validate=False)
+        outs = [gg.mul_mat(f.tensor(n), x) for n in names]
+        g = gg.CGraph()
+        for o in outs:
+            g.build_forward_expand(o)
+        g.compute(n_threads=1)
+        delta = anon() - a0
+        w = f.tensor(names[3]).numpy()
+        assert np.allclose(outs[3].numpy()[0], w @ x.numpy()[0], rtol=1e-4, atol=1e-3)
+        print(delta, f.nbytes)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    delta, nbytes = (int(v) for v in out.stdout.split())
+    assert nbytes == 20 * 1024 * 512 * 4
+    assert delta < 0.15 * nbytes, (delta, nbytes)
+
+
+def test_hparams_llama_defaults(llama_file):
+    path, _ = llama_file
+    hp = G.load(path).hparams
+    assert hp == {
+        "n_vocab": 100, "n_embd": 64, "n_layer": 2, "n_head": 4, "n_head_kv": 2, "head_dim": 16, "head_dim_v": 16,
+        "n_ff": 96, "n_ctx_train": 256, "n_ctx_orig": 256, "rope_type": gg.RopeType.NORMAL,
+        "rope_freq_base": 10000.0, "rope_freq_scale": 1.0, "rope_dim": 16, "rope_sections": None,
+        "rms_eps": 2.0 ** -17, "tie_output": False, "bos_id": None, "eos_id": None}
+
+
+def test_hparams_defaults_mha_tied_no_token_list(tmp_path, rng):
+    md = llama_metadata(n_head_kv=4)
+    del md["llama.attention.head_count_kv"], md["tokenizer.ggml.tokens"]
+    tensors = llama_tensors(rng, tied=True, n_head_kv=4)
+    G.save(tmp_path / "m.gguf", tensors, md)
+    hp = G.load(tmp_path / "m.gguf").hparams
+    assert hp["n_head_kv"] == 4 and hp["tie_output"] is True
+    assert hp["n_vocab"] == 100                     # token_embd's rows without a vocabulary
+
+
+def test_hparams_from_keys(tmp_path, rng):
+    md = llama_metadata("qwen2", n_vocab=100)
+    md.update({"qwen2.attention.key_length": 16, "qwen2.attention.value_length": 16, "qwen2.vocab_size": 100,
+               "qwen2.rope.freq_base": 1e6, "qwen2.rope.dimension_count": 8, "qwen2.rope.scaling.factor": 4.0,
+               "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2})
+    G.save(tmp_path / "m.gguf", llama_tensors(rng, "qwen2"), md)
+    hp = G.load(tmp_path / "m.gguf").hparams
+    assert (hp["rope_freq_base"], hp["rope_dim"], hp["rope_freq_scale"]) == (1e6, 8, 0.25)
+    assert (hp["bos_id"], hp["eos_id"], hp["rope_type"]) == (1, 2, gg.RopeType.NEOX)
+
+
+def test_hparams_qwen2vl_sections(tmp_path, rng):
+    md = llama_metadata("qwen2vl")
+    md["qwen2vl.rope.dimension_sections"] = [2, 3, 3]
+    G.save(tmp_path / "m.gguf", llama_tensors(rng, "qwen2vl"), md)
+    hp = G.load(tmp_path / "m.gguf").hparams
+    assert hp["rope_sections"] == [2, 3, 3, 0] and hp["rope_type"] == gg.RopeType.MROPE
+
+
+# save
+
+def test_round_trip_keeps_bytes_and_values(tmp_path, rng, ctx):
+    tensors = llama_tensors(rng)
+    tensors["blk.0.attn_q.weight"] = ctx.from_numpy(rng.standard_normal((64, 64)).astype(np.float32), gg.Type.Q8_0)
+    tensors["blk.0.attn_k.weight"] = ctx.from_numpy(rng.standard_normal((32, 64)).astype(np.float32), gg.Type.Q4_0)
+    tensors["blk.0.attn_v.weight"] = ctx.from_numpy(rng.standard_normal((32, 64)).astype(np.float32), gg.Type.BF16)
+    tensors["extra.i32"] = np.arange(6, dtype=np.int32).reshape(2, 3)
+    md = llama_metadata()
+    md.update({"general.name": "tiny", "x.flag": True, "x.neg": -3, "x.big": 2**40, "x.f": 0.5,
+               "x.sections": [1, 2, 3, 0], "x.scores": [0.5, -1.0]})
+    G.save(tmp_path / "a.gguf", tensors, md)
+    f = G.load(tmp_path / "a.gguf")
+    assert set(f.tensors) == set(tensors)
+    for name, t in tensors.items():
+        assert f.tensor(name).tobytes() == t.tobytes(), name
+        want = t.type if isinstance(t, gg.Tensor) else {np.float32: gg.Type.F32, np.float16: gg.Type.F16,
+                                                        np.int32: gg.Type.I32}[t.dtype.type]
+        assert f.tensor(name).type == want
+        assert f.tensor(name).shape == t.shape
+    assert f.metadata == md
+    V = gguf.GGUFValueType
+    assert f.types["llama.block_count"] == V.UINT32 and f.types["x.neg"] == V.INT32
+    assert f.types["x.big"] == V.UINT64 and f.types["x.f"] == V.FLOAT32
+    assert f.types["x.sections"] == (V.ARRAY, V.INT32) and f.types["tokenizer.ggml.tokens"] == (V.ARRAY, V.STRING)
+    G.save(tmp_path / "b.gguf", f.tensors, f.metadata, types=f.types)
+    assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
+    r = gguf.GGUFReader(tmp_path / "a.gguf")                # the gguf package reads what we wrote
+    assert {t.name: int(t.tensor_type) for t in r.tensors} == {n: int(t.type) for n, t in f.tensors.items()}
+
+
+def test_save_errors_leave_no_file(tmp_path, ctx):
+    with pytest.raises(ValueError, match="save: no architecture"):
+        G.save(tmp_path / "x.gguf", {}, {})
+    with pytest.raises(TypeError, match="save: tensor 'a' has dtype complex64"):
+        G.save(tmp_path / "x.gguf", {"a": np.zeros(2, np.complex64)}, {}, arch="llama")
+    with pytest.raises(TypeError, match="save: tensor 'a' must be a pyggml.Tensor or a numpy array, got list"):
+        G.save(tmp_path / "x.gguf", {"a": [1.0]}, {}, arch="llama")
+    x = ctx.new_tensor(gg.Type.F32, (4,))
+    with pytest.raises(ValueError, match="save: tensor 'r' has no memory yet"):
+        G.save(tmp_path / "x.gguf", {"r": gg.add(x, x)}, {}, arch="llama")
+    with pytest.raises(TypeError, match="save: metadata 'k' has a value of type dict"):
+        G.save(tmp_path / "x.gguf", {}, {"k": {}}, arch="llama")
+    with pytest.raises(TypeError, match="save: metadata 'k' mixes element types"):
+        G.save(tmp_path / "x.gguf", {}, {"k": [1, "a"]}, arch="llama")
+    with pytest.raises(ValueError, match="save: metadata 'k' is an empty list"):
+        G.save(tmp_path / "x.gguf", {}, {"k": []}, arch="llama")
+    assert os.listdir(tmp_path) == []
+
+
+# load errors
+
+def test_not_gguf(tmp_path):
+    (tmp_path / "x.bin").write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(G.GGUFError, match=r"x.bin: not a GGUF file \(it starts with b'PK\\x03\\x04'"):
+        G.load(tmp_path / "x.bin")
+    (tmp_path / "empty").write_bytes(b"")
+    with pytest.raises(G.GGUFError, match="empty: not a GGUF file"):
+        G.load(tmp_path / "empty")
+    with pytest.raises(G.GGUFError, match="missing.gguf: cannot open: No such file"):
+        G.load(tmp_path / "missing.gguf")
+
+
+def test_unsupported_architecture(tmp_path, rng):
+    md = llama_metadata()
+    md["general.architecture"] = "gpt2"
+    G.save(tmp_path / "m.gguf", llama_tensors(rng), md)
+    with pytest.raises(G.GGUFError, match=r"m.gguf: architecture 'gpt2' is not supported; supported: llama, "
+                                          r"qwen2, qwen2vl"):
+        G.load(tmp_path / "m.gguf")
+    assert G.load(tmp_path / "m.gguf", validate=False).arch == "gpt2"
+
+
+@pytest.mark.parametrize("arch, key", [("llama", "llama.embedding_length"), ("llama", "llama.block_count"),
+                                       ("llama", "llama.attention.layer_norm_rms_epsilon"),
+                                       ("qwen2vl", "qwen2vl.rope.dimension_sections")])
+def test_missing_required_key(tmp_path, rng, arch, key):
+    md = llama_metadata(arch)
+    md["qwen2vl.rope.dimension_sections"] = [2, 3, 3, 0]
+    del md[key]
+    G.save(tmp_path / "m.gguf", llama_tensors(rng, arch), md)
+    with pytest.raises(G.GGUFError, match=f"m.gguf: the metadata has no '{key}', which a {arch} model requires"):
+        G.load(tmp_path / "m.gguf")
+
+
+def test_tensor_shape_disagrees_with_metadata(tmp_path, rng):
+    tensors = llama_tensors(rng)
+    tensors["blk.1.attn_k.weight"] = np.zeros((64, 64), np.float16)        # MHA-sized K in a GQA model
+    G.save(tmp_path / "m.gguf", tensors, llama_metadata())
+    with pytest.raises(G.GGUFError, match=r"m.gguf: tensor 'blk.1.attn_k.weight' has ne=\(64, 64\) but the "
+                                          r"metadata gives \[n_embd=64, n_head_kv\*head_dim=32\]"):
+        G.load(tmp_path / "m.gguf")
+
+
+def test_missing_tensor_and_qwen2_biases(tmp_path, rng):
+    tensors = llama_tensors(rng, "qwen2")
+    del tensors["blk.0.attn_q.bias"]
+    G.save(tmp_path / "m.gguf", tensors, llama_metadata("qwen2"))
+    with pytest.raises(G.GGUFError, match="tensor 'blk.0.attn_q.bias' is missing; a qwen2 model needs it"):
+        G.load(tmp_path / "m.gguf")
+    with pytest.raises(KeyError, match="m.gguf: no tensor 'nope'"):
+        G.load(tmp_path / "m.gguf", validate=False).tensor("nope")
+
+
+def test_unsupported_tensor_type(tmp_path):
+    w = gguf.GGUFWriter(tmp_path / "k.gguf", "llama")
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((4, 144), np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(G.GGUFError, match=r"k.gguf: tensor 'blk.0.attn_q.weight' has type Q4_K \(12\), which "
+                                          r"pyggml does not support; supported types: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, "
+                                          r"Q8_0, Q8_1, IQ4_NL, IQ4_XS, I8, "
+                                          r"I16, I32, I64, F64, BF16"):
+        G.load(tmp_path / "k.gguf")
+    write_raw_gguf(tmp_path / "u.gguf", [], [("w", (32,), 99, 0)], data=bytes(64))
+    with pytest.raises(G.GGUFError, match=r"tensor 'w' has type 99 \(unknown to pyggml\)"):
+        G.load(tmp_path / "u.gguf")
+
+
+def test_broken_files(tmp_path, llama_file):
+    path, _ = llama_file
+    raw = path.read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(raw[:-100])
+    with pytest.raises(G.GGUFError, match=r"cut.gguf: tensor '.*' \(\d+ bytes at byte \d+\) extends past the end"):
+        G.load(tmp_path / "cut.gguf")
+    (tmp_path / "head.gguf").write_bytes(raw[:200])
+    with pytest.raises(G.GGUFError, match="head.gguf: the file ends inside its header"):
+        G.load(tmp_path / "head.gguf")
+    arch = ("general.architecture", 8, str_value("llama"))
+    write_raw_gguf(tmp_path / "v.gguf", [arch], [], version=7)
+    with pytest.raises(G.GGUFError, match="GGUF version 7 is not supported"):
+        G.load(tmp_path / "v.gguf")
+    write_raw_gguf(tmp_path / "be.gguf", [], [], endian=">")
+    with pytest.raises(G.GGUFError, match="be.gguf: the file is big-endian"):
+        G.load(tmp_path / "be.gguf")
+    write_raw_gguf(tmp_path / "dup.gguf", [arch, arch], [])
+    with pytest.raises(G.GGUFError, match="metadata key 'general.architecture' appears twice"):
+        G.load(tmp_path / "dup.gguf")
+    write_raw_gguf(tmp_path / "off.gguf", [], [("w", (4,), 0, 8)], data=bytes(64))
+    with pytest.raises(G.GGUFError, match="tensor 'w' starts at data offset 8, which is not a multiple of "
+                                          "general.alignment 32"):
+        G.load(tmp_path / "off.gguf")
+    write_raw_gguf(tmp_path / "dims.gguf", [], [("w", (1, 1, 1, 1, 4), 0, 0)], data=bytes(64))
+    with pytest.raises(G.GGUFError, match="tensor 'w' has 5 dimensions"):
+        G.load(tmp_path / "dims.gguf")
+    write_raw_gguf(tmp_path / "q.gguf", [], [("w", (16,), 8, 0)], data=bytes(64))
+    with pytest.raises(G.GGUFError, match="tensor 'w' of type Q8_0 has ne\\[0\\]=16, not a multiple of its block"):
+        G.load(tmp_path / "q.gguf")
+    write_raw_gguf(tmp_path / "nest.gguf", [("k", 9, struct.pack("<IQ", 9, 0))], [])
+    with pytest.raises(G.GGUFError, match="metadata key 'k' is an array of value type 9"):
+        G.load(tmp_path / "nest.gguf")
+    write_raw_gguf(tmp_path / "utf.gguf", [("k", 8, struct.pack("<Q", 2) + b"\xff\xfe")], [])
+    with pytest.raises(G.GGUFError, match="the value of 'k' at byte \\d+ is not UTF-8"):
+        G.load(tmp_path / "utf.gguf")
+
+
+def test_raw_writer_matches_the_gguf_package(tmp_path):
+    """The hand-made files above are real GGUF: the gguf package reads one as we do."""
+    data = np.arange(8, dtype=np.float32).tobytes()
+    write_raw_gguf(tmp_path / "r.gguf", [("general.architecture", 8, str_value("llama")),
+                                         ("n", 4, struct.pack("<I", 7))], [("w", (8,), 0, 0)], data=data)
+    f = G.load(tmp_path / "r.gguf", validate=False)
+    r = gguf.GGUFReader(tmp_path / "r.gguf")
+    assert r.fields["n"].contents() == f.metadata["n"] == 7
+    np.testing.assert_array_equal(r.tensors[0].data, f.tensor("w").numpy())
