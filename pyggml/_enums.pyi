@@ -68,3 +68,5 @@ class Prec(IntEnum):
 FLOAT_TYPES: frozenset[Type]
 QUANT_TYPES: frozenset[Type]
 INT_TYPES: frozenset[Type]
+
+def kernel_types(*kernels: str) -> frozenset[Type]: ...

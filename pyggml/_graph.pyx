@@ -10,7 +10,7 @@ and its plan function). The groups are found once per (graph, n_threads, use_ref
 Plan.fused:
 
     ADD -> RMS_NORM -> MUL   h = a + b, y = rms_norm(h) * w; h written, the norm's result not
-    RMS_NORM -> MUL          ggml's one CPU fusion (docs/semantics.md, rms_norm)
+    RMS_NORM -> MUL          ggml's one CPU fusion (docs/semantics.md, section 13)
     ADD -> RMS_NORM          h = a + b, y = rms_norm(h) (pyggml's; h is still written)
     ROPE -> SET_ROWS         rotated rows written converted straight into a cache (pyggml's; the
                              rope result, read by the set_rows only, is not written)
@@ -422,7 +422,8 @@ cdef class CGraph:
                     blk_off, blk_size = free.pop(best)
                     off = -(-blk_off // align) * align
                     # what is left before and after the block stays free (free stays sorted)
-                    rest = [[o, z] for o, z in ((blk_off, off - blk_off), (off + size, blk_off + blk_size - off - size)) if z > 0]
+                    pieces = ((blk_off, off - blk_off), (off + size, blk_off + blk_size - off - size))
+                    rest = [[o, z] for o, z in pieces if z > 0]
                     free[best:best] = rest
                 else:
                     off = -(-top // align) * align
@@ -515,7 +516,8 @@ cdef class CGraph:
                 ex[i].nodes[j] = &(<Tensor> g[j]).c if j < len(g) else NULL
             if not pg_exec_plan(&ex[i], &pl):
                 n = g[-1]
-                raise ValueError(f"plan: node {self._nodes.index(n)} ({Op(n.c.op).name}"
+                what = Op(n.c.op).name if n.c.op < len(Op) else f"op {n.c.op}"
+                raise ValueError(f"plan: node {self._nodes.index(n)} ({what}"
                                  f"{' ' + repr(n.name) if n.name else ''}): {pl.err.decode()}")
             work = max(work, pl.work)
             if kind < 0 and (<Tensor> g[0]).c.op == Op.FLASH_ATTN_EXT:

@@ -4,11 +4,59 @@ from collections.abc import Sequence
 from pyggml._enums import GluOp, Prec, RopeType
 from pyggml._tensor import Tensor
 
+__all__ = [
+    "FA_PATHS",
+    "add",
+    "cont",
+    "cont_2d",
+    "cont_3d",
+    "cont_4d",
+    "cpy",
+    "dup",
+    "flash_attn_ext",
+    "flash_attn_ext_add_sinks",
+    "flash_attn_ext_get_path",
+    "flash_attn_ext_set_path",
+    "flash_attn_ext_set_prec",
+    "gelu",
+    "gelu_erf",
+    "get_rows",
+    "glu",
+    "glu_split",
+    "mul",
+    "mul_mat",
+    "norm",
+    "norm_inplace",
+    "permute",
+    "reshape",
+    "reshape_1d",
+    "reshape_2d",
+    "reshape_3d",
+    "reshape_4d",
+    "rms_norm",
+    "rms_norm_inplace",
+    "rope_ext",
+    "rope_multi",
+    "rope_set_offset",
+    "scale",
+    "set_rows",
+    "silu",
+    "soft_max_add_sinks",
+    "soft_max_ext",
+    "swiglu",
+    "swiglu_split",
+    "transpose",
+    "view_1d",
+    "view_2d",
+    "view_3d",
+    "view_4d",
+]
+
 FA_PATHS: tuple[str, ...]
 
 def add(a: Tensor, b: Tensor) -> Tensor: ...
 def mul(a: Tensor, b: Tensor) -> Tensor: ...
-def scale(a: Tensor, s: float, b: Tensor = 0.0) -> Tensor: ...
+def scale(a: Tensor, s: float, b: float = 0.0) -> Tensor: ...
 def cpy(a: Tensor, b: Tensor) -> Tensor: ...
 def cont(a: Tensor) -> Tensor: ...
 def dup(a: Tensor) -> Tensor: ...

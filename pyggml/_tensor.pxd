@@ -22,7 +22,6 @@ cdef class Tensor:
     cdef readonly Context ctx
     cdef str _name
     cdef int _ndim            # numpy rank: trailing ne == 1 dims beyond it are dropped
-    cdef public object extra  # per-op information reported after compute (e.g. attention path)
     cdef object _graph        # of an op result: the CGraph (weakref) holding it, or _graph._SHARED
 
     cdef void _attach(self, Memory mem, size_t offset)

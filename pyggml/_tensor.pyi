@@ -1,12 +1,12 @@
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 from pyggml._enums import Op, Type
 
 class Memory:
-    def __init__(self, size: int, buffer: Any = None) -> None: ...
+    def __new__(cls, size: int, buffer: Any = None) -> Self: ...
     def __len__(self) -> int: ...
     @property
     def address(self) -> int: ...
@@ -25,7 +25,6 @@ class Context:
 
 class Tensor:
     ctx: Context
-    extra: Any
     name: str
     @property
     def type(self) -> Type: ...

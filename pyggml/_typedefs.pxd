@@ -1,13 +1,10 @@
 # The one home of the C declarations shared by the extension modules (csrc/pyggml.h, types.h).
-from libc.stdint cimport int32_t, int64_t, uint16_t
+from libc.stdint cimport int32_t, int64_t
 
 
 cdef extern from "pyggml.h" nogil:
     enum:
-        PG_MAX_DIMS
         PG_MAX_SRC
-        PG_MAX_OP_PARAMS
-        PG_CACHE_LINE
         PG_FLAG_INPUT
         PG_FLAG_OUTPUT
 
@@ -74,12 +71,8 @@ cdef extern from "types.h" nogil:
 
     const pg_type_traits pg_traits[]
     size_t pg_row_size(int type, int64_t n)
-    float pg_fp16_to_fp32(uint16_t h)
-    uint16_t pg_fp32_to_fp16(float f)
 
 
-cdef extern from "simd-mappings.h":
-    const char * PG_SIMD_NAME
-    int PG_F32_EPR
+cdef extern from "isa/simd-mappings.h":
     const char * pg_simd_name()
     int pg_simd_vlen()

@@ -1,4 +1,4 @@
-"""vec.h's row primitives called directly, for tests/test_vec.py: each SIMD path (AVX-512, AVX2,
+"""The row primitives (csrc/vec/, through vec.h) called directly, for tests/test_vec.py: each SIMD path (AVX-512, AVX2,
 NEON, RVV at any VLEN, the scalar loops) is compared against float64 references at lengths that hit
 every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.data); nothing is
 checked here, the test helpers pass contiguous arrays of the right dtype and length.
@@ -31,7 +31,6 @@ cdef extern from "vec.h" nogil:
     void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v)
     void pg_vec_scale_f32(int64_t n, float * y, const float * x, float v)
     float pg_vec_max_f32(int64_t n, const float * x)
-    double pg_vec_sum_f32(int64_t n, const float * x)
     double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, float m)
     void pg_vec_quantize_q8_0(int64_t n, const float * x, pg_block_q8_0 * y)
     void pg_vec_silu_f32(int64_t n, float * y, const float * x)
@@ -61,8 +60,10 @@ cdef extern from "vec.h" nogil:
                               const float * c, const float * s)
     void pg_vec_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s)
     void pg_vec_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const float * k, float * s, int64_t lds)
-    void pg_vec_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s, int64_t lds)
-    void pg_vec_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s, int64_t lds)
+    void pg_vec_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s,
+                             int64_t lds)
+    void pg_vec_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s,
+                              int64_t lds)
     void pg_vec_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv, int64_t ldm,
                                       float * M, float * S, float * f)
     void pg_vec_attn_mask_f16(int64_t n, const uint16_t * m, float slope, float * y, int64_t * lo, int64_t * hi)
@@ -136,10 +137,6 @@ def scale_f32(int64_t n, size_t y, size_t x, float v):
 
 def max_f32(int64_t n, size_t x):
     return pg_vec_max_f32(n, <const float *> x)
-
-
-def sum_f32(int64_t n, size_t x):
-    return pg_vec_sum_f32(n, <const float *> x)
 
 
 def exp_sum_f32(int64_t n, size_t y, size_t x, float m):

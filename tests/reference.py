@@ -1,4 +1,4 @@
-"""float64 numpy references written from ../shared/docs/ggml-semantics.md. No pyggml code here:
+"""float64 numpy references written from docs/semantics.md. No pyggml code here:
 tests build inputs with numpy, run pyggml, and compare against these functions."""
 import math
 

@@ -143,14 +143,20 @@ def test_default_threads_compute(ctx):
 
 
 def test_many_nodes_many_threads(ctx):
+    """300 one-row adds get one task each, but the scale at the end splits its elements over all
+    four threads, so the plan keeps four: three threads are idle at every add and must still meet
+    its barrier."""
     x = ctx.from_numpy(np.ones(5, np.float32))
     t = x
     for _ in range(300):
         t = gg.add(t, x)
+    y = gg.scale(t, 2.0)
     g = gg.CGraph()
-    g.build_forward_expand(t)
-    g.compute(4)                                      # more threads than rows: idle threads still meet barriers
-    np.testing.assert_array_equal(t.numpy(), np.full(5, 301, np.float32))
+    g.build_forward_expand(y)
+    plan = g.plan(4)
+    assert plan.n_threads == 4 and plan.n_tasks[:300] == (1,) * 300 and plan.n_tasks[300] == 4
+    g.compute(4)
+    np.testing.assert_array_equal(y.numpy(), np.full(5, 602, np.float32))
 
 
 @pytest.mark.skipif(EMULATED, reason="timing-based; too slow under qemu")

@@ -266,10 +266,18 @@ def bad_cases(ctx):
     ]
 
 
-def test_bad_input(ctx):
-    for fn, exc, match in bad_cases(ctx):
-        with pytest.raises(exc, match=match):
-            fn()
+N_BAD_CASES = 29
+
+
+def test_bad_cases_are_all_run(ctx):
+    assert len(bad_cases(ctx)) == N_BAD_CASES
+
+
+@pytest.mark.parametrize("case", range(N_BAD_CASES))
+def test_bad_input(ctx, case):
+    fn, exc, match = bad_cases(ctx)[case]
+    with pytest.raises(exc, match=match):
+        fn()
 
 
 # ---- cross-checks: the Hugging Face formulas in PyTorch, and transformers' own functions ----

@@ -1,4 +1,4 @@
-"""GET_ROWS, SET_ROWS and the KV cache (ggml-semantics.md section 7). Destinations are compared byte for
+"""GET_ROWS, SET_ROWS and the KV cache (docs/semantics.md, section 6). Destinations are compared byte for
 byte with the reference converters (quantised rows included, exact .5 ties among the values)."""
 import numpy as np
 import pytest

@@ -36,16 +36,17 @@ def test_glu_and_unary_enums_are_their_tables():
     assert {op.name: int(op) for op in gg.UnaryOp} == _tables.unary_ops()
 
 
-def poke_op_param(t, i, value):
-    """Overwrite op_params[i] of t's C struct (tests only): the builders never write an invalid
-    value, so this is the one way to hand the plan a node no table row covers."""
+def poke_int32(t, i, value):
+    """Overwrite the int32 i places from op_params[0] of t's C struct (tests only; pyggml.h's
+    pg_tensor: op is at -17): the builders never write an invalid value, so this is the one way to
+    hand the plan a node no table row covers."""
     raw = t.op_params
     base = id(t)
     obj = ctypes.string_at(base, sys.getsizeof(t))
     at = obj.find(raw)
     assert at > 0 and obj.find(raw, at + 1) < 0, "op_params not found once in the object"
     ctypes.memmove(base + at + 4 * i, np.int32(value).tobytes(), 4)
-    assert t.op_params[4 * i:4 * i + 4] == np.int32(value).tobytes()
+    assert ctypes.string_at(base + at + 4 * i, 4) == np.int32(value).tobytes()
 
 
 @pytest.mark.parametrize("build, what", [
@@ -55,7 +56,7 @@ def poke_op_param(t, i, value):
 def test_plan_refuses_an_op_without_a_row(ctx, build, what):
     x = ctx.from_numpy(np.ones((3, 8), np.float32))
     out = build(x)
-    poke_op_param(out, 0, 3)                          # no GLU op and no unary op has the value 3
+    poke_int32(out, 0, 3)                             # no GLU op and no unary op has the value 3
     g = gg.CGraph()
     g.build_forward_expand(out)
     with pytest.raises(ValueError, match=rf"plan: node 0 \({out.op.name}\): op_params\[0\] = 3 {what}"):
@@ -101,3 +102,50 @@ def test_builders_refuse_types_without_the_kernel(ctx, kernel, builder):
         else:
             with pytest.raises(TypeError, match=f"must be of type .*, got {t.name}"):
                 builder(a, f32)
+
+
+def one_node_per_op(ctx):
+    """{Op: a small node of that op, built by its public builder} for every op; the inputs are
+    F32 of small odd sizes (vector tails)."""
+    x = ctx.from_numpy(np.linspace(-1, 1, 3 * 20, dtype=np.float32).reshape(3, 20))
+    y = ctx.from_numpy(np.linspace(2, 3, 3 * 20, dtype=np.float32).reshape(3, 20))
+    idx = ctx.from_numpy(np.array([2, 0], np.int32))
+    pos = ctx.from_numpy(np.arange(3, dtype=np.int32))
+    cache = ctx.new_tensor(gg.Type.F32, (20, 4))
+    q = ctx.from_numpy(np.linspace(0, 1, 20 * 2 * 2, dtype=np.float32).reshape(2, 2, 20))
+    return {
+        gg.Op.NONE: x, gg.Op.DUP: gg.dup(x), gg.Op.ADD: gg.add(x, y), gg.Op.MUL: gg.mul(x, y),
+        gg.Op.SCALE: gg.scale(x, 2.0), gg.Op.CPY: gg.cpy(x, ctx.new_tensor(gg.Type.F16, (20, 3))),
+        gg.Op.CONT: gg.cont(gg.transpose(x)), gg.Op.RESHAPE: gg.reshape_1d(x, 60),
+        gg.Op.VIEW: gg.view_1d(x, 5, 4), gg.Op.PERMUTE: gg.permute(x, 1, 0, 2, 3), gg.Op.TRANSPOSE: gg.transpose(x),
+        gg.Op.GET_ROWS: gg.get_rows(x, idx), gg.Op.SET_ROWS: gg.set_rows(cache, gg.view_2d(x, 20, 2, x.nb[1]), idx),
+        gg.Op.SOFT_MAX: gg.soft_max_ext(x), gg.Op.ROPE: gg.rope_ext(gg.reshape_3d(x, 20, 1, 3), pos, None, 20),
+        gg.Op.MUL_MAT: gg.mul_mat(x, y), gg.Op.NORM: gg.norm(x, 1e-5), gg.Op.RMS_NORM: gg.rms_norm(x, 1e-5),
+        gg.Op.GLU: gg.swiglu_split(x, y), gg.Op.UNARY: gg.silu(x),
+        gg.Op.FLASH_ATTN_EXT: gg.flash_attn_ext(q, q, q, None, 0.5),
+    }
+
+
+def test_every_op_row_has_a_builder_and_runs(ctx):
+    """An op added to the table without a builder and a node here fails this test; every node with
+    a kernel plans and computes (its numbers are each op's own tests' business)."""
+    nodes = one_node_per_op(ctx)
+    assert set(nodes) == set(gg.Op)
+    for op, t in nodes.items():
+        assert t.op == op
+        g = gg.CGraph()
+        g.build_forward_expand(t)
+        g.compute(2)
+        if t.type == gg.Type.F32:
+            assert np.isfinite(t.numpy()).all(), op.name
+
+
+def test_plan_refuses_an_op_id_without_a_row(ctx):
+    """A node whose op id is past the op table is a plan error, not an out-of-bounds read."""
+    x = ctx.from_numpy(np.ones((3, 8), np.float32))
+    out = gg.scale(x, 2.0)
+    poke_int32(out, -17, len(gg.Op))                  # the op id: one past the table
+    g = gg.CGraph()
+    g.build_forward_expand(out)
+    with pytest.raises(ValueError, match=rf"plan: node 0 \(op {len(gg.Op)}\): op id {len(gg.Op)} has no row in the op table"):
+        g.compute(1)

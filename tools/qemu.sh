@@ -129,7 +129,7 @@ build() {  # name cross-file... -> sets SITE to the installed package's director
     SITE=$(dirname "$(find "$bdir/destdir" -type d -name pyggml -path '*-packages/*' | head -n1)")
 }
 
-# every vector instruction of the RVV build must sit in rvv.c's pg_rvv_* kernels: V anywhere else
+# every vector instruction of the RVV build must sit in the pg_rvv_* kernels (csrc/vec/*-rvv.c): V elsewhere
 # (say, clang auto-vectorising Cython code) would kill the import on a CPU without V
 check_v_confined() {  # build name
     local so bad

@@ -1,6 +1,6 @@
 /* Row conversions f32 <-> every tensor type, bit-exact with ggml's CPU backend (the type table,
  * types.h, holds them as each type's to_float and from_float):
- *   F16, BF16   round-to-nearest-even (vec.h)
+ *   F16, BF16   round-to-nearest-even (vec/cvt.h)
  *   Q8_0        the CPU quantiser: d = amax/127, id = amax ? 127/amax : 0, q = rint(x*id) (ties even)
  *   Q4_0        the reference quantiser: m = the element of largest |x| (first wins), d = m/-8,
  *               id = d ? 1/d : 0, q = min(15, (int8)(x*id + 8.5))

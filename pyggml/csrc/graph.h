@@ -117,6 +117,7 @@ static const pg_fusion pg_fusions[] = {
 /* a node that runs: an op with a kernel and at least one element (at least one index, for the
  * ops whose indices are checked: PG_OPF_INDICES) */
 static inline bool pg_executed(const pg_tensor * t) {
+    if (!pg_op_known(t->op)) return true;      /* for pg_exec_plan to refuse */
     const int flags = pg_op_table[t->op].flags;
     if (flags & PG_OPF_NO_COMPUTE) return false;
     const pg_tensor * n = flags & PG_OPF_INDICES ? t->src[1] : t;
@@ -166,9 +167,10 @@ static inline bool pg_exec_plan(pg_exec * e, pg_plan * pl) {
     if (e->fusion >= 0) {
         ok = pg_fusions[e->fusion].plan(e->nodes, pl);
     } else {
-        /* pg_executed() let only ops with kernels through */
+        /* pg_executed() let only ops with kernels through, and ids past the table */
         const pg_tensor * t = e->nodes[0];
-        ok = pg_op_kernel_table[t->op].plan(t, pl);
+        ok = pg_op_known(t->op) ? pg_op_kernel_table[t->op].plan(t, pl)
+                                : pg_plan_fail(pl, "op id %d has no row in the op table", t->op);
     }
     e->variant = pl->variant;
     return ok;

@@ -25,7 +25,7 @@
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
  *     chunk counter. A thread widens its tile of weight rows to f32 once, into its
- *     scratch, and runs the register-blocked micro-kernel of vec.h over all of K for each panel.
+ *     scratch, and runs the register-blocked micro-kernel of vec/gemm.h over all of K for each panel.
  *     (mr, nr) is the micro-kernel's tile, pg_vec_gemm_shape(): fixed per ISA at compile time,
  *     except on riscv64, where the RVV tile's width follows the VLEN found at run time.
  */

@@ -61,9 +61,12 @@ static const pg_op_info pg_op_table[] = { PG_OPS(PG_OP_INFO, PG_LEAF_INFO) };
 #undef PG_LEAF_INFO
 _Static_assert(sizeof(pg_op_table) / sizeof(pg_op_table[0]) == PG_OP_COUNT, "one op table row per op id");
 
+/* whether op has a row (ids come from the builders; a node past the table is a plan error) */
+static inline bool pg_op_known(int32_t op) { return op >= 0 && op < PG_OP_COUNT; }
+
 /* number of tasks node t gets with nth threads (the plan's thread clamp) */
 static inline int pg_op_tasks(const pg_tensor * t, int nth) {
-    if (!(pg_op_table[t->op].flags & PG_OPF_ROWS)) return nth;
+    if (!pg_op_known(t->op) || !(pg_op_table[t->op].flags & PG_OPF_ROWS)) return nth;
     const int64_t nr = t->ne[1] * t->ne[2] * t->ne[3];
     return (int) PG_MIN((int64_t) nth, PG_MAX((int64_t) 1, nr));
 }

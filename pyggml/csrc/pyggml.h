@@ -97,6 +97,7 @@ static inline bool pg_plan_group_no_scratch(pg_tensor * const * nodes, pg_plan *
 
 #define PG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PG_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define PG_ALWAYS_INLINE static inline __attribute__((always_inline))
 #define PG_PAD(x, n) (((x) + (n) - 1) / (n) * (n))
 
 static inline int64_t pg_nrows(const pg_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }

@@ -16,9 +16,9 @@
  * from fusing them into an FMA (convert.h), which would round once where ggml rounds twice.
  *
  * Dot products: every block type decodes a block into 32 int8 lanes (pg_q8x32), multiplies them with
- * the activation block's int8 in integers (AVX-512 VNNI dpbusd, AVX2 maddubs+madd, NEON vdotq or
- * widening multiplies; scalar elsewhere, which RVV builds use for the types rvv.c has no kernel for)
- * and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
+ * the activation block's int8 in integers (isa/'s pg_qacc_add: AVX-512 VNNI dpbusd, AVX2
+ * maddubs+madd, NEON vdotq or widening multiplies; the scalar forms below elsewhere, which RVV builds
+ * use for the types vec/dot-rvv.c has no kernel for) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
  * multi-column kernel pg_vec_dot_n_<type> (nc <= 4 activation rows, `by` bytes apart: the weight
  * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it.
  */
@@ -49,113 +49,13 @@ _Static_assert(sizeof(pg_block_iq4_xs) == 136, "iq4_xs block");
 /* the IQ4_NL/IQ4_XS code points (ggml's kvalues_iq4nl) */
 static const int8_t pg_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-/* ---- block decoding: 32 int8 lanes in element order ---- */
+/* ---- block decoding: 32 int8 lanes in element order (isa/'s pg_q8x32 and pg_qacc; these scalar
+ * forms where the ISA has none: the scalar build, RVV) ---- */
 
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-typedef __m256i pg_q8x32;
-static inline pg_q8x32 pg_q8x32_load(const int8_t * q) { return _mm256_loadu_si256((const __m256i *) q); }
-static inline pg_q8x32 pg_q8x32_nibbles(const uint8_t * qs) {
-    const __m128i b = _mm_loadu_si128((const __m128i *) qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
-}
-/* 0x10 in lane e where bit e of the little-endian word at qh is set */
-static inline pg_q8x32 pg_q8x32_bit4(const uint8_t * qh) {
-    int32_t h;
-    memcpy(&h, qh, 4);
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((int64_t) 0x8040201008040201ULL);
-    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(h), spread), bit);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
-}
-static inline pg_q8x32 pg_q8x32_or(pg_q8x32 a, pg_q8x32 b) { return _mm256_or_si256(a, b); }
-static inline pg_q8x32 pg_q8x32_sub(pg_q8x32 a, int8_t c) { return _mm256_sub_epi8(a, _mm256_set1_epi8(c)); }
-static inline pg_q8x32 pg_q8x32_iq4nl(pg_q8x32 a) {
-    const __m128i t = _mm_loadu_si128((const __m128i *) pg_iq4nl_values);
-    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), a);
-}
-
-/* 8 int32 partial sums of u (unsigned lanes) times s (signed) */
-static inline __m256i pg_x86_dot_us(__m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-#elif defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
-#else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-#endif
-}
-
-typedef __m256 pg_qacc;
-static inline pg_qacc pg_qacc_zero(void) { return _mm256_setzero_ps(); }
-/* acc += scale * (x . y); x's lanes non-negative when uns (no sign transfer needed) */
-static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int uns, float scale) {
-    const __m256i qy = _mm256_loadu_si256((const __m256i *) y);
-    const __m256i p = uns ? pg_x86_dot_us(x, qy) : pg_x86_dot_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(qy, x));
-    return _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(p), acc);
-}
-static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return _mm256_add_ps(a, b); }
-static inline float pg_qacc_sum(pg_qacc acc) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-#elif defined(PG_SIMD_NEON)
-typedef int8x16x2_t pg_q8x32;
-static inline pg_q8x32 pg_q8x32_load(const int8_t * q) { pg_q8x32 r = {{vld1q_s8(q), vld1q_s8(q + 16)}}; return r; }
-static inline pg_q8x32 pg_q8x32_nibbles(const uint8_t * qs) {
-    const uint8x16_t b = vld1q_u8(qs);
-    pg_q8x32 r = {{vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0f))), vreinterpretq_s8_u8(vshrq_n_u8(b, 4))}};
-    return r;
-}
-static inline pg_q8x32 pg_q8x32_bit4(const uint8_t * qh) {
-    static const uint8_t bits[8] = {1, 2, 4, 8, 16, 32, 64, 128};
-    const uint8x16_t bit = vcombine_u8(vld1_u8(bits), vld1_u8(bits));
-    uint8x16_t h[2];
-    for (int k = 0; k < 2; k++) {
-        const uint8x16_t b = vcombine_u8(vdup_n_u8(qh[2 * k]), vdup_n_u8(qh[2 * k + 1]));
-        h[k] = vandq_u8(vtstq_u8(b, bit), vdupq_n_u8(0x10));
-    }
-    pg_q8x32 r = {{vreinterpretq_s8_u8(h[0]), vreinterpretq_s8_u8(h[1])}};
-    return r;
-}
-static inline pg_q8x32 pg_q8x32_or(pg_q8x32 a, pg_q8x32 b) {
-    pg_q8x32 r = {{vorrq_s8(a.val[0], b.val[0]), vorrq_s8(a.val[1], b.val[1])}};
-    return r;
-}
-static inline pg_q8x32 pg_q8x32_sub(pg_q8x32 a, int8_t c) {
-    pg_q8x32 r = {{vsubq_s8(a.val[0], vdupq_n_s8(c)), vsubq_s8(a.val[1], vdupq_n_s8(c))}};
-    return r;
-}
-static inline pg_q8x32 pg_q8x32_iq4nl(pg_q8x32 a) {
-    const int8x16_t t = vld1q_s8(pg_iq4nl_values);
-    pg_q8x32 r = {{vqtbl1q_s8(t, vreinterpretq_u8_s8(a.val[0])), vqtbl1q_s8(t, vreinterpretq_u8_s8(a.val[1]))}};
-    return r;
-}
-
-typedef float32x4_t pg_qacc;
-static inline pg_qacc pg_qacc_zero(void) { return vdupq_n_f32(0.0f); }
-static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int uns, float scale) {
-    (void) uns;
-    const int8x16_t y0 = vld1q_s8(y), y1 = vld1q_s8(y + 16);
-#if defined(__ARM_FEATURE_DOTPROD)
-    const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), x.val[0], y0), x.val[1], y1);
-#else
-    int32x4_t p = vpaddlq_s16(vmull_s8(vget_low_s8(x.val[0]), vget_low_s8(y0)));
-    p = vpadalq_s16(p, vmull_s8(vget_high_s8(x.val[0]), vget_high_s8(y0)));
-    p = vpadalq_s16(p, vmull_s8(vget_low_s8(x.val[1]), vget_low_s8(y1)));
-    p = vpadalq_s16(p, vmull_s8(vget_high_s8(x.val[1]), vget_high_s8(y1)));
-#endif
-    return vmlaq_n_f32(acc, vcvtq_f32_s32(p), scale);
-}
-static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return vaddq_f32(a, b); }
-static inline float pg_qacc_sum(pg_qacc acc) { return vaddvq_f32(acc); }
-
-#else
+#if !PG_HAVE_QDOT
 typedef struct { int8_t v[PG_QK]; } pg_q8x32;
 static inline pg_q8x32 pg_q8x32_load(const int8_t * q) { pg_q8x32 r; memcpy(r.v, q, PG_QK); return r; }
+static inline void pg_q8x32_store(pg_q8x32 q, int8_t * y) { memcpy(y, q.v, PG_QK); }
 static inline pg_q8x32 pg_q8x32_nibbles(const uint8_t * qs) {
     pg_q8x32 r;
     for (int j = 0; j < PG_QK / 2; j++) {
@@ -179,8 +79,8 @@ static inline pg_q8x32 pg_q8x32_sub(pg_q8x32 a, int8_t c) {
     for (int j = 0; j < PG_QK; j++) a.v[j] = (int8_t) (a.v[j] - c);
     return a;
 }
-static inline pg_q8x32 pg_q8x32_iq4nl(pg_q8x32 a) {
-    for (int j = 0; j < PG_QK; j++) a.v[j] = pg_iq4nl_values[a.v[j]];
+static inline pg_q8x32 pg_q8x32_lut16(pg_q8x32 a, const int8_t * table) {
+    for (int j = 0; j < PG_QK; j++) a.v[j] = table[a.v[j]];
     return a;
 }
 
@@ -206,18 +106,7 @@ static inline pg_q8x32 pg_decode_q5_0(const pg_block_q5_0 * b) {
 static inline pg_q8x32 pg_decode_q5_1(const pg_block_q5_1 * b) {
     return pg_q8x32_or(pg_q8x32_nibbles(b->qs), pg_q8x32_bit4(b->qh));
 }
-static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q8x32_iq4nl(pg_q8x32_nibbles(b->qs)); }
-
-static inline void pg_q8x32_store(pg_q8x32 q, int8_t * y) {
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-    _mm256_storeu_si256((__m256i *) y, q);
-#elif defined(PG_SIMD_NEON)
-    vst1q_s8(y, q.val[0]);
-    vst1q_s8(y + 16, q.val[1]);
-#else
-    memcpy(y, q.v, PG_QK);
-#endif
-}
+static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q8x32_lut16(pg_q8x32_nibbles(b->qs), pg_iq4nl_values); }
 
 /* ---- dot products ---- */
 
@@ -236,7 +125,7 @@ static inline void pg_q8x32_store(pg_q8x32 q, int8_t * y) {
         }                                                                                              \
     } while (0)
 
-/* riscv64 with V: rvv.c's one-column kernel per column, for the types it has one for */
+/* riscv64 with V: vec/dot-rvv.c's one-column kernel per column, for the types it has one for */
 #define PG_QRVV_NONE(n, x, y, by, nc, s) ((void) 0)
 #define PG_QRVV_COLS(FN, TX, TY, n, x, y, by, nc, s)                                                   \
     PG_RVV_DO(for (int c_ = 0; c_ < (nc); c_++)                                                        \
@@ -282,7 +171,7 @@ PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMI
 PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_NONE)
 PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_NONE)
 
-/* one column (test_vec.py calls these two by name; Q8_0 and Q4_0 through rvv.c when it runs) */
+/* one column (test_vec.py calls these two by name; Q8_0 and Q4_0 through vec/dot-rvv.c when it runs) */
 static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y) {
     float s;
     pg_vec_dot_q8_0_n(n, x, y, 0, 1, &s);

@@ -17,6 +17,33 @@ _HPARAMS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "
 _MAX_GRAPHS = 8
 
 
+def generation(model, prompt, n_predict, stop, prefill, decode):
+    """The generation loop of Model.stream (and pyggml.distributed's Pipeline): the prompt's ids
+    (model.tokenize of a text), the stop set (default: the end-of-sequence id), then prefill(ids)
+    -> the first id and decode(id) -> the next, yielded as they come; model.timings afterwards."""
+    ids = model.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+    if not ids:
+        raise ValueError(f"{type(model).__name__}.generate: the prompt is empty")
+    if stop is None:
+        eos = model.hparams.get("eos_id")
+        stop = () if eos is None else (eos,)
+    stop = frozenset(int(s) for s in stop)
+    model.timings = {"prefill_tokens": len(ids), "prefill_s": 0.0, "decode_tokens": 0, "decode_s": 0.0}
+    if n_predict <= 0:
+        return
+    t0 = time.perf_counter()
+    tok = prefill(ids)
+    model.timings["prefill_s"] = time.perf_counter() - t0
+    for i in range(n_predict):
+        yield tok
+        if tok in stop or i + 1 == n_predict:
+            break
+        t0 = time.perf_counter()
+        tok = decode(tok)
+        model.timings["decode_s"] += time.perf_counter() - t0
+        model.timings["decode_tokens"] += 1
+
+
 class Model:
     """A decoder (see pyggml.models.arch) over weights `tensors` (GGUF names -> pyggml.Tensor) with
     normalised `hparams` (pyggml.gguf's GGUFFile.hparams). pyggml.models.load builds one from a GGUF.
@@ -223,31 +250,15 @@ class Model:
         prefill/decode tokens and seconds. progress: passed to eval for the prompt."""
         if not self.has_head or self.l0 != 0:
             raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
-        ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-        if not ids:
-            raise ValueError("Model.generate: the prompt is empty")
-        if stop is None:
-            eos = self.hparams.get("eos_id")
-            stop = () if eos is None else (eos,)
-        stop = frozenset(int(s) for s in stop)
         sample = Sampler(temperature, top_k, top_p, seed)
-        self.timings = {"prefill_tokens": len(ids), "prefill_s": 0.0, "decode_tokens": 0, "decode_s": 0.0}
-        if n_predict <= 0:
-            return
-        t0 = time.perf_counter()
-        logits = self.eval(ids, logits="last", progress=progress)[0]
-        tok = sample(logits)
-        self.timings["prefill_s"] = time.perf_counter() - t0
         x, pos = np.zeros(1, np.int32), np.zeros((4 if self.spec.multi_rope else 1, 1), np.int32)
-        for i in range(n_predict):
-            yield tok
-            if tok in stop or i + 1 == n_predict:
-                break
-            t0 = time.perf_counter()
+
+        def decode(tok):
             x[0], pos[:] = tok, self.n_past
-            tok = sample(self._step(x, pos, 1)[0])
-            self.timings["decode_s"] += time.perf_counter() - t0
-            self.timings["decode_tokens"] += 1
+            return sample(self._step(x, pos, 1)[0])
+
+        yield from generation(self, prompt, n_predict, stop,
+                              lambda ids: sample(self.eval(ids, logits="last", progress=progress)[0]), decode)
 
     def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None):
         """The ids stream() yields, as a list (the new ids only)."""

@@ -1,18 +1,20 @@
 /* RVV 1.0 on riscv64: how the kernels get compiled and chosen.
  *
- * A riscv64 build (-Dsimd=native, meson defines PYGGML_RVV) compiles exactly one translation unit
- * with V: rvv.c, built with -march=<rvv_march> from the cross file (default rv64gcv). Everything
- * else, the Cython modules and the op headers included there, is built for the base ISA (rv64gc),
- * so clang cannot auto-vectorise a single instruction of the import path with V and the module
- * loads on any riscv64 CPU. vec.h's row primitives start with PG_RVV_RETURN/PG_RVV_DO: when the CPU
- * reports V at run time (getauxval(AT_HWCAP) bit 'V' - 'A' = 21) they call pg_rvv_<name> in rvv.c
- * with the same arguments, otherwise they run their scalar loop. Op headers never see the switch.
+ * A riscv64 build (-Dsimd=native, meson defines PYGGML_RVV) compiles only the RVV translation units
+ * with V: vec/<family>-rvv.c, one beside each family header, built with -march=<rvv_march> from the
+ * cross file (default rv64gcv) into one static library. Everything else, the Cython modules and the
+ * op headers included there, is built for the base ISA (rv64gc), so clang cannot auto-vectorise a
+ * single instruction of the import path with V and the module loads on any riscv64 CPU. The row
+ * primitives (vec/<family>.h) start with PG_RVV_RETURN/PG_RVV_DO: when the CPU reports V at run time
+ * (getauxval(AT_HWCAP) bit 'V' - 'A' = 21) they call pg_rvv_<name> of vec/<family>-rvv.c with the
+ * same arguments, otherwise they run their scalar loop. Op headers never see the switch.
  *
- *   module TUs (rv64gc)                       rvv.c (rv64gcv)
+ *   module TUs (rv64gc)                       vec/dot-rvv.c (rv64gcv)
  *   pg_vec_dot_f32(n, x, y) --pg_rvv_on()--> pg_rvv_dot_f32(n, x, y)   strip-mined vsetvl
  *                           \--otherwise---> scalar loop
  *
- * This header is included by both sides and holds no vector code itself.
+ * This header is included by both sides and holds no vector code itself; isa/rvv-mappings.h holds
+ * what the RVV translation units share.
  */
 #pragma once
 #include <sys/auxv.h>
@@ -32,29 +34,37 @@ static inline int pg_rvv_on(void) {
 #define PG_RVV_RETURN(call) if (pg_rvv_on()) return call;
 #define PG_RVV_DO(call) if (pg_rvv_on()) { call; return; }
 
-/* ---- rvv.c: call only when pg_rvv_on(); each does what vec.h's pg_vec_<name> does ---- */
+/* ---- vec/<family>-rvv.c: call only when pg_rvv_on(); each does what pg_vec_<name> does ---- */
 struct pg_block_q8_0;
 struct pg_block_q4_0;
-int pg_rvv_vlen(void);   /* VLEN in bits */
+int pg_rvv_vlen(void);   /* VLEN in bits (gemm-rvv.c) */
+/* cvt-rvv.c */
 void pg_rvv_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y);
 void pg_rvv_cvt_f32_f16(int64_t n, const float * x, pg_fp16_t * y);
 void pg_rvv_cvt_bf16_f32(int64_t n, const pg_bf16_t * x, float * y);
 void pg_rvv_cvt_f32_bf16(int64_t n, const float * x, pg_bf16_t * y);
+/* dot-rvv.c */
 float pg_rvv_dot_f32(int64_t n, const float * x, const float * y);
 float pg_rvv_dot_f16(int64_t n, const pg_fp16_t * x, const pg_fp16_t * y);
 float pg_rvv_dot_bf16(int64_t n, const pg_bf16_t * x, const pg_bf16_t * y);
 float pg_rvv_dot_f16_f32(int64_t n, const pg_fp16_t * x, const float * y);
+float pg_rvv_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y);
 float pg_rvv_dot_q8_0_q8_0(int64_t n, const struct pg_block_q8_0 * x, const struct pg_block_q8_0 * y);
+float pg_rvv_dot_q4_0_q8_0(int64_t n, const struct pg_block_q4_0 * x, const struct pg_block_q8_0 * y);
+void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s);
+void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s);
+void pg_rvv_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s);
+/* arith-rvv.c */
 void pg_rvv_add_f32(int64_t n, float * z, const float * x, const float * y);
 void pg_rvv_mul_f32(int64_t n, float * z, const float * x, const float * y);
 void pg_rvv_mad_f32(int64_t n, float * y, const float * x, float v);
 void pg_rvv_scale_f32(int64_t n, float * y, const float * x, float v);
 float pg_rvv_max_f32(int64_t n, const float * x);
-double pg_rvv_sum_f32(int64_t n, const float * x);
+/* exp-rvv.c */
 double pg_rvv_exp_sum_f32(int64_t n, float * y, const float * x, float m);
-float pg_rvv_dot_q4_0_q8_0(int64_t n, const struct pg_block_q4_0 * x, const struct pg_block_q8_0 * y);
+/* quant-rvv.c */
 void pg_rvv_quantize_q8_0(int64_t n, const float * x, struct pg_block_q8_0 * y);
-/* activations: y = act(x), y = act(x) * g */
+/* act-rvv.c: y = act(x), y = act(x) * g */
 void pg_rvv_silu_f32(int64_t n, float * y, const float * x);
 void pg_rvv_gelu_f32(int64_t n, float * y, const float * x);
 void pg_rvv_gelu_erf_f32(int64_t n, float * y, const float * x);
@@ -63,26 +73,22 @@ void pg_rvv_gelu_glu_f32(int64_t n, float * y, const float * x, const float * g)
 void pg_rvv_silu_glu_f32(int64_t n, float * y, const float * x, const float * g);
 void pg_rvv_gelu_erf_glu_f32(int64_t n, float * y, const float * x, const float * g);
 void pg_rvv_gelu_quick_glu_f32(int64_t n, float * y, const float * x, const float * g);
-/* matmul */
-float pg_rvv_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y);
-void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s);
-void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s);
-void pg_rvv_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s);
-/* GEMM micro-kernel (vec.h's pg_vec_gemm_tile_f32): PG_RVV_MM_MR rows x pg_rvv_gemm_nr() columns */
+/* gemm-rvv.c (pg_vec_gemm_tile_f32): PG_RVV_MM_MR rows x pg_rvv_gemm_nr() columns */
 #define PG_RVV_MM_MR 12
 int pg_rvv_gemm_nr(void);
 void pg_rvv_gemm_tile_f32(int64_t n, const float * a, int64_t lda, const float * b, float * c);
-/* norm (pg_vec_sum_f64_f32 is pg_rvv_sum_f32) */
+/* norm-rvv.c */
+double pg_rvv_sum_f64_f32(int64_t n, const float * x);
 double pg_rvv_sumsq_f32(int64_t n, const float * x);
 double pg_rvv_add_sumsq_f32(int64_t n, float * y, const float * x, const float * r);
 double pg_rvv_cvar_f32(int64_t n, float * y, const float * x, float mean);
 void pg_rvv_scale_mul_f32(int64_t n, float * y, const float * x, float s, const float * w);
-/* rope */
+/* rope-rvv.c */
 void pg_rvv_sincos_f32(int64_t n, const float * x, float * c, float * s, float scale);
 void pg_rvv_rope_half_f32(int64_t n, float * y0, float * y1, const float * x0, const float * x1,
                           const float * c, const float * s);
 void pg_rvv_rope_adj_f32(int64_t n, float * y, const float * x, const float * c, const float * s);
-/* attention */
+/* attn-rvv.c */
 void pg_rvv_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const float * k, float * s, int64_t lds);
 void pg_rvv_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const pg_fp16_t * k, float * s, int64_t lds);
 void pg_rvv_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const pg_bf16_t * k, float * s, int64_t lds);

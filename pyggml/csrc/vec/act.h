@@ -1,0 +1,88 @@
+/* Activations of rows (the unary and GLU ops): y = act(x) and y = act(x) * g. RVV: vec/act-rvv.c.
+ *
+ * The sigmoid-gated activations share one form, x / (1 + exp(-z)), so one SIMD exp serves them:
+ *   silu(x)       = x / (1 + exp(-x))
+ *   gelu(x)       = 0.5x(1 + tanh(z)), z = sqrt(2/pi)(x + 0.044715x^3)   ==   x / (1 + exp(-2z))
+ *   gelu_quick(x) = x / (1 + exp(-1.702x))
+ *   relu(x)       = x > 0 ? x : 0
+ *   gelu_erf(x)   = 0.5x(1 + erf(x/sqrt(2)))
+ * gelu is computed by its formula in f32; ggml's CPU reads it from an fp16 table instead
+ * (GGML_GELU_FP16), which is less accurate; gelu_erf uses erfc(-x/sqrt(2)) for 1 + erf(x/sqrt(2)),
+ * which keeps its relative accuracy for negative x where ggml's 1 + erff(...) cancels. Scalar paths
+ * use libm (expf, erfcf). */
+#pragma once
+#include "vec/exp.h"
+
+#define PG_GELU_COEF_A     0.044715f
+#define PG_SQRT_2_OVER_PI  0.79788456080286535587989211986876f
+#define PG_GELU_QUICK_COEF 1.702f
+#define PG_SQRT_2_INV      0.70710678118654752440084436210484f
+
+static inline float pg_silu_f32(float x) { return x / (1.0f + expf(-x)); }
+static inline float pg_gelu_f32(float x) {
+    return x / (1.0f + expf(-2.0f * PG_SQRT_2_OVER_PI * x * (1.0f + PG_GELU_COEF_A * x * x)));
+}
+static inline float pg_gelu_quick_f32(float x) { return x / (1.0f + expf(-PG_GELU_QUICK_COEF * x)); }
+static inline float pg_relu_f32(float x) { return x > 0.0f ? x : 0.0f; }
+static inline float pg_gelu_erf_f32(float x) { return 0.5f * x * erfcf(-x * PG_SQRT_2_INV); }
+
+/* erfc(t) = s*exp(-t^2 + P(s)), s = 1/(1 + t/2), for t >= 0: P's coefficients, highest power first
+ * (Numerical Recipes' erfcc, relative error < 1.2e-7), for the SIMD and RVV gelu_erf */
+static const float pg_erfc_c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                    -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+
+#if PG_HAVE_F32V
+/* x / (1 + exp(-z)); exp overflow gives x/inf = 0, the right limit */
+static inline pg_f32v pg_f32v_sigmul(pg_f32v x, pg_f32v z) {
+    return PG_F32V_DIV(x, PG_F32V_ADD(PG_F32V_SET1(1.0f), pg_f32v_exp(PG_F32V_SUB(PG_F32V_ZERO(), z))));
+}
+static inline pg_f32v pg_f32v_silu(pg_f32v x) { return pg_f32v_sigmul(x, x); }
+static inline pg_f32v pg_f32v_gelu(pg_f32v x) {
+    const pg_f32v p = PG_F32V_FMA(PG_F32V_MUL(x, x), PG_F32V_SET1(PG_GELU_COEF_A), PG_F32V_SET1(1.0f));
+    return pg_f32v_sigmul(x, PG_F32V_MUL(PG_F32V_MUL(x, PG_F32V_SET1(2.0f * PG_SQRT_2_OVER_PI)), p));
+}
+static inline pg_f32v pg_f32v_gelu_quick(pg_f32v x) {
+    return pg_f32v_sigmul(x, PG_F32V_MUL(x, PG_F32V_SET1(PG_GELU_QUICK_COEF)));
+}
+static inline pg_f32v pg_f32v_relu(pg_f32v x) { return PG_F32V_MAX(x, PG_F32V_ZERO()); }
+/* 1 + erf(u) = erfc(-u) with u = x/sqrt(2); erfc(t) for t = |u| by the fit above, and
+ * erfc(-t) = 2 - erfc(t): no cancellation on either side. */
+static inline pg_f32v pg_f32v_gelu_erf(pg_f32v x) {
+    const pg_f32v u = PG_F32V_MUL(x, PG_F32V_SET1(PG_SQRT_2_INV));
+    const pg_f32v t = PG_F32V_MAX(u, PG_F32V_SUB(PG_F32V_ZERO(), u));
+    const pg_f32v s = PG_F32V_DIV(PG_F32V_SET1(1.0f), PG_F32V_FMA(t, PG_F32V_SET1(0.5f), PG_F32V_SET1(1.0f)));
+    pg_f32v q = PG_F32V_SET1(pg_erfc_c[0]);
+    for (int k = 1; k < 10; k++) q = PG_F32V_FMA(q, s, PG_F32V_SET1(pg_erfc_c[k]));
+    const pg_f32v e = PG_F32V_MUL(s, pg_f32v_exp(PG_F32V_SUB(q, PG_F32V_MUL(t, t))));   /* erfc(t) */
+    const pg_f32v h = PG_F32V_MUL(e, PG_F32V_SET1(0.5f));
+    return PG_F32V_MUL(x, PG_F32V_SEL_LT(x, PG_F32V_ZERO(), h, PG_F32V_SUB(PG_F32V_SET1(1.0f), h)));
+}
+#define PG_VEC_ACT_SIMD(STORE_EXPR) for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) STORE_EXPR;
+#else
+#define PG_VEC_ACT_SIMD(STORE_EXPR)
+#endif
+
+/* pg_vec_<act>_f32(n, y, x): y = act(x) (in place when y == x) */
+#define PG_VEC_ACT(ACT)                                                                          \
+static inline void pg_vec_##ACT##_f32(int64_t n, float * y, const float * x) {                  \
+    PG_RVV_DO(pg_rvv_##ACT##_f32(n, y, x))                                                       \
+    int64_t i = 0;                                                                               \
+    PG_VEC_ACT_SIMD(PG_F32V_STORE(y + i, pg_f32v_##ACT(PG_F32V_LOAD(x + i))))                    \
+    for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]);                                              \
+}
+/* pg_vec_<act>_glu_f32(n, y, x, g): y = act(x) * g, one pass (y may alias x or g) */
+#define PG_VEC_GLU(ACT)                                                                          \
+static inline void pg_vec_##ACT##_glu_f32(int64_t n, float * y, const float * x, const float * g) { \
+    PG_RVV_DO(pg_rvv_##ACT##_glu_f32(n, y, x, g))                                                \
+    int64_t i = 0;                                                                               \
+    PG_VEC_ACT_SIMD(PG_F32V_STORE(y + i, PG_F32V_MUL(pg_f32v_##ACT(PG_F32V_LOAD(x + i)), PG_F32V_LOAD(g + i)))) \
+    for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]) * g[i];                                       \
+}
+PG_VEC_ACT(silu)
+PG_VEC_ACT(gelu)
+PG_VEC_ACT(gelu_erf)
+PG_VEC_GLU(relu)
+PG_VEC_GLU(gelu)
+PG_VEC_GLU(silu)
+PG_VEC_GLU(gelu_erf)
+PG_VEC_GLU(gelu_quick)

@@ -1,0 +1,58 @@
+/* Elementwise rows: z = x + y, z = x * y, y += x*v, y = x*v, and the maximum of a row.
+ * RVV: vec/arith-rvv.c. */
+#pragma once
+#include "vec/cvt.h"
+
+#define PG_VEC_BINARY(NAME, VOP, SOP, RVV)                                                   \
+static inline void NAME(int64_t n, float * z, const float * x, const float * y) {            \
+    PG_RVV_DO(RVV(n, z, x, y))                                                               \
+    int64_t i = 0;                                                                           \
+    PG_VEC_BINARY_SIMD(VOP)                                                                  \
+    for (; i < n; i++) z[i] = x[i] SOP y[i];                                                 \
+}
+#if PG_HAVE_F32V
+#define PG_VEC_BINARY_SIMD(VOP) \
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) PG_F32V_STORE(z + i, VOP(PG_F32V_LOAD(x + i), PG_F32V_LOAD(y + i)));
+#else
+#define PG_VEC_BINARY_SIMD(VOP)
+#endif
+PG_VEC_BINARY(pg_vec_add_f32, PG_F32V_ADD, +, pg_rvv_add_f32)
+PG_VEC_BINARY(pg_vec_mul_f32, PG_F32V_MUL, *, pg_rvv_mul_f32)
+
+/* y += x*v */
+static inline void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v) {
+    PG_RVV_DO(pg_rvv_mad_f32(n, y, x, v))
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v vv = PG_F32V_SET1(v);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR)
+        PG_F32V_STORE(y + i, PG_F32V_FMA(PG_F32V_LOAD(x + i), vv, PG_F32V_LOAD(y + i)));
+#endif
+    for (; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+/* y = x*v (in place when y == x) */
+static inline void pg_vec_scale_f32(int64_t n, float * y, const float * x, float v) {
+    PG_RVV_DO(pg_rvv_scale_f32(n, y, x, v))
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v vv = PG_F32V_SET1(v);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) PG_F32V_STORE(y + i, PG_F32V_MUL(PG_F32V_LOAD(x + i), vv));
+#endif
+    for (; i < n; i++) y[i] = x[i] * v;
+}
+
+static inline float pg_vec_max_f32(int64_t n, const float * x) {
+    PG_RVV_RETURN(pg_rvv_max_f32(n, x))
+    float m = -INFINITY;
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    if (n >= PG_F32_EPR) {
+        pg_f32v vm = PG_F32V_SET1(-INFINITY);
+        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) vm = PG_F32V_MAX(vm, PG_F32V_LOAD(x + i));
+        m = PG_F32V_REDUCE_MAX(vm);
+    }
+#endif
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
