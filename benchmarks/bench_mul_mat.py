@@ -1,5 +1,6 @@
-"""mul_mat: GEMV (decode) and a 128-column GEMM (prompt) with 4096x4096 weights, against numpy's
-float32 matmul (OpenBLAS, its threads set to match) and PyTorch float32.
+"""mul_mat: GEMV (decode; F16, Q8_0 and the legacy quantized types) and a 128-column GEMM (prompt)
+with 4096x4096 weights, against numpy's float32 matmul (OpenBLAS, its threads set to match) and
+PyTorch float32.
 
 GEMV is memory-bound: its line is the read bandwidth of numpy's a.sum() over the same number of
 bytes as the weights (one thread), and the note gives the weights' read rate as a % of it.
@@ -55,7 +56,8 @@ def main(quick=False):
     wt = torch.from_numpy(w) if torch is not None else None
     ctx = gg.Context()
     rows = []
-    for typ, n in (("F16", 1), ("Q8_0", 1), ("F16", 128), ("Q8_0", 128)):
+    gemv_quants = [("Q4_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1)]
+    for typ, n in [("F16", 1), ("Q8_0", 1), *gemv_quants, ("F16", 128), ("Q8_0", 128)]:
         a = ctx.from_numpy(w, type=gg.Type[typ])
         x = rng.standard_normal((n, K)).astype(np.float32)
         out = gg.mul_mat(a, ctx.from_numpy(x))

@@ -162,8 +162,9 @@ def cpy(a, b):
         raise ValueError(f"cpy: a and b must have the same number of elements, got {ta.nelements} and {tb.nelements}")
     ints = ta.type not in _COPY_TYPES or tb.type not in _COPY_TYPES
     if ints and ta.type != tb.type:
-        raise TypeError(f"cpy: {ta.type.name} -> {tb.type.name} is not supported: F32, F16, BF16, Q8_0 and "
-                        "Q4_0 convert into each other, every other type copies to its own type only")
+        raise TypeError(f"cpy: {ta.type.name} -> {tb.type.name} is not supported: the float types (F32, F16, "
+                        "BF16) and the quantized ones convert into each other, every other type copies to its "
+                        "own type only")
     if (ta.type in QUANT_TYPES or tb.type in QUANT_TYPES):
         if ta.ne != tb.ne:
             raise ValueError(f"cpy: quantized copies need equal shapes, got a.ne={ta.ne} b.ne={tb.ne}")
@@ -471,11 +472,12 @@ _MM_WEIGHT_TYPES = kernel_types("vec_dot")
 
 def mul_mat(a, b):
     """out[i, j] = dot(row i of a, row j of b): F32 [a.ne1, b.ne1, b.ne2, b.ne3], a broadcast over
-    dims 2/3. a (weights): F32/F16/BF16/Q8_0/Q4_0/Q2_K..Q6_K (the types with a vec_dot kernel); b
-    (activations): F32, converted first to a's dot type as ggml does (F16 weights: b rounded to
-    fp16; Q8_0/Q4_0 weights: b quantised to Q8_0, K-quants: to Q8_K). Non-finite values follow ggml's
-    numerics (docs/reliability.md): with Q8_0/Q4_0 weights a NaN in b is quantised to some finite value,
-    so the result stays finite."""
+    dims 2/3. a (weights): the types with a vec_dot kernel (F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/
+    IQ4_NL, Q2_K..Q6_K); b (activations): F32, converted first to a's dot type as ggml does (F16
+    weights: b rounded to fp16; quantized weights: b quantised to Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for
+    the K-quants, and integer dot products per block). Non-finite values follow ggml's numerics
+    (docs/reliability.md): with Q8_0/Q4_0 weights a NaN in b is quantised to some finite value, so
+    the result stays finite."""
     cdef Tensor ta = _tensor("mul_mat", "a", a), tb = _tensor("mul_mat", "b", b)
     _types("mul_mat", "a", ta, _MM_WEIGHT_TYPES)
     _types("mul_mat", "b", tb, {Type.F32})
@@ -690,7 +692,7 @@ def set_rows(a, b, c):
     """Write the rows of b into a at the rows named by c and return a view of a (the node that
     writes it; build on the view so later nodes run after the write).
 
-    a: destination [E, R, A2, A3], F32/F16/BF16/Q8_0/Q4_0 (E a multiple of the block size), rows
+    a: destination [E, R, A2, A3], F32/F16/BF16 or quantized (E a multiple of the block size), rows
     packed in dim 0, otherwise any strides (a KV-cache slice). b: source rows F32/F16 [E, n, A2, A3],
     rows packed in dim 0. c: I32/I64 indices [n, C1, C2, 1], broadcast over dims 2/3 by modulo:
     a[:, c[i, i2 % C1, i3 % C2], i2, i3] = convert(b[:, i, i2, i3]) with ggml's CPU conversions.
@@ -758,7 +760,8 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     """Fused attention (ggml_flash_attn_ext): for each query row, softmax over the keys of
     scale*q.k (with logit_softcap: softcap*tanh(scale*q.k/softcap)) plus slope*mask, times v.
 
-    q F32 [DK, N, Hq, S]; k [DK, L, Hkv, S] and v [DV, L, Hkv, S] of type F32, F16, BF16, Q8_0 or Q4_0
+    q F32 [DK, N, Hq, S]; k [DK, L, Hkv, S] and v [DV, L, Hkv, S] of type F32, F16, BF16, Q8_0, Q4_0,
+    Q4_1, Q5_0, Q5_1 or IQ4_NL
     (rows packed in dim 0, other strides free, e.g. views of a KV cache); Hq % Hkv == 0 (GQA: query
     head h reads KV head h // (Hq // Hkv)); mask None or F16 contiguous [>= L, >= N, M2, M3] with
     Hq % M2 == 0 and S % M3 == 0; ALiBi slopes from max_bias (needs a mask). Result F32
@@ -771,7 +774,7 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     L >= PG_FA_SPLIT_MIN_L = 64, csrc/flash-attn.h).
 
     Differences from ggml: every path accumulates in f32 (ggml keeps an fp16 accumulator for F16 V
-    on one_chunk and split); split-KV also runs for BF16/Q8_0/Q4_0 and mixed K/V types and reads
+    on one_chunk and split); split-KV also runs for BF16, quantized and mixed K/V types and reads
     each K/V row once for all the query heads sharing it (tiled too, up to 4 heads); tiled also runs
     for any K/V type and any DV; short last KV tiles never leak weight to padding keys under softcap."""
     op = "flash_attn_ext"

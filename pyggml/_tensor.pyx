@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from pyggml._enums import INT_TYPES, Op, Type, kernel_types
+from pyggml._enums import FLOAT_TYPES, INT_TYPES, QUANT_TYPES, Op, Type, kernel_types
 from pyggml._tables import blck_size, type_size
 
 cdef extern from "copy.h" nogil:
@@ -73,8 +73,8 @@ _NP_DTYPE = {
 }
 _FROM_DTYPE = {np.dtype(np.float32): Type.F32, np.dtype(np.float16): Type.F16,
                np.dtype(np.int32): Type.I32, np.dtype(np.int64): Type.I64}
-# the float and quantized types set() converts into (their type-table rows have both conversions)
-_CONVERTIBLE = kernel_types("to_float", "from_float") - INT_TYPES
+# float and quantized types with both row conversions in the type table
+_CONVERTIBLE = kernel_types("to_float", "from_float") & (FLOAT_TYPES | QUANT_TYPES)
 
 
 # DLPack: element types that can be exported, as (type code, bits)
@@ -415,9 +415,9 @@ cdef class Context:
         uint16, uint32, uint64) -> I32, whose values must then fit in int32 (ValueError otherwise,
         never a wrap-around). An integer tensor takes integer or bool arrays only (TypeError for
         floats, which would be truncated). A float array stored as F16, BF16 or a quantized type is
-        rounded as ggml's CPU backend rounds (round-to-nearest-even; Q8_0 with the CPU quantiser,
-        Q4_0 and the K-quants with ggml's reference quantisers, as llama-quantize without an
-        importance matrix); float64 input is rounded to float32 first.
+        rounded as ggml's CPU backend rounds (round-to-nearest-even; Q8_0/Q8_1 with the CPU
+        quantiser, Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS and the K-quants with ggml's quantisers without
+        an importance matrix, as llama-quantize); float64 input is rounded to float32 first.
 
         Non-finite values in Q8_0/Q4_0 are stored as ggml stores them, not as themselves: a block
         holding inf or NaN, or a value of magnitude above ~8.3e6 (Q8_0; the fp16 block scale

@@ -26,14 +26,12 @@ cdef extern from "vec.h" nogil:
     float pg_vec_dot_f16(int64_t n, const uint16_t * x, const uint16_t * y)
     float pg_vec_dot_bf16(int64_t n, const uint16_t * x, const uint16_t * y)
     float pg_vec_dot_f16_f32(int64_t n, const uint16_t * x, const float * y)
-    float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y)
     void pg_vec_add_f32(int64_t n, float * z, const float * x, const float * y)
     void pg_vec_mul_f32(int64_t n, float * z, const float * x, const float * y)
     void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v)
     void pg_vec_scale_f32(int64_t n, float * y, const float * x, float v)
     float pg_vec_max_f32(int64_t n, const float * x)
     double pg_vec_exp_sum_f32(int64_t n, float * y, const float * x, float m)
-    float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y)
     void pg_vec_quantize_q8_0(int64_t n, const float * x, pg_block_q8_0 * y)
     void pg_vec_silu_f32(int64_t n, float * y, const float * x)
     void pg_vec_gelu_f32(int64_t n, float * y, const float * x)
@@ -78,6 +76,11 @@ cdef extern from "vec.h" nogil:
     void pg_vec_attn_gemm_qk_f32(int nr, int64_t nc, int64_t dk, const float * q, int64_t ldq,
                                  const float * kt, int64_t ldk, float * s, int64_t lds)
     void pg_vec_attn_transpose_f32(int64_t nr, int64_t nc, const float * x, int64_t ldx, float * y, int64_t ldy)
+
+
+cdef extern from "quants-legacy.h" nogil:
+    float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y)
+    float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y)
 
 
 def cvt_f16_f32(int64_t n, size_t x, size_t y):

@@ -37,7 +37,8 @@ from pyggml._tables import blck_size, row_size
 
 __all__ = ["KVBatch", "KVCache", "KVStep", "causal_mask"]
 
-_CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0)
+# the types ggml allows for a KV cache (set_rows writes them, flash_attn_ext reads them)
+_CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0, Type.Q4_1, Type.Q5_0, Type.Q5_1, Type.IQ4_NL)
 
 
 def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None):
@@ -62,7 +63,8 @@ def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None):
 
 
 class KVCache:
-    """Per-layer K and V cache tensors of `type` (F16, F32, BF16, Q8_0, Q4_0) with n_ctx cells.
+    """Per-layer K and V cache tensors of `type` (F16, F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
+    with n_ctx cells.
 
     v_trans=True stores V transposed (needs a float type: cells are written one element at a time).
     head_dim_v defaults to head_dim. pad: the cell multiple n_kv_for rounds up to."""

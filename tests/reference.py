@@ -182,8 +182,227 @@ def quantize_q8_k(x):
     return out.reshape(x.shape[:-1] + (x.shape[-1] // QK_K * 292,))
 
 
+def _f16_bytes(v):
+    return f32_to_f16_bits(v).reshape(-1, 1).view(np.uint8).reshape(-1, 2)
+
+
+def _f16_field(b, at):
+    return b[:, at:at + 2].copy().view(np.float16).astype(np.float64)[:, 0]
+
+
+def _nibbles(qs):
+    """[nb, 16] bytes -> [nb, 32] codes: lo nibbles are elements 0..15, hi nibbles 16..31."""
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int64)
+
+
+def _high_bits(qh):
+    """[nb, 4] bytes (a little-endian word) -> [nb, 32]: bit e of the word, as 16, for element e."""
+    h = qh.copy().view("<u4")[:, :1].astype(np.int64)
+    return ((h >> np.arange(32)) & 1) << 4
+
+
+def _pack_nibbles(q):
+    q = q.astype(np.uint8)
+    return (q[:, :16] & 0x0F) | ((q[:, 16:] & 0x0F) << 4)
+
+
+def _pack_high_bits(q):
+    bits = (q.astype(np.uint32) >> 4) & 1
+    return (bits << np.arange(32, dtype=np.uint32)).sum(axis=1, dtype=np.uint32).astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+def _blocks(x, n):
+    return np.asarray(x, dtype=np.float32).reshape(-1, n)
+
+
+def _rows(out, x, nb_bytes):
+    return out.reshape(x.shape[:-1] + (x.shape[-1] // 32 * nb_bytes,))
+
+
+def quantize_q4_1(x, nmax=15):
+    """ggml's Q4_1 quantiser (Q5_1 with nmax=31, codes not packed): d = (max - min)/nmax, m = min,
+    q = trunc((x - min)*id + 0.5), Q4_1 capped at 15. Returns (d, m, q)."""
+    b = _blocks(x, 32)
+    mn, mx = b.min(axis=1), b.max(axis=1)
+    d = ((mx - mn) / np.float32(nmax)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = ((b - mn[:, None]) * idv[:, None]).astype(np.float32) + np.float32(0.5)
+    q = np.trunc(v).astype(np.int64)
+    return d, mn, np.minimum(15, q) if nmax == 15 else q
+
+
+def encode_q4_1(x):
+    """Q4_1 bytes [d f16][m f16][16 x (lo | hi << 4)] per block of 32."""
+    x = np.asarray(x, dtype=np.float32)
+    d, m, q = quantize_q4_1(x)
+    return _rows(np.concatenate([_f16_bytes(d), _f16_bytes(m), _pack_nibbles(q)], axis=1), x, 20)
+
+
+def encode_q5_1(x):
+    """Q5_1 bytes [d f16][m f16][qh: bit 4 of element e in bit e][16 x (lo | hi << 4)]."""
+    x = np.asarray(x, dtype=np.float32)
+    d, m, q = quantize_q4_1(x, nmax=31)
+    return _rows(np.concatenate([_f16_bytes(d), _f16_bytes(m), _pack_high_bits(q), _pack_nibbles(q)], axis=1), x, 24)
+
+
+def encode_q5_0(x):
+    """Q5_0 as the Q4_0 reference quantiser with 32 levels: d = m/-16 (m the first element of largest
+    |x|), q = min(31, trunc(x*id + 16.5)); bytes [d f16][qh][16 x nibbles]."""
+    x = np.asarray(x, dtype=np.float32)
+    b = _blocks(x, 32)
+    m = b[np.arange(b.shape[0]), np.abs(b).argmax(axis=1)]
+    d = (m / np.float32(-16)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.minimum(31, np.trunc((b * idv[:, None]).astype(np.float32) + np.float32(16.5)).astype(np.int64))
+    return _rows(np.concatenate([_f16_bytes(d), _pack_high_bits(q), _pack_nibbles(q)], axis=1), x, 22)
+
+
+def encode_q8_1(x):
+    """Q8_1: the CPU Q8_0 quantiser's d and q, plus s = fp16(amax/127 * sum(q)): [d][s][32 x int8]."""
+    x = np.asarray(x, dtype=np.float32)
+    q8 = quantize_q8_0(x).reshape(-1, 34)
+    amax = np.abs(_blocks(x, 32)).max(axis=1)
+    ssum = q8[:, 2:].view(np.int8).astype(np.int64).sum(axis=1).astype(np.float32)
+    s = ((amax / np.float32(127)).astype(np.float32) * ssum).astype(np.float32)
+    return _rows(np.concatenate([q8[:, :2], _f16_bytes(s), q8[:, 2:]], axis=1), x, 36)
+
+
+IQ4NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int64)
+
+
+def _iq4nl_index(v):
+    """Nearest code point of each v (f32): the upper one unless the lower is strictly nearer."""
+    t = IQ4NL_VALUES.astype(np.float32)
+    hi = np.clip(np.searchsorted(t, v, side="right"), 1, 15)
+    lo = hi - 1
+    idx = np.where((v - t[lo]).astype(np.float32) < (t[hi] - v).astype(np.float32), lo, hi)
+    return np.where(v <= t[0], 0, np.where(v >= t[15], 15, idx))
+
+
+def _iq4nl_fit(b, idv):
+    """Codes of blocks b at inverse scales idv and the weighted sums (w = x^2) ggml fits the scale with,
+    accumulated in f32 in element order."""
+    L = _iq4nl_index((idv[:, None] * b).astype(np.float32))
+    q = IQ4NL_VALUES[L].astype(np.float32)
+    sqx = np.zeros(b.shape[0], dtype=np.float32)
+    sq2 = np.zeros(b.shape[0], dtype=np.float32)
+    for j in range(b.shape[1]):
+        wq = (b[:, j] * b[:, j]).astype(np.float32) * q[:, j]
+        sqx = (sqx + (wq * b[:, j]).astype(np.float32)).astype(np.float32)
+        sq2 = (sq2 + (wq * q[:, j]).astype(np.float32)).astype(np.float32)
+    return L, sqx, sq2
+
+
+def iq4nl_block_scales(b, ntry):
+    """ggml's IQ4_NL/IQ4_XS block scale without an importance matrix, per block of 32 (rows of b):
+    returns (scale, codes); ntry < 0 is IQ4_NL (one fit), 7 IQ4_XS (15 trial scales)."""
+    b = np.asarray(b, dtype=np.float32)
+    rows = np.arange(b.shape[0])
+    amax_i = np.abs(b).argmax(axis=1)
+    mx = b[rows, amax_i]
+    live = np.abs(mx) >= np.float32(1e-15)
+    mx_safe = np.where(live, mx, np.float32(1))
+    t0 = np.float32(IQ4NL_VALUES[0])
+    d0 = (-mx_safe / t0 if ntry > 0 else mx_safe / t0).astype(np.float32)
+    L, sqx, sq2 = _iq4nl_fit(b, (np.float32(1) / d0).astype(np.float32))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(sq2 > 0, sqx / sq2, np.float32(0)).astype(np.float32)
+        best = (d * sqx).astype(np.float32)
+        for itry in range(-ntry, ntry + 1):
+            _, sqx, sq2 = _iq4nl_fit(b, ((np.float32(itry) + t0) / mx_safe).astype(np.float32))
+            better = (sq2 > 0) & ((sqx * sqx).astype(np.float32) > (best * sq2).astype(np.float32))
+            d = np.where(better, (sqx / sq2).astype(np.float32), d)
+            best = np.where(better, (d * sqx).astype(np.float32), best)
+    L = np.where(live[:, None], L, 8)
+    return np.where(live, d, np.float32(0)).astype(np.float32), L
+
+
+def encode_iq4_nl(x):
+    """IQ4_NL bytes [d f16][16 x nibbles]: one fitted scale per block of 32 (ggml's CPU quantiser,
+    quantize_row_iq4_nl_ref); a block below 1e-15 gets d = 0 and code 8 (ggml: whatever it held)."""
+    x = np.asarray(x, dtype=np.float32)
+    d, L = iq4nl_block_scales(_blocks(x, 32), -1)
+    return _rows(np.concatenate([_f16_bytes(d), _pack_nibbles(L)], axis=1), x, 18)
+
+
+def encode_iq4_xs(x):
+    """IQ4_XS bytes per 256: [d f16][scales_h u16][scales_l 4 B][128 B nibbles]. Block scales as
+    IQ4_NL's with 7 trials; d = -(the one of largest |.|)/32, l = clip(rint(scale/d), -32, 31), then
+    the codes are refitted to d*l; ls = l + 32 split into 4 low bits (scales_l, two per byte) and 2
+    high ones (scales_h, bits 2*ib)."""
+    x = np.asarray(x, dtype=np.float32)
+    b = _blocks(x, 32)
+    sc, _ = iq4nl_block_scales(b, 7)
+    sc = sc.reshape(-1, 8)
+    rows = np.arange(sc.shape[0])
+    ms = sc[rows, np.abs(sc).argmax(axis=1)]
+    d = (-ms / np.float32(32)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+        lv = np.clip(np.rint((idv[:, None] * sc).astype(np.float32)), -32, 31).astype(np.int64)
+        dl = (d[:, None] * lv.astype(np.float32)).astype(np.float32)
+        idl = np.where(dl != 0, np.float32(1) / dl, np.float32(0)).astype(np.float32)
+    L = _iq4nl_index((idl.reshape(-1, 1) * b).astype(np.float32))
+    ls = lv + 32
+    lo = ls & 0xF
+    scales_l = (lo[:, 0::2] | (lo[:, 1::2] << 4)).astype(np.uint8)
+    scales_h = ((ls >> 4) << (2 * np.arange(8))).sum(axis=1).astype("<u2").view(np.uint8).reshape(-1, 2)
+    qs = _pack_nibbles(L).reshape(-1, 128)
+    out = np.concatenate([_f16_bytes(d), scales_h, scales_l, qs], axis=1)
+    return out.reshape(x.shape[:-1] + (x.shape[-1] // 256 * 136,))
+
+
+def dequantize_q4_1(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 20)
+    return (_nibbles(b[:, 4:]) * _f16_field(b, 0)[:, None] + _f16_field(b, 2)[:, None]).reshape(-1, n)
+
+
+def dequantize_q5_0(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 22)
+    q = (_nibbles(b[:, 6:]) | _high_bits(b[:, 2:6])) - 16
+    return (q * _f16_field(b, 0)[:, None]).reshape(-1, n)
+
+
+def dequantize_q5_1(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 24)
+    q = _nibbles(b[:, 8:]) | _high_bits(b[:, 4:8])
+    return (q * _f16_field(b, 0)[:, None] + _f16_field(b, 2)[:, None]).reshape(-1, n)
+
+
+def dequantize_q8_1(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 36)
+    return (b[:, 4:].view(np.int8) * _f16_field(b, 0)[:, None]).reshape(-1, n)
+
+
+def dequantize_iq4_nl(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 18)
+    return (IQ4NL_VALUES[_nibbles(b[:, 2:])] * _f16_field(b, 0)[:, None]).reshape(-1, n)
+
+
+def dequantize_iq4_xs(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 136)
+    h = b[:, 2:4].copy().view("<u2").astype(np.int64)
+    ib = np.arange(8)
+    ls = ((b[:, 4:8][:, ib // 2] >> (4 * (ib % 2))) & 0xF) | (((h >> (2 * ib)) & 3) << 4)
+    dl = _f16_field(b, 0)[:, None] * (ls - 32)                          # [nb, 8]
+    q = IQ4NL_VALUES[_nibbles(b[:, 8:].reshape(-1, 16))].reshape(-1, 8, 32)
+    return (q * dl[:, :, None]).reshape(-1, n)
+
+
+# type name -> (bytes of rows of x, values of rows of n elements from those bytes); the values are
+# float64 (exact: every dequantised value is a product of an fp16 scale and a small integer, plus m)
+QUANTS = {
+    "Q8_0": (quantize_q8_0, dequantize_q8_0), "Q4_0": (quantize_q4_0, dequantize_q4_0),
+    "Q4_1": (encode_q4_1, dequantize_q4_1), "Q5_0": (encode_q5_0, dequantize_q5_0),
+    "Q5_1": (encode_q5_1, dequantize_q5_1), "Q8_1": (encode_q8_1, dequantize_q8_1),
+    "IQ4_NL": (encode_iq4_nl, dequantize_iq4_nl), "IQ4_XS": (encode_iq4_xs, dequantize_iq4_xs),
+}
+
+
 def roundtrip(x, typ):
-    """x as stored in a tensor of type name typ ('F32', 'F16', 'BF16', 'Q8_0', 'Q4_0'), back in f32."""
+    """x as stored in a tensor of type name typ ('F32', 'F16', 'BF16' or a QUANTS key), back in f32."""
     x = np.asarray(x, dtype=np.float32)
     n = x.shape[-1]
     if typ == "F32":
@@ -192,10 +411,9 @@ def roundtrip(x, typ):
         return round_f16(x)
     if typ == "BF16":
         return round_bf16(x)
-    if typ == "Q8_0":
-        return dequantize_q8_0(quantize_q8_0(x), n).reshape(x.shape)
-    if typ == "Q4_0":
-        return dequantize_q4_0(quantize_q4_0(x), n).reshape(x.shape)
+    if typ in QUANTS:
+        enc, dec = QUANTS[typ]
+        return dec(enc(x), n).astype(np.float32).reshape(x.shape)
     if typ == "Q8_K":
         return dequantize_k(quantize_q8_k(x), "Q8_K").astype(np.float32).reshape(x.shape)
     raise ValueError(typ)
@@ -303,15 +521,16 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
 # ================================================================================================
 
 # what the activations are converted to before the dot product (ggml's CPU vec_dot_type)
-VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0",
+VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q4_1": "Q8_1",
+                "Q5_0": "Q8_0", "Q5_1": "Q8_1", "IQ4_NL": "Q8_0",
                 **{t: "Q8_K" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")}}
 
 
 def mul_mat(a, b, wtype):
     """ggml_mul_mat in float64. a: the weights' values as stored (numpy [ne03, ne02, M, K], e.g.
     roundtrip(w, wtype)); b: F32 activations [ne13, ne12, N, K], first rounded to the weights'
-    vec_dot type (F16 -> fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser, the K-quants ->
-    Q8_K). a is repeated over dims 2/3 by integer division (b matrix i2 uses a matrix
+    vec_dot type (F16 -> fp16, BF16 -> bf16, quantized -> the CPU Q8_0/Q8_1 quantiser, the K-quants
+    -> Q8_K). a is repeated over dims 2/3 by integer division (b matrix i2 uses a matrix
     i2 // (ne12 // ne02)).
     Returns [ne13, ne12, N, M] with as many leading dims as b has."""
     a = np.asarray(a, dtype=np.float32)
@@ -517,10 +736,8 @@ def encode_rows(x, typ):
         b = f32_to_f16_bits(x)
     elif typ == "BF16":
         b = f32_to_bf16_bits(x)
-    elif typ == "Q8_0":
-        return quantize_q8_0(x)
-    elif typ == "Q4_0":
-        return quantize_q4_0(x)
+    elif typ in QUANTS:
+        return QUANTS[typ][0](x)
     else:
         raise ValueError(typ)
     return np.ascontiguousarray(b).view(np.uint8).reshape(x.shape[:-1] + (-1,))

@@ -9,8 +9,9 @@ from conftest import EMULATED, THREADS
 import pyggml as gg
 
 PATHS = ("one_chunk", "tiled", "split")
-TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
-BOUND = {"F32": 1e-6, "F16": 5e-4, "BF16": 5e-4, "Q8_0": 5e-3, "Q4_0": 5e-3}
+TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL")
+BOUND = {"F32": 1e-6, "F16": 5e-4, "BF16": 5e-4, "Q8_0": 5e-3, "Q4_0": 5e-3, "Q4_1": 5e-3, "Q5_0": 5e-3,
+         "Q5_1": 5e-3, "IQ4_NL": 5e-3}
 
 
 def make_mask(rng, kind, S, N, L, M2=1, M3=1, Lpad=0, Npad=0):

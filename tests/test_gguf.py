@@ -109,7 +109,8 @@ def test_from_buffer_mmap_cannot_be_closed_while_used(ctx, tmp_path):
     m.close()
 
 
-@pytest.mark.parametrize("typ", [gg.Type.Q8_0, gg.Type.Q4_0, gg.Type.F16, gg.Type.BF16])
+@pytest.mark.parametrize("typ", [gg.Type.Q8_0, gg.Type.Q4_0, gg.Type.Q4_1, gg.Type.Q5_0, gg.Type.Q5_1, gg.Type.IQ4_NL,
+                                 gg.Type.F16, gg.Type.BF16])
 def test_from_buffer_quantized_computes(ctx, rng, typ):
     w = rng.standard_normal((8, 64)).astype(np.float32)
     ref = ctx.from_numpy(w, type=typ)
@@ -273,6 +274,8 @@ def test_round_trip_keeps_bytes_and_values(tmp_path, rng, ctx):
     tensors["blk.0.attn_q.weight"] = ctx.from_numpy(rng.standard_normal((64, 64)).astype(np.float32), gg.Type.Q8_0)
     tensors["blk.0.attn_k.weight"] = ctx.from_numpy(rng.standard_normal((32, 64)).astype(np.float32), gg.Type.Q4_0)
     tensors["blk.0.attn_v.weight"] = ctx.from_numpy(rng.standard_normal((32, 64)).astype(np.float32), gg.Type.BF16)
+    for typ in (gg.Type.Q4_1, gg.Type.Q5_0, gg.Type.Q5_1, gg.Type.IQ4_NL, gg.Type.IQ4_XS):
+        tensors[f"extra.{typ.name.lower()}"] = ctx.from_numpy(rng.standard_normal((4, 256)).astype(np.float32), typ)
     tensors["extra.i32"] = np.arange(6, dtype=np.int32).reshape(2, 3)
     md = llama_metadata()
     md.update({"general.name": "tiny", "x.flag": True, "x.neg": -3, "x.big": 2**40, "x.f": 0.5,

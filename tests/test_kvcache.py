@@ -45,8 +45,8 @@ def test_n_kv_for_pads_to_the_padding_step(ctx):
     assert cache.n_used == 0 and (cache.cell_pos == -1).all()
 
 
-@pytest.mark.parametrize("v_trans", [False, True])
-@pytest.mark.parametrize("typ", ["F32", "F16"])
+@pytest.mark.parametrize("typ,v_trans", [("F32", False), ("F32", True), ("F16", False), ("F16", True),
+                                          ("Q5_1", False), ("IQ4_NL", False)])
 def test_batch_reused_across_steps(ctx, rng, typ, v_trans):
     """One graph over n_kv = 8 cells: each step rewrites the indices and the mask and writes K/V
     into the next cells; the views read back everything written so far."""

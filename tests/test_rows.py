@@ -7,7 +7,7 @@ from conftest import THREADS, run
 
 import pyggml as gg
 
-DST_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0"]
+DST_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"]
 IDX_DTYPE = {"I32": np.int32, "I64": np.int64}
 
 
@@ -275,7 +275,7 @@ def test_kvcache_steps(ctx, rng, typ):
 
 
 def test_kvcache_bad_input(ctx):
-    with pytest.raises(TypeError, match=r"KVCache: type must be one of F32, F16, BF16, Q8_0, Q4_0, got I32"):
+    with pytest.raises(TypeError, match=r"KVCache: type must be one of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, got I32"):
         gg.KVCache(ctx, 1, 8, 64, 1, type=gg.Type.I32)
     with pytest.raises(ValueError, match=r"head_dim must be a positive multiple of the Q4_0 block size 32, got 48"):
         gg.KVCache(ctx, 1, 8, 48, 1, type=gg.Type.Q4_0)

@@ -65,23 +65,25 @@ def test_plan_refuses_an_op_without_a_row(ctx, build, what):
 
 def test_type_sizes_are_ggmls():
     for t, blck, size in [(gg.Type.F32, 1, 4), (gg.Type.F16, 1, 2), (gg.Type.BF16, 1, 2), (gg.Type.Q8_0, 32, 34),
-                          (gg.Type.Q4_0, 32, 18), (gg.Type.I32, 1, 4), (gg.Type.I64, 1, 8)]:
+                          (gg.Type.Q4_0, 32, 18), (gg.Type.Q4_1, 32, 20), (gg.Type.Q5_0, 32, 22),
+                          (gg.Type.Q5_1, 32, 24), (gg.Type.Q8_1, 32, 36), (gg.Type.IQ4_NL, 32, 18),
+                          (gg.Type.IQ4_XS, 256, 136), (gg.Type.I32, 1, 4), (gg.Type.I64, 1, 8)]:
         assert (gg.blck_size(t), gg.type_size(t)) == (blck, size)
     assert gg.row_size(gg.Type.Q4_0, 4096) == 4096 // 32 * 18
     assert gg.row_size(gg.Type.F16, 7) == 14 and gg.row_size(int(gg.Type.F32), 0) == 0
     with pytest.raises(ValueError, match="row_size: ne must be >= 0 and a multiple of the Q8_0 block size 32, got 33"):
         gg.row_size(gg.Type.Q8_0, 33)
-    with pytest.raises(ValueError, match="type_size: 3 is not a type pyggml has"):
-        gg.type_size(3)
+    with pytest.raises(ValueError, match="type_size: 4 is not a type pyggml has"):
+        gg.type_size(4)
     with pytest.raises(TypeError, match="blck_size: type must be a pyggml.Type"):
         gg.blck_size("f32")
 
 
 def test_tensors_agree_with_the_type_table(ctx):
     for t in gg.Type:
-        if gg.blck_size(t) == 1 or t in (gg.Type.Q8_0, gg.Type.Q4_0):
-            x = ctx.new_tensor(t, (64, 3))
-            assert x.nb[:2] == (gg.type_size(t), gg.row_size(t, 64)) and x.nbytes == 3 * gg.row_size(t, 64)
+        if t in _tables.types():
+            x = ctx.new_tensor(t, (256, 3))
+            assert x.nb[:2] == (gg.type_size(t), gg.row_size(t, 256)) and x.nbytes == 3 * gg.row_size(t, 256)
 
 
 @pytest.mark.parametrize("kernel, builder", [

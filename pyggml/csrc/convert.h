@@ -9,6 +9,15 @@
 #pragma once
 #include "vec.h"
 
+/* ggml's quantisers and dequantisers run unfused (ggml-base is built without FMA): a function marked
+ * PG_NO_CONTRACT keeps GCC from fusing a multiply and an add into one FMA (one rounding where ggml
+ * has two); clang contracts within one expression only, so such code keeps them in two statements */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PG_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define PG_NO_CONTRACT
+#endif
+
 typedef void (*pg_to_float_fn)(const void * x, float * y, int64_t n);
 typedef void (*pg_from_float_fn)(const float * x, void * y, int64_t n);
 
@@ -42,22 +51,30 @@ static inline void pg_row_q4_0_to_f32(const void * vx, float * y, int64_t n) {
     }
 }
 
+/* the reference quantiser of Q4_0 (nlev = 8) and Q5_0 (nlev = 16) on one block of 32: m = the
+ * element of largest |x| (first wins), d = m/-nlev, id = d ? 1/d : 0, code = min(2*nlev - 1,
+ * (int8)(x*id + nlev + 0.5)); returns d */
+static PG_NO_CONTRACT float pg_quantize_absmax_block(const float * xb, int nlev, uint8_t * code) {
+    float amax = 0.0f, m = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); m = xb[j]; }
+    }
+    const float d = m / (float) -nlev;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float off = (float) nlev + 0.5f;
+    for (int j = 0; j < 32; j++) {
+        const float v = xb[j] * id;
+        code[j] = (uint8_t) PG_MIN(2 * nlev - 1, (int8_t) (v + off));
+    }
+    return d;
+}
+
 static inline void pg_row_q4_0_from_f32(const float * x, void * vy, int64_t n) {
     pg_block_q4_0 * y = (pg_block_q4_0 *) vy;
     for (int64_t ib = 0; ib < n / PG_QK4_0; ib++) {
-        const float * xb = x + ib * PG_QK4_0;
-        float amax = 0.0f, m = 0.0f;
-        for (int j = 0; j < PG_QK4_0; j++) {
-            if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); m = xb[j]; }
-        }
-        const float d = m / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[ib].d = pg_fp32_to_fp16(d);
-        for (int j = 0; j < PG_QK4_0 / 2; j++) {
-            const uint8_t q0 = (uint8_t) PG_MIN(15, (int8_t) (xb[j] * id + 8.5f));
-            const uint8_t q1 = (uint8_t) PG_MIN(15, (int8_t) (xb[j + PG_QK4_0 / 2] * id + 8.5f));
-            y[ib].qs[j] = q0 | (uint8_t) (q1 << 4);
-        }
+        uint8_t code[PG_QK4_0];
+        y[ib].d = pg_fp32_to_fp16(pg_quantize_absmax_block(x + ib * PG_QK4_0, 8, code));
+        for (int j = 0; j < PG_QK4_0 / 2; j++) y[ib].qs[j] = code[j] | (uint8_t) (code[j + PG_QK4_0 / 2] << 4);
     }
 }
 

@@ -1,4 +1,4 @@
-/* DUP, CONT, CPY: copy src[0] into dst converting between any of F32/F16/BF16/Q8_0/Q4_0 (integer
+/* DUP, CONT, CPY: copy src[0] into dst converting between any float or quantized types (integer
  * types copy to their own type). Elements are matched in logical order (i0 fastest, then i1, i2,
  * i3), so shapes may differ when the element counts agree (not for quantized tensors, which the
  * builder restricts to equal shapes). Either side may be strided; dst rows are split across threads.

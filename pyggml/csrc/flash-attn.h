@@ -2,8 +2,8 @@
  * weighted sum of the value rows. f32 accumulation on every path.
  *
  *   q     F32                         [DK, N,  Hq,  S]   S: sequences
- *   k     F32/F16/BF16/Q8_0/Q4_0      [DK, L,  Hkv, S]   rows packed in dim 0; nb1..nb3 free
- *   v     F32/F16/BF16/Q8_0/Q4_0      [DV, L,  Hkv, S]   (KV-cache views: honour the strides)
+ *   k     float or quantized          [DK, L,  Hkv, S]   rows packed in dim 0; nb1..nb3 free
+ *   v     float or quantized          [DV, L,  Hkv, S]   (KV-cache views: honour the strides)
  *         (K: the types whose type-table row has vec_dot and attn_dot, V: attn_acc)
  *   mask  F16, optional               [>=L, >=N, M2, M3] head h reads slice h % M2, sequence s % M3
  *   sinks F32, optional               [Hq]               one extra logit per head (denominator only)
@@ -20,7 +20,7 @@
  * Paths, chosen by the plan (pg_plan_flash_attn_ext; use_ref forces one_chunk), which sizes the
  * work buffer for that path only from the same layout the kernel carves (pg_fa_<path>_layout):
  *   one_chunk  one query row at a time, key by key (ggml's reference path). Q is converted to the
- *              K type's dot type (fp16, bf16, Q8_0) as ggml does.
+ *              K type's dot type (fp16, bf16, Q8_0, Q8_1) as ggml does.
  *   tiled      prefill: up to 64 query rows x 64 keys of the PG_FA_TILE_HEADS query heads that share a
  *              KV head. The K tile is converted to f32 once, scaled and transposed (key index = SIMD
  *              lane), V rows once to f32 padded to whole vectors (any DV); Q rows are read in place.

@@ -11,22 +11,23 @@
  *
  * Phases, every thread taking part, a barrier after each:
  *  1. b is converted into the shared work area as ggml does, to a's vec_dot_type: F16 weights -> b
- *     rounded to fp16, BF16 -> bf16, Q8_0/Q4_0 -> the CPU Q8_0 quantiser; packed rows
+ *     rounded to fp16, BF16 -> bf16, quantized weights -> the CPU Q8_0 or Q8_1 quantiser; packed rows
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
  *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
  *     of weight rows and streams every row once, dotting it with the N activation rows: float
  *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
- *     widened back to f32 once per thread for them, which is exact), the others with vec_dot.
- *     N >= pg_mm_gemm_min_n (GEMM): the converted activations are widened (exact) into f32 panels
+ *     widened back to f32 once per thread for them, which is exact), quantized ones with the
+ *     integer vec_dot_n (four columns per decoded weight row), the others with vec_dot.
+ *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): tiles of PG_MM_IR weight rows x
+ *     PG_MM_IC columns from the chunk counter, integer dot products as on the GEMV path, so a
+ *     product sums int8 products per block and scales them as ggml does whatever N is.
+ *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
- *     chunk counter. A thread widens or dequantises its tile of weight rows to f32 once, into its
+ *     chunk counter. A thread widens its tile of weight rows to f32 once, into its
  *     scratch, and runs the register-blocked micro-kernel of vec/gemm.h over all of K for each panel.
  *     (mr, nr) is the micro-kernel's tile, pg_vec_gemm_shape(): fixed per ISA at compile time,
  *     except on riscv64, where the RVV tile's width follows the VLEN found at run time.
- * Differs from ggml: on the GEMM path Q8_0/Q4_0 products are taken in f32 on the dequantised
- * values (exact products, f32 sums) where ggml sums int8 products per block and scales; both
- * differ from the exact result by f32 rounding of the sums only.
  */
 #pragma once
 #include "types.h"
@@ -46,6 +47,7 @@ typedef struct pg_mm_layout {
     int vt;                 /* vec_dot_type of a */
     pg_gemm_shape tile;     /* GEMM micro-kernel: mr weight rows x nr columns */
     bool gemm;
+    bool idot;              /* integer path: a has vec_dot_n, the GEMM takes tiles of its dot products */
     bool widen;             /* dot path: converted activations widened to f32 per thread (dot_f32) */
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
@@ -62,13 +64,16 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     l.vt = pg_traits[a->type].vec_dot_type;
     l.tile = pg_vec_gemm_shape();
     l.gemm = N >= pg_mm_gemm_min_n(l.tile);
+    l.idot = pg_traits[a->type].vec_dot_n != NULL;
     l.widen = !l.gemm && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32;
     l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
-    l.npanel = l.gemm ? (N + nr - 1) / nr : 0;
+    l.npanel = l.gemm && !l.idot ? (N + nr - 1) / nr : 0;
     l.pack_bytes = (size_t) (l.npanel * nr * K * nbatch) * sizeof(float);
-    if (l.gemm) {
+    if (l.idot) {
+        l.scratch = 0;
+    } else if (l.gemm) {
         l.scratch = PG_MAX((size_t) (mr * (K + nr)), (size_t) PG_MM_KB) * sizeof(float);
     } else {
         l.scratch = l.widen ? (size_t) (N * K) * sizeof(float) : 0;
@@ -142,6 +147,14 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
                 }
                 for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->dot_f32(K, arow, bf32[j]);
             }
+            if (tr->vec_dot_n) {
+                for (; j < N; j += 4) {
+                    const int nc = (int) PG_MIN(4, N - j);
+                    float s4[4];
+                    tr->vec_dot_n(K, arow, brows[j], l->conv_row, nc, s4);
+                    for (int c = 0; c < nc; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
+                }
+            }
             for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
         }
         r0 += i1 - i0;
@@ -204,6 +217,36 @@ static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_
     }
 }
 
+/* phase 2, GEMM of a type with vec_dot_n: chunks (group of PG_MM_IC columns, matrix, tile of
+ * PG_MM_IR weight rows), each weight row dotted with its group's converted columns four at a time
+ * (the row stays in L1, the group's activations in L2) */
+#define PG_MM_IR 16
+#define PG_MM_IC 64
+static inline void pg_mm_gemm_int(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t ntile = (M + PG_MM_IR - 1) / PG_MM_IR, ngroup = (N + PG_MM_IC - 1) / PG_MM_IC;
+    const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
+    const pg_vec_dot_n_fn dot_n = pg_traits[a->type].vec_dot_n;
+    for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
+        const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
+        const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        const int64_t i0 = tile * PG_MM_IR, i1 = PG_MIN(M, i0 + PG_MM_IR);
+        const int64_t j0 = group * PG_MM_IC, j1 = PG_MIN(N, j0 + PG_MM_IC);
+        for (int64_t i = i0; i < i1; i++) {
+            const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
+            for (int64_t j = j0; j < j1; j += 4) {
+                const int nc = (int) PG_MIN(4, j1 - j);
+                float s4[4];
+                dot_n(K, arow, pg_mm_brow(b, l, conv, j, i12, i13), l->conv_row, nc, s4);
+                for (int k = 0; k < nc; k++) ((float *) pg_row(dst, j + k, i12, i13))[i] = s4[k];
+            }
+        }
+    }
+}
+
 static inline void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * b = dst->src[1];
     const pg_mm_layout l = pg_mm_get_layout(dst);
@@ -215,6 +258,12 @@ static inline void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst) {
     }
     if (!l.gemm) {
         pg_mm_dot_rows(p, dst, &l, conv);
+        return;
+    }
+    if (l.idot) {
+        if (p->ith == 0) pg_chunk_set(p, p->nth);
+        pg_barrier(p);
+        pg_mm_gemm_int(p, dst, &l, conv);
         return;
     }
     pg_mm_pack_b(p, b, &l, conv, pack);

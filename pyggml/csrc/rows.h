@@ -4,7 +4,7 @@
  *                    dst [E, n, B1, B2] F32 (I32 when a is I32)
  *                    dst[:, i, j, k] = to_f32(a[:, b[i, j, k], j, k])
  *
- * set_rows(a, b, c)  dst = a view of a [E, R, A2, A3] (F32, F16, BF16, Q8_0, Q4_0; may be strided)
+ * set_rows(a, b, c)  dst = a view of a [E, R, A2, A3] (float or quantized; may be strided)
  *                    src[0] = b F32/F16 [E, n, A2, A3]   src[1] = c I32/I64 [n, C1, C2, 1]
  *                    a[:, c[i, i2 % C1, i3 % C2], i2, i3] = convert(b[:, i, i2, i3])
  *

@@ -8,6 +8,8 @@
  *   from_float         f32 -> row, ggml's CPU rounding                    (convert.h)
  *   vec_dot            dot(row of this type, row of vec_dot_type): mul_mat's GEMV and the one_chunk
  *   vec_dot_type       attention path convert the other operand (activations, q) to this type first
+ *   vec_dot_n          vec_dot against up to four activation rows at once (mul_mat's integer GEMV and
+ *                      GEMM tiles), the weight row decoded once
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows
@@ -23,10 +25,14 @@
 #pragma once
 #include "convert.h"
 #include "quants-k.h"
+#include "quants-legacy.h"
 
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
 typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
+/* s[j] = dot(x, y_j) for j < nc (1 <= nc <= 4): one weight row x of this type against nc activation
+ * rows of vec_dot_type, y_j = (const char *) y + j * by; the weight row is decoded once for all nc */
+typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
 typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
 typedef void (*pg_attn_dot_fn)(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
@@ -43,6 +49,7 @@ typedef struct pg_type_traits {
     pg_from_float_fn from_float;
     pg_vec_dot_fn vec_dot;
     int vec_dot_type;
+    pg_vec_dot_n_fn vec_dot_n;   /* NULL: mul_mat calls vec_dot per column */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
     pg_attn_dot_fn attn_dot;
@@ -120,34 +127,23 @@ static inline void pg_type_attn_acc_bf16(int nr, int64_t n, float * acc, int64_t
 }
 
 /* quantized K and V rows: dequantised into tmp, then the f32 kernels */
-static inline __attribute__((always_inline)) void pg_attn_dot_dequant(pg_to_float_fn to_float, int nr, int64_t n,
-        const float * q, int64_t ldq, const void * k, float * s, int64_t lds, float * tmp) {
-    to_float(k, tmp, n);
-    pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);
+#define PG_ATTN_DEQUANT(T)                                                                              \
+static inline void pg_type_attn_dot_##T(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s, \
+                                        int64_t lds, float * tmp) {                                    \
+    pg_row_##T##_to_f32(k, tmp, n);                                                                    \
+    pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);                                                   \
+}                                                                                                      \
+static inline void pg_type_attn_acc_##T(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, \
+                                        int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) { \
+    for (int64_t j = 0; j < nk; j++) pg_row_##T##_to_f32((const char *) v + j * nbv, tmp + j * n, n);   \
+    pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);              \
 }
-static inline __attribute__((always_inline)) void pg_attn_acc_dequant(pg_to_float_fn to_float, int nr, int64_t n,
-        float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp, const void * v, size_t nbv,
-        const float * f, float * tmp) {
-    for (int64_t j = 0; j < nk; j++) to_float((const char *) v + j * nbv, tmp + j * n, n);
-    pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);
-}
-
-static inline void pg_type_attn_dot_q8_0(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
-                                         int64_t lds, float * tmp) {
-    pg_attn_dot_dequant(pg_row_q8_0_to_f32, nr, n, q, ldq, k, s, lds, tmp);
-}
-static inline void pg_type_attn_dot_q4_0(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
-                                         int64_t lds, float * tmp) {
-    pg_attn_dot_dequant(pg_row_q4_0_to_f32, nr, n, q, ldq, k, s, lds, tmp);
-}
-static inline void pg_type_attn_acc_q8_0(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
-                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
-    pg_attn_acc_dequant(pg_row_q8_0_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
-}
-static inline void pg_type_attn_acc_q4_0(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
-                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
-    pg_attn_acc_dequant(pg_row_q4_0_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
-}
+PG_ATTN_DEQUANT(q8_0)
+PG_ATTN_DEQUANT(q4_0)
+PG_ATTN_DEQUANT(q4_1)
+PG_ATTN_DEQUANT(q5_0)
+PG_ATTN_DEQUANT(q5_1)
+PG_ATTN_DEQUANT(iq4_nl)
 
 /* ---- the table ---- */
 
@@ -176,13 +172,13 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
     [PG_TYPE_Q8_0] = {
         .name = "q8_0", .blck = PG_QK8_0, .size = sizeof(pg_block_q8_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
-        .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0,
+        .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q8_0_n,
         .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
     },
     [PG_TYPE_Q4_0] = {
         .name = "q4_0", .blck = PG_QK4_0, .size = sizeof(pg_block_q4_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
-        .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0,
+        .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
     /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
@@ -214,6 +210,41 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q8_K_to_f32, .from_float = pg_row_q8_K_from_f32,
+    },
+    /* the legacy types of quants-legacy.h */
+    [PG_TYPE_Q4_1] = {
+        .name = "q4_1", .blck = PG_QK, .size = sizeof(pg_block_q4_1), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q4_1_to_f32, .from_float = pg_row_q4_1_from_f32,
+        .vec_dot = pg_type_dot_q4_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q4_1_n,
+        .attn_dot = pg_type_attn_dot_q4_1, .attn_acc = pg_type_attn_acc_q4_1,
+    },
+    [PG_TYPE_Q5_0] = {
+        .name = "q5_0", .blck = PG_QK, .size = sizeof(pg_block_q5_0), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q5_0_to_f32, .from_float = pg_row_q5_0_from_f32,
+        .vec_dot = pg_type_dot_q5_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q5_0_n,
+        .attn_dot = pg_type_attn_dot_q5_0, .attn_acc = pg_type_attn_acc_q5_0,
+    },
+    [PG_TYPE_Q5_1] = {
+        .name = "q5_1", .blck = PG_QK, .size = sizeof(pg_block_q5_1), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q5_1_to_f32, .from_float = pg_row_q5_1_from_f32,
+        .vec_dot = pg_type_dot_q5_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q5_1_n,
+        .attn_dot = pg_type_attn_dot_q5_1, .attn_acc = pg_type_attn_acc_q5_1,
+    },
+    /* Q8_1: only the activations of Q4_1/Q5_1 (ggml has no vec_dot for it either) */
+    [PG_TYPE_Q8_1] = {
+        .name = "q8_1", .blck = PG_QK, .size = sizeof(pg_block_q8_1), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_q8_1_to_f32, .from_float = pg_row_q8_1_from_f32, .vec_dot_type = PG_TYPE_Q8_1,
+    },
+    [PG_TYPE_IQ4_NL] = {
+        .name = "iq4_nl", .blck = PG_QK, .size = sizeof(pg_block_iq4_nl), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_iq4_nl_to_f32, .from_float = pg_row_iq4_nl_from_f32,
+        .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
+        .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
+    },
+    /* IQ4_XS: conversions only until Q8_K (its vec_dot_type, a K-quant row) is in the table */
+    [PG_TYPE_IQ4_XS] = {
+        .name = "iq4_xs", .blck = PG_QK_IQ4_XS, .size = sizeof(pg_block_iq4_xs), .kind = PG_KIND_QUANT,
+        .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {

@@ -3,7 +3,8 @@
  *
  *   vec/cvt.h     f32 <-> fp16/bf16, one element and rows (bit-exact round-to-nearest-even)
  *   vec/quant.h   the Q8_0/Q4_0 blocks and the Q8_0 quantiser
- *   vec/dot.h     dot products: float pairs, mixed, one row against four, quantized blocks
+ *   vec/dot.h     dot products: float pairs, mixed, one row against four (quantized blocks:
+ *                 quants-legacy.h)
  *   vec/arith.h   elementwise add, mul, mad, scale; the maximum of a row
  *   vec/exp.h     exp (scalar and lanes, one set of constants) and the softmax sum
  *   vec/act.h     activations: silu, gelu, gelu_erf, gelu_quick, relu, and their GLU forms

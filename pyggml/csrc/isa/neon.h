@@ -91,21 +91,63 @@ static inline double pg_f64acc_reduce(pg_f64acc a, pg_f64acc b) {
     return vaddvq_f64(vaddq_f64(vaddq_f64(a.lo, b.lo), vaddq_f64(a.hi, b.hi)));
 }
 
-/* quantized blocks: int8 products widened to i16, pairwise into i32, then d * the block's sum in 4
- * f32 lanes (no Q4_0 mapping: the scalar loop) */
-#define PG_HAVE_Q8_DOT 1
+/* quantized blocks: 32 int8 lanes of a decoded block in two registers; 4 f32 lanes of
+ * scale * (int8 dot) accumulated over the blocks */
+#define PG_HAVE_QDOT 1
+typedef int8x16x2_t pg_q8x32;
+static inline pg_q8x32 pg_q8x32_load(const int8_t * q) { pg_q8x32 r = {{vld1q_s8(q), vld1q_s8(q + 16)}}; return r; }
+static inline void pg_q8x32_store(pg_q8x32 q, int8_t * y) {
+    vst1q_s8(y, q.val[0]);
+    vst1q_s8(y + 16, q.val[1]);
+}
+static inline pg_q8x32 pg_q8x32_nibbles(const uint8_t * qs) {
+    const uint8x16_t b = vld1q_u8(qs);
+    pg_q8x32 r = {{vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0f))), vreinterpretq_s8_u8(vshrq_n_u8(b, 4))}};
+    return r;
+}
+static inline pg_q8x32 pg_q8x32_bit4(const uint8_t * qh) {
+    static const uint8_t bits[8] = {1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t bit = vcombine_u8(vld1_u8(bits), vld1_u8(bits));
+    uint8x16_t h[2];
+    for (int k = 0; k < 2; k++) {
+        const uint8x16_t b = vcombine_u8(vdup_n_u8(qh[2 * k]), vdup_n_u8(qh[2 * k + 1]));
+        h[k] = vandq_u8(vtstq_u8(b, bit), vdupq_n_u8(0x10));
+    }
+    pg_q8x32 r = {{vreinterpretq_s8_u8(h[0]), vreinterpretq_s8_u8(h[1])}};
+    return r;
+}
+static inline pg_q8x32 pg_q8x32_or(pg_q8x32 a, pg_q8x32 b) {
+    pg_q8x32 r = {{vorrq_s8(a.val[0], b.val[0]), vorrq_s8(a.val[1], b.val[1])}};
+    return r;
+}
+static inline pg_q8x32 pg_q8x32_sub(pg_q8x32 a, int8_t c) {
+    pg_q8x32 r = {{vsubq_s8(a.val[0], vdupq_n_s8(c)), vsubq_s8(a.val[1], vdupq_n_s8(c))}};
+    return r;
+}
+static inline pg_q8x32 pg_q8x32_lut16(pg_q8x32 a, const int8_t * table) {
+    const int8x16_t t = vld1q_s8(table);
+    pg_q8x32 r = {{vqtbl1q_s8(t, vreinterpretq_u8_s8(a.val[0])), vqtbl1q_s8(t, vreinterpretq_u8_s8(a.val[1]))}};
+    return r;
+}
+
 typedef float32x4_t pg_qacc;
 static inline pg_qacc pg_qacc_zero(void) { return vdupq_n_f32(0.0f); }
-static inline pg_qacc pg_qacc_q8(pg_qacc acc, const int8_t * qx, const int8_t * qy, float d) {
-    int32x4_t s = vdupq_n_s32(0);
-    for (int j = 0; j < 32; j += 16) {
-        const int8x16_t a = vld1q_s8(qx + j), b = vld1q_s8(qy + j);
-        s = vpadalq_s16(s, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-        s = vpadalq_s16(s, vmull_s8(vget_high_s8(a), vget_high_s8(b)));
-    }
-    return vmlaq_n_f32(acc, vcvtq_f32_s32(s), d);
+/* signed products throughout (uns is for x86's unsigned-by-signed instructions) */
+static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int uns, float scale) {
+    (void) uns;
+    const int8x16_t y0 = vld1q_s8(y), y1 = vld1q_s8(y + 16);
+#if defined(__ARM_FEATURE_DOTPROD)
+    const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), x.val[0], y0), x.val[1], y1);
+#else
+    int32x4_t p = vpaddlq_s16(vmull_s8(vget_low_s8(x.val[0]), vget_low_s8(y0)));
+    p = vpadalq_s16(p, vmull_s8(vget_high_s8(x.val[0]), vget_high_s8(y0)));
+    p = vpadalq_s16(p, vmull_s8(vget_low_s8(x.val[1]), vget_low_s8(y1)));
+    p = vpadalq_s16(p, vmull_s8(vget_high_s8(x.val[1]), vget_high_s8(y1)));
+#endif
+    return vmlaq_n_f32(acc, vcvtq_f32_s32(p), scale);
 }
-static inline float pg_qacc_reduce(pg_qacc acc) { return vaddvq_f32(acc); }
+static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return vaddq_f32(a, b); }
+static inline float pg_qacc_sum(pg_qacc acc) { return vaddvq_f32(acc); }
 
 #define PG_HAVE_Q8_QUANT 1
 static inline float pg_quantize_block_q8(const float * xb, int8_t * q) {

@@ -27,8 +27,12 @@
  *   pg_f64acc, pg_f64acc_zero(), pg_f64acc_add(a, v), pg_f64acc_add_sq(a, v), pg_f64acc_reduce(a, b);
  *   pg_f64acc_add_sq may add v*v scaled by 2^-896 (PG_SQ_SCALE undoes it, vec/norm.h says why)
  * quantized blocks (where the ISA has them; else the scalar loops):
- *   PG_HAVE_Q8_DOT / PG_HAVE_Q4_DOT: pg_qacc, pg_qacc_zero(), pg_qacc_q8(acc, qx, qy, d) and
- *     pg_qacc_q4(acc, qx4, qy, d) add d * (the int8 dot of one 32-element block), pg_qacc_reduce(acc)
+ *   PG_HAVE_QDOT: pg_q8x32, the 32 int8 lanes of one decoded block: pg_q8x32_load(q),
+ *     pg_q8x32_store(v, q), pg_q8x32_nibbles(qs) (16 bytes: lanes 0..15 the low nibbles, 16..31 the
+ *     high ones), pg_q8x32_bit4(qh) (0x10 where bit e of the 32-bit word at qh is set), _or, _sub(v, c),
+ *     pg_q8x32_lut16(v, table) (lanes 0..15 looked up in 16 int8); pg_qacc, pg_qacc_zero(),
+ *     pg_qacc_add(acc, v, y, uns, scale) adds scale * (v . the 32 int8 at y) (uns: v's lanes are
+ *     >= 0), pg_qacc_merge(a, b), pg_qacc_sum(acc). Without it quants-legacy.h has the scalar forms
  *   PG_HAVE_Q8_QUANT: pg_quantize_block_q8(x, q) quantises 32 floats with 127/amax, returns amax
  *   PG_HAVE_FP16_SCALAR: pg_fp16_to_fp32_1(h) one fp16 widened by one instruction
  *
@@ -82,11 +86,8 @@
 #ifndef PG_HAVE_F32V_SCALEF
 #  define PG_HAVE_F32V_SCALEF 0
 #endif
-#ifndef PG_HAVE_Q8_DOT
-#  define PG_HAVE_Q8_DOT 0
-#endif
-#ifndef PG_HAVE_Q4_DOT
-#  define PG_HAVE_Q4_DOT 0
+#ifndef PG_HAVE_QDOT
+#  define PG_HAVE_QDOT 0
 #endif
 #ifndef PG_HAVE_Q8_QUANT
 #  define PG_HAVE_Q8_QUANT 0

@@ -1,6 +1,7 @@
 /* Dot products of rows: f32/f16/bf16 pairs and mixed (f16 or bf16 times f32), one row against four
- * (pg_vec_dot4_*, matmul's GEMV), and the quantized blocks (Q8_0 x Q8_0, Q4_0 x Q8_0). f32 lanes,
- * four registers in flight to hide the FMA latency. RVV: vec/dot-rvv.c. */
+ * (pg_vec_dot4_*, matmul's GEMV). f32 lanes, four registers in flight to hide the FMA latency.
+ * The quantized blocks' integer dots are quants-legacy.h's. RVV: vec/dot-rvv.c (with the Q8_0 x Q8_0
+ * and Q4_0 x Q8_0 kernels quants-legacy.h calls). */
 #pragma once
 #include "vec/quant.h"
 
@@ -48,46 +49,6 @@ static inline float pg_vec_dot_f16_f32(int64_t n, const pg_fp16_t * x, const flo
 static inline float pg_vec_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y) {
     PG_RVV_RETURN(pg_rvv_dot_bf16_f32(n, x, y))
     PG_DOT_BODY(PG_F32V_LOAD_BF16, PG_F32V_LOAD)
-}
-
-/* n is a multiple of 32; sum over blocks of d_x*d_y*sum(qx*qy) */
-static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y) {
-    PG_RVV_RETURN(pg_rvv_dot_q8_0_q8_0(n, x, y))
-    const int64_t nb = n / PG_QK8_0;
-    int64_t ib = 0;
-    float sumf = 0.0f;
-#if PG_HAVE_Q8_DOT
-    pg_qacc acc = pg_qacc_zero();
-    for (; ib < nb; ib++) acc = pg_qacc_q8(acc, x[ib].qs, y[ib].qs, pg_fp16_to_fp32(x[ib].d) * pg_fp16_to_fp32(y[ib].d));
-    sumf = pg_qacc_reduce(acc);
-#endif
-    for (; ib < nb; ib++) {
-        int32_t s = 0;
-        for (int j = 0; j < PG_QK8_0; j++) s += (int32_t) x[ib].qs[j] * y[ib].qs[j];
-        sumf += (float) s * (pg_fp16_to_fp32(x[ib].d) * pg_fp16_to_fp32(y[ib].d));
-    }
-    return sumf;
-}
-
-static inline float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y) {
-    PG_RVV_RETURN(pg_rvv_dot_q4_0_q8_0(n, x, y))
-    const int64_t nb = n / PG_QK4_0;
-    int64_t ib = 0;
-    float sumf = 0.0f;
-#if PG_HAVE_Q4_DOT
-    pg_qacc acc = pg_qacc_zero();
-    for (; ib < nb; ib++) acc = pg_qacc_q4(acc, x[ib].qs, y[ib].qs, pg_fp16_to_fp32(x[ib].d) * pg_fp16_to_fp32(y[ib].d));
-    sumf = pg_qacc_reduce(acc);
-#endif
-    for (; ib < nb; ib++) {
-        int32_t s = 0;
-        for (int j = 0; j < PG_QK4_0 / 2; j++) {
-            s += ((int32_t) (x[ib].qs[j] & 0x0f) - 8) * y[ib].qs[j];
-            s += ((int32_t) (x[ib].qs[j] >> 4) - 8) * y[ib].qs[j + PG_QK4_0 / 2];
-        }
-        sumf += (float) s * (pg_fp16_to_fp32(x[ib].d) * pg_fp16_to_fp32(y[ib].d));
-    }
-    return sumf;
 }
 
 /* s[c] = dot(x, y[c]) for c < 4: one weight row against four f32 activation rows, the row loaded

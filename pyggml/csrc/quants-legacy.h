@@ -1,0 +1,427 @@
+/* The legacy quantized types beside Q8_0/Q4_0, with ggml's block layouts (ggml-common.h), and the
+ * integer dot products of every 32-element block type against its vec_dot_type:
+ *
+ *   Q4_1    [d f16][m f16][16 x (lo | hi << 4)]              x = q*d + m, q in 0..15
+ *   Q5_0    [d f16][qh 4 B][16 x (lo | hi << 4)]             x = (q - 16)*d, bit 4 of element e in bit e of qh
+ *   Q5_1    [d f16][m f16][qh 4 B][16 x (lo | hi << 4)]      x = q*d + m, q in 0..31
+ *   Q8_1    [d f16][s f16 = d*sum(q)][32 x int8]             x = q*d (vec_dot_type of Q4_1 and Q5_1)
+ *   IQ4_NL  [d f16][16 x (lo | hi << 4)]                     x = d*kvalues[q] (a 16-entry int8 table)
+ *   IQ4_XS  256 elements: [d f16][scales_h u16][scales_l 4 B][128 B nibbles]: eight blocks of 32 with
+ *           6-bit scales ls (low 4 bits in scales_l, high 2 in scales_h), x = d*(ls - 32)*kvalues[q]
+ *
+ * Lo nibbles are elements 0..15 of a block, hi nibbles 16..31. Conversions are ggml's bit for bit:
+ * to_float as ggml's dequantize_row_*, from_float as ggml's CPU quantisers without an importance
+ * matrix (the *_ref ones for Q4_1/Q5_0/Q5_1/IQ4_NL, quantize_iq4_xs; Q8_1 as the x86 CPU quantiser:
+ * Q8_0's rounding plus s). Those run unfused in ggml (multiply, then add): PG_NO_CONTRACT keeps GCC
+ * from fusing them into an FMA (convert.h), which would round once where ggml rounds twice.
+ *
+ * Dot products: every block type decodes a block into 32 int8 lanes (pg_q8x32), multiplies them with
+ * the activation block's int8 in integers (isa/'s pg_qacc_add: AVX-512 VNNI dpbusd, AVX2
+ * maddubs+madd, NEON vdotq or widening multiplies; the scalar forms below elsewhere, which RVV builds
+ * use for the types vec/dot-rvv.c has no kernel for) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
+ * multi-column kernel pg_vec_dot_n_<type> (nc <= 4 activation rows, `by` bytes apart: the weight
+ * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it.
+ */
+#pragma once
+#include "convert.h"
+
+#define PG_QK 32                   /* elements per block of every type here (IQ4_XS: per sub-block) */
+#define PG_QK_IQ4_XS 256
+
+typedef struct pg_block_q4_1 { pg_fp16_t d, m; uint8_t qs[PG_QK / 2]; } pg_block_q4_1;
+typedef struct pg_block_q5_0 { pg_fp16_t d; uint8_t qh[4]; uint8_t qs[PG_QK / 2]; } pg_block_q5_0;
+typedef struct pg_block_q5_1 { pg_fp16_t d, m; uint8_t qh[4]; uint8_t qs[PG_QK / 2]; } pg_block_q5_1;
+typedef struct pg_block_q8_1 { pg_fp16_t d, s; int8_t qs[PG_QK]; } pg_block_q8_1;
+typedef struct pg_block_iq4_nl { pg_fp16_t d; uint8_t qs[PG_QK / 2]; } pg_block_iq4_nl;
+typedef struct pg_block_iq4_xs {
+    pg_fp16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[PG_QK_IQ4_XS / 64];
+    uint8_t qs[PG_QK_IQ4_XS / 2];
+} pg_block_iq4_xs;
+_Static_assert(sizeof(pg_block_q4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(pg_block_q5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(pg_block_q5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(pg_block_q8_1) == 36, "q8_1 block");
+_Static_assert(sizeof(pg_block_iq4_nl) == 18, "iq4_nl block");
+_Static_assert(sizeof(pg_block_iq4_xs) == 136, "iq4_xs block");
+
+/* the IQ4_NL/IQ4_XS code points (ggml's kvalues_iq4nl) */
+static const int8_t pg_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* ---- block decoding: 32 int8 lanes in element order (isa/'s pg_q8x32 and pg_qacc; these scalar
+ * forms where the ISA has none: the scalar build, RVV) ---- */
+
+#if !PG_HAVE_QDOT
+typedef struct { int8_t v[PG_QK]; } pg_q8x32;
+static inline pg_q8x32 pg_q8x32_load(const int8_t * q) { pg_q8x32 r; memcpy(r.v, q, PG_QK); return r; }
+static inline void pg_q8x32_store(pg_q8x32 q, int8_t * y) { memcpy(y, q.v, PG_QK); }
+static inline pg_q8x32 pg_q8x32_nibbles(const uint8_t * qs) {
+    pg_q8x32 r;
+    for (int j = 0; j < PG_QK / 2; j++) {
+        r.v[j] = (int8_t) (qs[j] & 0x0f);
+        r.v[j + PG_QK / 2] = (int8_t) (qs[j] >> 4);
+    }
+    return r;
+}
+static inline pg_q8x32 pg_q8x32_bit4(const uint8_t * qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    pg_q8x32 r;
+    for (int j = 0; j < PG_QK; j++) r.v[j] = (int8_t) (((h >> j) & 1) << 4);
+    return r;
+}
+static inline pg_q8x32 pg_q8x32_or(pg_q8x32 a, pg_q8x32 b) {
+    for (int j = 0; j < PG_QK; j++) a.v[j] |= b.v[j];
+    return a;
+}
+static inline pg_q8x32 pg_q8x32_sub(pg_q8x32 a, int8_t c) {
+    for (int j = 0; j < PG_QK; j++) a.v[j] = (int8_t) (a.v[j] - c);
+    return a;
+}
+static inline pg_q8x32 pg_q8x32_lut16(pg_q8x32 a, const int8_t * table) {
+    for (int j = 0; j < PG_QK; j++) a.v[j] = table[a.v[j]];
+    return a;
+}
+
+typedef float pg_qacc;
+static inline pg_qacc pg_qacc_zero(void) { return 0.0f; }
+static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int uns, float scale) {
+    (void) uns;
+    int32_t s = 0;
+    for (int j = 0; j < PG_QK; j++) s += (int32_t) x.v[j] * y[j];
+    return acc + (float) s * scale;
+}
+static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return a + b; }
+static inline float pg_qacc_sum(pg_qacc acc) { return acc; }
+#endif
+
+/* the weight blocks as integers: what each type's x = q*d (+ m) multiplies */
+static inline pg_q8x32 pg_decode_q8_0(const pg_block_q8_0 * b) { return pg_q8x32_load(b->qs); }
+static inline pg_q8x32 pg_decode_q4_0(const pg_block_q4_0 * b) { return pg_q8x32_sub(pg_q8x32_nibbles(b->qs), 8); }
+static inline pg_q8x32 pg_decode_q4_1(const pg_block_q4_1 * b) { return pg_q8x32_nibbles(b->qs); }
+static inline pg_q8x32 pg_decode_q5_0(const pg_block_q5_0 * b) {
+    return pg_q8x32_sub(pg_q8x32_or(pg_q8x32_nibbles(b->qs), pg_q8x32_bit4(b->qh)), 16);
+}
+static inline pg_q8x32 pg_decode_q5_1(const pg_block_q5_1 * b) {
+    return pg_q8x32_or(pg_q8x32_nibbles(b->qs), pg_q8x32_bit4(b->qh));
+}
+static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q8x32_lut16(pg_q8x32_nibbles(b->qs), pg_iq4nl_values); }
+
+/* ---- dot products ---- */
+
+#define PG_QMIN_NONE(acc, xb, yb) ((void) 0)
+#define PG_QMIN(acc, xb, yb) ((acc) += pg_fp16_to_fp32((xb)->m) * pg_fp16_to_fp32((yb)->s))
+
+/* block ib of x into the accumulators ACC of the nc columns */
+#define PG_QDOT_STEP(ACC, IB, TX, TY, DECODE, UNS, MIN)                                                \
+    do {                                                                                               \
+        const pg_q8x32 q = DECODE(x + (IB));                                                           \
+        const float dx = pg_fp16_to_fp32(x[IB].d);                                                     \
+        for (int c = 0; c < nc; c++) {                                                                 \
+            const TY * y = (const TY *) ((const char *) vy + (size_t) c * by) + (IB);                  \
+            ACC[c] = pg_qacc_add(ACC[c], q, y->qs, UNS, dx * pg_fp16_to_fp32(y->d));                   \
+            MIN(summ[c], x + (IB), y);                                                                 \
+        }                                                                                              \
+    } while (0)
+
+/* riscv64 with V: vec/dot-rvv.c's one-column kernel per column, for the types it has one for */
+#define PG_QRVV_NONE(n, x, y, by, nc, s) ((void) 0)
+#define PG_QRVV_COLS(FN, TX, TY, n, x, y, by, nc, s)                                                   \
+    PG_RVV_DO(for (int c_ = 0; c_ < (nc); c_++)                                                        \
+                  (s)[c_] = FN(n, (const TX *) (x), (const TY *) ((const char *) (y) + (size_t) c_ * (by))))
+#define PG_QRVV_Q8_0(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q8_0_q8_0, struct pg_block_q8_0, \
+                                                      struct pg_block_q8_0, n, x, y, by, nc, s)
+#define PG_QRVV_Q4_0(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q4_0_q8_0, struct pg_block_q4_0, \
+                                                      struct pg_block_q8_0, n, x, y, by, nc, s)
+
+/* NAME##_n: s[c] = x . y_c for c < nc, y_c = vy + c*by (rows of TY); UNS: decoded lanes are >= 0;
+ * MIN: the type's m*s term; RVV: PG_QRVV_*. Even and odd blocks go to separate accumulators (two
+ * FMA chains) */
+#define PG_QDOT(NAME, TX, TY, DECODE, UNS, MIN, RVV)                                                   \
+static inline __attribute__((always_inline)) void NAME##_body(int64_t n, const void * vx, const void * vy, \
+                                                              size_t by, const int nc, float * s) {     \
+    const TX * x = (const TX *) vx;                                                                    \
+    const int64_t nb = n / PG_QK;                                                                      \
+    pg_qacc acc0[4], acc1[4];                                                                          \
+    float summ[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                          \
+    for (int c = 0; c < nc; c++) acc0[c] = acc1[c] = pg_qacc_zero();                                   \
+    int64_t ib = 0;                                                                                    \
+    for (; ib + 1 < nb; ib += 2) {                                                                     \
+        PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN);                                              \
+        PG_QDOT_STEP(acc1, ib + 1, TX, TY, DECODE, UNS, MIN);                                          \
+    }                                                                                                  \
+    if (ib < nb) PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN);                                     \
+    for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(pg_qacc_merge(acc0[c], acc1[c])) + summ[c];        \
+}                                                                                                      \
+static inline void NAME##_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
+    RVV(n, x, y, by, nc, s);                                                                           \
+    switch (nc) {                                                                                      \
+    case 1: NAME##_body(n, x, y, by, 1, s); break;                                                     \
+    case 2: NAME##_body(n, x, y, by, 2, s); break;                                                     \
+    case 3: NAME##_body(n, x, y, by, 3, s); break;                                                     \
+    default: NAME##_body(n, x, y, by, 4, s); break;                                                    \
+    }                                                                                                  \
+}
+
+PG_QDOT(pg_vec_dot_q8_0, pg_block_q8_0, pg_block_q8_0, pg_decode_q8_0, 0, PG_QMIN_NONE, PG_QRVV_Q8_0)
+PG_QDOT(pg_vec_dot_q4_0, pg_block_q4_0, pg_block_q8_0, pg_decode_q4_0, 0, PG_QMIN_NONE, PG_QRVV_Q4_0)
+PG_QDOT(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, pg_decode_q4_1, 1, PG_QMIN, PG_QRVV_NONE)
+PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMIN_NONE, PG_QRVV_NONE)
+PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_NONE)
+PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_NONE)
+
+/* one column (test_vec.py calls these two by name; Q8_0 and Q4_0 through vec/dot-rvv.c when it runs) */
+static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y) {
+    float s;
+    pg_vec_dot_q8_0_n(n, x, y, 0, 1, &s);
+    return s;
+}
+static inline float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y) {
+    float s;
+    pg_vec_dot_q4_0_n(n, x, y, 0, 1, &s);
+    return s;
+}
+#define PG_QDOT1(NAME)                                                                                 \
+static inline float pg_type_dot_##NAME(int64_t n, const void * x, const void * y) {                   \
+    float s;                                                                                           \
+    pg_vec_dot_##NAME##_body(n, x, y, 0, 1, &s);                                                       \
+    return s;                                                                                          \
+}
+PG_QDOT1(q4_1)
+PG_QDOT1(q5_0)
+PG_QDOT1(q5_1)
+PG_QDOT1(iq4_nl)
+
+/* ---- to_float: the decoded integers times d (plus m) ---- */
+
+#define PG_QTO_NONE(v, xb) (v)                       /* no + 0.0f: it would turn ggml's -0.0 into +0.0 */
+#define PG_QTO_MIN(v, xb) ((v) + pg_fp16_to_fp32((xb)->m))
+#define PG_QTO_FLOAT(NAME, TX, DECODE, ADD)                                                            \
+static PG_NO_CONTRACT void pg_row_##NAME##_to_f32(const void * vx, float * y, int64_t n) {            \
+    const TX * x = (const TX *) vx;                                                                    \
+    int8_t q[PG_QK];                                                                                   \
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {                                                       \
+        pg_q8x32_store(DECODE(x + ib), q);                                                             \
+        const float d = pg_fp16_to_fp32(x[ib].d);                                                      \
+        for (int j = 0; j < PG_QK; j++) {                                                              \
+            const float v = (float) q[j] * d;                                                          \
+            y[ib * PG_QK + j] = ADD(v, x + ib);                                                        \
+        }                                                                                              \
+    }                                                                                                  \
+}
+PG_QTO_FLOAT(q4_1, pg_block_q4_1, pg_decode_q4_1, PG_QTO_MIN)
+PG_QTO_FLOAT(q5_0, pg_block_q5_0, pg_decode_q5_0, PG_QTO_NONE)
+PG_QTO_FLOAT(q5_1, pg_block_q5_1, pg_decode_q5_1, PG_QTO_MIN)
+PG_QTO_FLOAT(iq4_nl, pg_block_iq4_nl, pg_decode_iq4_nl, PG_QTO_NONE)
+
+static inline void pg_row_q8_1_to_f32(const void * vx, float * y, int64_t n) {
+    const pg_block_q8_1 * x = (const pg_block_q8_1 *) vx;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        const float d = pg_fp16_to_fp32(x[ib].d);
+        for (int j = 0; j < PG_QK; j++) y[ib * PG_QK + j] = x[ib].qs[j] * d;
+    }
+}
+
+static inline void pg_row_iq4_xs_to_f32(const void * vx, float * y, int64_t n) {
+    const pg_block_iq4_xs * x = (const pg_block_iq4_xs *) vx;
+    for (int64_t ibl = 0; ibl < n / PG_QK_IQ4_XS; ibl++) {
+        const float d = pg_fp16_to_fp32(x[ibl].d);
+        for (int ib = 0; ib < PG_QK_IQ4_XS / PG_QK; ib++) {
+            const int ls = ((x[ibl].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * ib) & 3) << 4);
+            const float dl = d * (float) (ls - 32);
+            const uint8_t * qs = x[ibl].qs + ib * (PG_QK / 2);
+            float * yb = y + ibl * PG_QK_IQ4_XS + ib * PG_QK;
+            for (int j = 0; j < PG_QK / 2; j++) {
+                yb[j] = dl * pg_iq4nl_values[qs[j] & 0xf];
+                yb[j + PG_QK / 2] = dl * pg_iq4nl_values[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+/* ---- from_float ---- */
+
+/* the 4/5-bit codes of one block: lo nibbles in qs, bit 4 of element e in bit e of *qh (5-bit types) */
+static inline void pg_pack_codes(const uint8_t * code, uint8_t * qs, uint32_t * qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < PG_QK / 2; j++) {
+        qs[j] = (uint8_t) ((code[j] & 0x0f) | ((code[j + PG_QK / 2] & 0x0f) << 4));
+        h |= (uint32_t) ((code[j] >> 4) & 1) << j;
+        h |= (uint32_t) ((code[j + PG_QK / 2] >> 4) & 1) << (j + PG_QK / 2);
+    }
+    if (qh) *qh = h;
+}
+
+/* Q4_1/Q5_1: d = (max - min)/nmax, q = (x - min)/d + 0.5 truncated (Q4_1 capped at 15) */
+static PG_NO_CONTRACT void pg_quantize_min_block(const float * x, int nmax, float * d, float * m, uint8_t * code) {
+    float min = 3.402823466e+38f, max = -3.402823466e+38f;
+    for (int j = 0; j < PG_QK; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    *d = (max - min) / (float) nmax;
+    *m = min;
+    const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+    for (int j = 0; j < PG_QK; j++) {
+        const float v = (x[j] - min) * id;
+        const float r = v + 0.5f;
+        code[j] = nmax == 15 ? (uint8_t) PG_MIN(15, (int8_t) r) : (uint8_t) r;
+    }
+}
+
+static inline void pg_row_q4_1_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_q4_1 * y = (pg_block_q4_1 *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        float d, m;
+        uint8_t code[PG_QK];
+        pg_quantize_min_block(x + ib * PG_QK, 15, &d, &m, code);
+        y[ib].d = pg_fp32_to_fp16(d);
+        y[ib].m = pg_fp32_to_fp16(m);
+        pg_pack_codes(code, y[ib].qs, NULL);
+    }
+}
+
+static inline void pg_row_q5_1_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_q5_1 * y = (pg_block_q5_1 *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        float d, m;
+        uint8_t code[PG_QK];
+        uint32_t qh;
+        pg_quantize_min_block(x + ib * PG_QK, 31, &d, &m, code);
+        y[ib].d = pg_fp32_to_fp16(d);
+        y[ib].m = pg_fp32_to_fp16(m);
+        pg_pack_codes(code, y[ib].qs, &qh);
+        memcpy(y[ib].qh, &qh, 4);
+    }
+}
+
+/* Q5_0: Q4_0's quantiser with 32 levels (convert.h) */
+static inline void pg_row_q5_0_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_q5_0 * y = (pg_block_q5_0 *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        uint8_t code[PG_QK];
+        uint32_t qh;
+        y[ib].d = pg_fp32_to_fp16(pg_quantize_absmax_block(x + ib * PG_QK, 16, code));
+        pg_pack_codes(code, y[ib].qs, &qh);
+        memcpy(y[ib].qh, &qh, 4);
+    }
+}
+
+/* Q8_1: Q8_0's CPU rounding, then s = d * sum(q) with d = amax/127 before its rounding to fp16 */
+static inline void pg_row_q8_1_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_q8_1 * y = (pg_block_q8_1 *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        const float * xb = x + ib * PG_QK;
+        pg_block_q8_0 b;
+        pg_vec_quantize_q8_0(PG_QK, xb, &b);
+        float amax = 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < PG_QK; j++) {
+            amax = PG_MAX(amax, fabsf(xb[j]));
+            sum += b.qs[j];
+        }
+        y[ib].d = b.d;
+        y[ib].s = pg_fp32_to_fp16(amax / 127.0f * (float) sum);
+        memcpy(y[ib].qs, b.qs, PG_QK);
+    }
+}
+
+/* IQ4_NL/IQ4_XS: the index of the code point nearest to v (the upper one unless the lower is
+ * strictly nearer), ggml's best_index_int8 */
+static inline int pg_iq4nl_index(float v) {
+    const int8_t * t = pg_iq4nl_values;
+    if (v <= t[0]) return 0;
+    if (v >= t[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (v < t[mid]) hi = mid; else lo = mid;
+    }
+    return v - t[hi - 1] < t[hi] - v ? hi - 1 : hi;
+}
+
+/* weighted (w = x^2) least-squares scale of the codes for xb at inverse scale id: sum w q x, sum w q q */
+static PG_NO_CONTRACT void pg_iq4nl_fit(const float * xb, float id, uint8_t * L, float * sqx, float * sq2) {
+    float sumqx = 0.0f, sumq2 = 0.0f;
+    for (int j = 0; j < PG_QK; j++) {
+        const int l = pg_iq4nl_index(id * xb[j]);
+        if (L) L[j] = (uint8_t) l;
+        const float q = pg_iq4nl_values[l], w = xb[j] * xb[j];
+        const float wq = w * q;
+        const float qx = wq * xb[j], q2 = wq * q;      /* own statements: clang fuses within one */
+        sumqx += qx;
+        sumq2 += q2;
+    }
+    *sqx = sumqx;
+    *sq2 = sumq2;
+}
+
+/* one block of 32: the scale of ggml's quantize_row_iq4_nl_impl without weights; ntry < 0 (IQ4_NL):
+ * only the first fit, else also the 2*ntry+1 trial scales around it. *max: the element of largest
+ * |x|; returns 0 (and leaves L) for a block below ggml's GROUP_MAX_EPS */
+static PG_NO_CONTRACT float pg_iq4nl_block_scale(const float * xb, int ntry, uint8_t * L) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < PG_QK; j++) {
+        if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+    }
+    if (amax < 1e-15f) return 0.0f;
+    const float t0 = pg_iq4nl_values[0];
+    const float d0 = ntry > 0 ? -max / t0 : max / t0;
+    float sumqx, sumq2;
+    pg_iq4nl_fit(xb, 1.0f / d0, L, &sumqx, &sumq2);
+    float d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+    float best = d * sumqx;
+    for (int itry = -ntry; itry <= ntry; itry++) {
+        pg_iq4nl_fit(xb, ((float) itry + t0) / max, NULL, &sumqx, &sumq2);
+        if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    return d;
+}
+
+static inline void pg_row_iq4_nl_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_iq4_nl * y = (pg_block_iq4_nl *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        /* a block below GROUP_MAX_EPS keeps d = 0; ggml leaves its codes to whatever its buffer held,
+         * here they are the code point 1 (index 8): every element dequantises to 0 either way */
+        uint8_t L[PG_QK];
+        memset(L, 8, sizeof(L));
+        y[ib].d = pg_fp32_to_fp16(pg_iq4nl_block_scale(x + ib * PG_QK, -1, L));
+        pg_pack_codes(L, y[ib].qs, NULL);
+    }
+}
+
+/* IQ4_XS: eight block scales fitted as IQ4_NL's (7 trials each), quantised to 6 bits against the
+ * super-block scale d = -(the block scale of largest |.|)/32, then the codes refitted to d*l */
+static PG_NO_CONTRACT void pg_row_iq4_xs_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_iq4_xs * y = (pg_block_iq4_xs *) vy;
+    enum { NB = PG_QK_IQ4_XS / PG_QK };
+    for (int64_t ibl = 0; ibl < n / PG_QK_IQ4_XS; ibl++) {
+        const float * xs = x + ibl * PG_QK_IQ4_XS;
+        float scales[NB], amax_scale = 0.0f, max_scale = 0.0f;
+        for (int ib = 0; ib < NB; ib++) {
+            scales[ib] = pg_iq4nl_block_scale(xs + ib * PG_QK, 7, NULL);
+            if (fabsf(scales[ib]) > amax_scale) { amax_scale = fabsf(scales[ib]); max_scale = scales[ib]; }
+        }
+        const float d = -max_scale / 32.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[ibl].d = pg_fp32_to_fp16(d);
+        y[ibl].scales_h = 0;
+        for (int ib = 0; ib < NB; ib++) {
+            int l = (int) rintf(id * scales[ib]);
+            l = PG_MAX(-32, PG_MIN(31, l));
+            const float dl = d * (float) l;
+            const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+            uint8_t L[PG_QK];
+            for (int j = 0; j < PG_QK; j++) L[j] = (uint8_t) pg_iq4nl_index(idl * xs[ib * PG_QK + j]);
+            pg_pack_codes(L, y[ibl].qs + ib * (PG_QK / 2), NULL);
+            l += 32;
+            if (ib % 2 == 0) y[ibl].scales_l[ib / 2] = (uint8_t) (l & 0xf);
+            else y[ibl].scales_l[ib / 2] |= (uint8_t) ((l & 0xf) << 4);
+            y[ibl].scales_h |= (uint16_t) ((l >> 4) << (2 * ib));
+        }
+    }
+}

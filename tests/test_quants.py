@@ -1,0 +1,135 @@
+"""The legacy quantized types (Q4_1, Q5_0, Q5_1, Q8_1, IQ4_NL, IQ4_XS; Q8_0/Q4_0 beside them): bytes
+bit for bit with reference.py's quantisers (written from ggml's block formats and quantisers) at
+ties, outliers, all-zero blocks and odd block counts; values bit for bit with reference.py's
+dequantisers and, independently, with the gguf package's numpy (de)quantisers; the conversions,
+get_rows and cpy through the type table; the integer dot products against the dequantised values."""
+import numpy as np
+import pytest
+import reference as ref
+from conftest import THREADS, run
+
+import pyggml as gg
+
+T = gg.Type
+TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_1", "IQ4_NL", "IQ4_XS"]
+# the types gguf can quantise (it only dequantises the IQ4 ones; ggml has no Q8_1 there)
+GGUF_QUANTISES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
+
+
+def blck(typ):
+    return gg.blck_size(T[typ])
+
+
+def hard_values(rng, typ, nblocks):
+    """[4, nblocks * blck] values whose 32-blocks cycle through the cases a quantiser can get wrong:
+    random, all zero, one outlier, exact .5 ties of every offset quantiser (integers and halves
+    between -8 and 8 around a block max of 8 or -8, min 0 for the _1 types), all equal, tiny."""
+    n = nblocks * blck(typ)
+    x = (rng.standard_normal((4, n)) * 2).astype(np.float32)
+    b = x.reshape(-1, 32)
+    k = np.arange(b.shape[0]) % 7
+    b[k == 1] = 0
+    b[k == 2, 7] = 300                                              # outlier
+    ties = (rng.integers(-16, 16, ((k == 3).sum(), 32)) / 2).astype(np.float32)
+    ties[:, 3] = -8
+    b[k == 3] = ties
+    b[k == 4] = rng.integers(0, 31, ((k == 4).sum(), 32)).astype(np.float32) / 2
+    b[k == 4, 0], b[k == 4, 1] = 0, 15.5
+    b[k == 5] = -1.25
+    b[k == 6] *= 1e-20
+    return x
+
+
+@pytest.mark.parametrize("nblocks", [1, 3, 5])
+@pytest.mark.parametrize("typ", TYPES)
+def test_bytes_and_values_bit_exact(ctx, rng, typ, nblocks):
+    x = hard_values(rng, typ, nblocks if blck(typ) == 32 else (nblocks + 1) // 2)
+    enc, dec = ref.QUANTS[typ]
+    t = ctx.from_numpy(x, type=T[typ])
+    want = enc(x)
+    got = np.frombuffer(t.tobytes(), np.uint8).reshape(want.shape)
+    np.testing.assert_array_equal(got, want)
+    vals = t.to_numpy()
+    np.testing.assert_array_equal(vals.view(np.uint32), dec(want, x.shape[-1]).astype(np.float32).view(np.uint32))
+    # from_bytes/tobytes round trip, and the quantisation error is what the type allows
+    again = ctx.from_bytes(T[typ], t.ne, t.tobytes())
+    assert again.tobytes() == t.tobytes()
+    assert ref.nmse(vals, x) < 0.02
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_against_gguf(ctx, rng, typ):
+    """the gguf package's numpy dequantisers (all types but Q8_1) and quantisers (legacy ones)"""
+    gguf_quants = pytest.importorskip("gguf.quants", reason="requirements-dev.txt has gguf; the qemu sysroots do not")
+    qtype = gguf_quants.GGMLQuantizationType[typ] if typ != "Q8_1" else None
+    x = hard_values(rng, typ, 8)
+    t = ctx.from_numpy(x, type=T[typ])
+    raw = np.frombuffer(t.tobytes(), np.uint8).reshape(4, -1)
+    if typ != "Q8_1":
+        deq = gguf_quants.dequantize(raw, qtype).astype(np.float32)
+        np.testing.assert_array_equal(t.to_numpy().view(np.uint32), deq.reshape(x.shape).view(np.uint32))
+    if typ in GGUF_QUANTISES and typ != "Q8_0":                     # gguf's Q8_0 is the reference one
+        np.testing.assert_array_equal(raw, gguf_quants.quantize(x, qtype).reshape(raw.shape))
+
+
+def test_zero_and_eps_blocks(ctx):
+    """all-zero blocks keep d = 0 and decode to +0.0 (-0.0 where ggml's product gives it)"""
+    x = np.zeros((2, 256), np.float32)
+    x[1, :32] = -1e-16                                              # below IQ4's GROUP_MAX_EPS
+    for typ in TYPES:
+        t = ctx.from_numpy(x, type=T[typ])
+        assert not t.to_numpy().any(), typ
+
+
+@pytest.mark.parametrize("nth", THREADS)
+@pytest.mark.parametrize("typ", TYPES)
+def test_cpy_dup_get_rows(ctx, rng, typ, nth):
+    n = 2 * blck(typ)
+    x = rng.standard_normal((5, n)).astype(np.float32)
+    q = ctx.from_numpy(x, type=T[typ])
+    stored = ref.roundtrip(x, typ)
+    f = ctx.new_tensor(T.F32, q.ne)
+    run(gg.cpy(q, f), nth)                                          # quantized -> f32
+    np.testing.assert_array_equal(f.to_numpy().reshape(stored.shape), stored)
+    h = ctx.new_tensor(T[typ], q.ne)
+    run(gg.cpy(ctx.from_numpy(x), h), nth)                          # f32 -> quantized: the same bytes
+    assert h.tobytes() == q.tobytes()
+    d = gg.dup(q)
+    run(d, nth)
+    assert d.type == T[typ] and d.tobytes() == q.tobytes()
+    idx = np.array([4, 0, 4, 2], np.int32)
+    g = gg.get_rows(q, ctx.from_numpy(idx))
+    run(g, nth)
+    np.testing.assert_array_equal(g.to_numpy().reshape(4, n), stored[idx])
+
+
+@pytest.mark.parametrize("typ", ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"])
+def test_integer_dot_matches_blocks(ctx, rng, typ):
+    """mul_mat of one weight row: sum over blocks of d_x*d_y*sum(q_x*q_y) (+ m_x*s_y), computed
+    from the block bytes in float64 (the activation quantised to the type's vec_dot_type)"""
+    k = 32 * 7
+    w = rng.standard_normal((1, k)).astype(np.float32)
+    xa = rng.standard_normal((1, k)).astype(np.float32)
+    vt = ref.VEC_DOT_TYPE[typ]
+    yb = ref.QUANTS[vt][0](xa).reshape(7, -1)
+    off = 4 if vt == "Q8_1" else 2
+    dy = yb[:, :2].copy().view(np.float16).astype(np.float64)[:, 0]
+    qy = yb[:, off:].view(np.int8).astype(np.float64)
+    wv = ref.roundtrip(w, typ).astype(np.float64).reshape(7, 32)
+    want = 0.0
+    for i in range(7):
+        if vt == "Q8_1":                                            # x = q*d + m: m's part uses s
+            sy = yb[i, 2:4].copy().view(np.float16).astype(np.float64)[0]
+            m = wv[i].min()                                         # code 0 is the min
+            want += ((wv[i] - m) * qy[i]).sum() * dy[i] + m * sy
+        else:
+            want += (wv[i] * qy[i]).sum() * dy[i]
+    out = gg.mul_mat(ctx.from_numpy(w, type=T[typ]), ctx.from_numpy(xa))
+    run(out, 1)
+    assert abs(float(out.to_numpy()[0, 0]) - want) <= 1e-4 * max(1.0, abs(want))
+
+
+def test_iq4_xs_has_no_dot_yet(ctx):
+    """IQ4_XS's vec_dot_type is Q8_K (a K-quant): until that row exists mul_mat refuses it by name"""
+    with pytest.raises(TypeError, match="mul_mat: a must be of type .*got IQ4_XS"):
+        gg.mul_mat(ctx.new_tensor(T.IQ4_XS, (256, 4)), ctx.new_tensor(T.F32, (256, 2)))
