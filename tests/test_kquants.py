@@ -219,7 +219,8 @@ def test_q4_k_m_tied_and_odd_rows():
     ts = _llama_tensors(2, d=96, ff=160)
     if "Q5_0" in T.__members__:
         types = dict(zip([n for n, _, _ in ts], tensor_types(ts, "q4_k_m", 2)))
-        assert types["blk.0.attn_q.weight"] == T.Q5_0 and types["blk.0.attn_v.weight"] == T.Q8_0
+        assert types["blk.0.attn_q.weight"] == T.Q5_0 and types["blk.0.attn_v.weight"] == T.Q5_0
+        assert types["blk.1.attn_v.weight"] == T.Q8_0           # use_more_bits(1, 2): Q6_K, then Q8_0
         assert tensor_types([("blk.0.ffn_down.weight", (8, 100), T_F16)], "q4_k_m", 1) == [T.F16]
     else:
         with pytest.raises(ValueError, match="fallback type Q5_0"):
