@@ -124,6 +124,7 @@ def _pyggml_cli(*args, cwd):
 
 
 def _small_llama(path):
+    pytest.importorskip("gguf")            # the writer (requirements-dev.txt; the qemu sysroots lack it)
     from pyggml.demo import write_random_llama
     write_random_llama(path, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_vocab=300, type="f16")
 
