@@ -380,10 +380,14 @@ def test_small_messages(ctx):
 def test_quantized_non_finite_values_are_ggml_s(ctx, typ, overflow):
     """What holds on every build (the exact garbage depends on the quantiser's SIMD path, as in ggml):
     inf, or a value past the fp16 block scale's range (127 or 8 times 65504), ruins its block; a NaN
-    is stored as some finite value; a NaN activation in a quantized mul_mat gives a finite result."""
+    is stored as some finite value and a NaN activation in a quantized mul_mat gives a finite result
+    on x86, RVV and the scalar loops, while NEON's Q8_0 quantiser (as ggml's) propagates the NaN into
+    the block scale: there a NaN ruins its Q8_0 block and, through the Q8_0 activations, the product."""
+    neon = gg.build_info()["simd"] == "neon"
+    nan_finite = not neon
     x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
     for bad, finite in ((np.inf, False), (-np.inf, False), (overflow, False), (overflow * 0.98, True),
-                        (np.nan, True)):
+                        (np.nan, not (neon and typ == "Q8_0"))):
         y = x.copy()
         y[0, 3] = bad
         back = ctx.from_numpy(y, type=gg.Type[typ]).to_numpy()
@@ -394,4 +398,4 @@ def test_quantized_non_finite_values_are_ggml_s(ctx, typ, overflow):
     a[0, 5] = np.nan
     out = gg.mul_mat(w, ctx.from_numpy(a))
     run(out)
-    assert np.isfinite(out.numpy()).all()
+    assert np.isfinite(out.numpy()).all() == nan_finite
