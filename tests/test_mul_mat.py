@@ -105,6 +105,24 @@ def test_strided_weights(ctx, rng, typ, n, n_threads):
     check(out, ref.mul_mat(wv[::2], x, typ), typ)
 
 
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("typ", ["F16", "BF16"])
+def test_long_row_gemv(ctx, rng, typ, n_threads):
+    """one column with K past 4096 is dotted in the activation's fp16/bf16 form (the f32 copy
+    would not stay in L1): the reference's value, and bit for bit the widened path's (column 0 of
+    a two-column product) with a vector tail"""
+    k, m = 4096 + 2 * 16 + 5, 7
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    a, av = weights(ctx, w, typ)
+    one = gg.mul_mat(a, ctx.from_numpy(x[:1]))
+    two = gg.mul_mat(a, ctx.from_numpy(x))
+    run(one, n_threads)
+    run(two, n_threads)
+    check(one, ref.mul_mat(av, x[:1], typ), typ)
+    np.testing.assert_array_equal(one.to_numpy()[0], two.to_numpy()[0])
+
+
 @pytest.mark.parametrize("typ", ["F16", "BF16", "Q8_0", "Q4_1"])
 def test_activation_rounding(ctx, rng, typ):
     """the activations are converted to the dot type first (a reference without it is far off)"""
