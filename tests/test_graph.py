@@ -3,6 +3,7 @@ import time
 
 import numpy as np
 import pytest
+import reference as ref
 from conftest import EMULATED, THREADS
 
 import pyggml as gg
@@ -152,13 +153,34 @@ def test_many_nodes_many_threads(ctx):
     t = x
     for _ in range(300):
         t = gg.add(t, x)
-    y = gg.scale(t, 2.0)
+    y = gg.mul(ctx.from_numpy(np.full((4, 5), 2, np.float32)), t)
     g = gg.CGraph()
     g.build_forward_expand(y)
     plan = g.plan(4)
     assert plan.n_threads == 4 and plan.n_tasks[:300] == (1,) * 300 and plan.n_tasks[300] == 4
     g.compute(4)
-    np.testing.assert_array_equal(y.numpy(), np.full(5, 602, np.float32))
+    np.testing.assert_array_equal(y.numpy(), np.full((4, 5), 602, np.float32))
+
+
+def test_one_row_graph_runs_on_one_thread(ctx):
+    """nodes that split whole rows get at most one task per row, so a graph of one-row scale,
+    unary, glu and rope nodes plans one thread whatever it is given (a second would only wake to
+    wait), and a four-row one plans four"""
+    def graph(rows):
+        x = ctx.from_numpy(np.linspace(-1, 1, 16 * rows, dtype=np.float32).reshape(rows, 1, 16))
+        r = gg.rope_ext(x, ctx.from_numpy(np.arange(3, 3 + rows, dtype=np.int32)))
+        y = gg.swiglu(gg.silu(gg.scale(r, 0.5)))
+        g = gg.CGraph()
+        g.build_forward_expand(y)
+        return g, x.numpy().copy(), y
+    g, x, y = graph(1)
+    plan = g.plan(4)
+    assert plan.n_threads == 1 and plan.n_tasks == (1,) * len(g.nodes)
+    g.compute(4)
+    h = 0.5 * ref.rope(x, np.array([3], np.int32), 16, 0)
+    s = ref.silu(h)
+    np.testing.assert_allclose(y.numpy(), ref.silu(s[..., :8]) * s[..., 8:], rtol=1e-5, atol=1e-6)
+    assert graph(4)[0].plan(4).n_threads == 4
 
 
 @pytest.mark.skipif(EMULATED, reason="timing-based; too slow under qemu")

@@ -242,7 +242,7 @@ def test_flash_attn_hidden_keys_have_no_weight(rng, path, mask, poison, nth):
 
 def _graph_of(ctx):
     g = gg.CGraph()
-    g.build_forward_expand(gg.scale(ctx.from_numpy(np.ones(4, np.float32)), 2.0))
+    g.build_forward_expand(gg.scale(ctx.from_numpy(np.ones((512, 4), np.float32)), 2.0))   # a row per thread
     return g
 
 

@@ -26,7 +26,7 @@ enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2, PG_OPF_INDICES = 4 };
     OP(DUP,            0,           dup,            dup)             \
     OP(ADD,            PG_OPF_ROWS, add,            binary)          \
     OP(MUL,            PG_OPF_ROWS, mul,            binary)          \
-    OP(SCALE,          0,           scale,          no_scratch)      \
+    OP(SCALE,          PG_OPF_ROWS, scale,          no_scratch)      \
     OP(CPY,            0,           dup,            dup)             \
     OP(CONT,           0,           dup,            dup)             \
     LEAF(RESHAPE)                                                    \
@@ -36,12 +36,12 @@ enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2, PG_OPF_INDICES = 4 };
     OP(GET_ROWS,       PG_OPF_INDICES, get_rows,    no_scratch)      \
     OP(SET_ROWS,       PG_OPF_INDICES, set_rows,    set_rows)        \
     OP(SOFT_MAX,       PG_OPF_ROWS, soft_max,       soft_max)        \
-    OP(ROPE,           0,           rope,           rope)            \
+    OP(ROPE,           PG_OPF_ROWS, rope,           rope)            \
     OP(MUL_MAT,        0,           mul_mat,        mul_mat)         \
     OP(NORM,           PG_OPF_ROWS, norm,           no_scratch)      \
     OP(RMS_NORM,       PG_OPF_ROWS, rms_norm,       no_scratch)      \
-    OP(GLU,            0,           glu,            glu)             \
-    OP(UNARY,          0,           unary,          unary)           \
+    OP(GLU,            PG_OPF_ROWS, glu,            glu)             \
+    OP(UNARY,          PG_OPF_ROWS, unary,          unary)           \
     OP(FLASH_ATTN_EXT, 0,           flash_attn_ext, flash_attn_ext)  \
     OP(IM2COL,         PG_OPF_ROWS, im2col,         no_scratch)      \
     OP(CONCAT,         PG_OPF_ROWS, concat,         no_scratch)
