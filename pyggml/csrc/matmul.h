@@ -18,7 +18,7 @@
  *     of weight rows and streams every row once, dotting it with the N activation rows: float
  *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
  *     widened back to f32 once per thread for them, which is exact; a single column longer than
- *     PG_MM_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot), quantized ones with the
+ *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot), quantized ones with the
  *     integer vec_dot_n (four columns per decoded weight row), the others with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): tiles of PG_MM_IR weight rows x
  *     PG_MM_IC columns from the chunk counter, integer dot products as on the GEMV path, so a
@@ -42,7 +42,6 @@ static inline int64_t pg_mm_gemm_min_n(pg_gemm_shape t) { return PG_MAX(6, t.nr 
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
 #define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
 #define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
-#define PG_MM_WIDEN_MAX 16384  /* bytes: the longest f32 activation row a GEMV keeps widened */
 
 /* what both pg_work_mul_mat and the kernel derive from the shapes */
 typedef struct pg_mm_layout {
@@ -69,8 +68,8 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     l.idot = pg_traits[a->type].vec_dot_n != NULL;
     /* one column with a long row: dot the fp16/bf16 activation in place (vec_dot, both operands
      * widened in registers, the same sums bit for bit) rather than an f32 copy that the streamed
-     * weight rows push out of L1 (K = 5632: 25 GB/s widened, 31 in place; equal at K <= 4096) */
-    const bool in_place = N == 1 && (size_t) K * sizeof(float) > PG_MM_WIDEN_MAX;
+     * weight rows push out of L1 (PG_GEMV_WIDEN_MAX, per ISA) */
+    const bool in_place = N == 1 && (size_t) K * sizeof(float) > PG_GEMV_WIDEN_MAX;
     l.widen = !l.gemm && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32 && !in_place;
     l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);

@@ -95,6 +95,12 @@
 #ifndef PG_HAVE_FP16_SCALAR
 #  define PG_HAVE_FP16_SCALAR 0
 #endif
+/* bytes: the longest f32 copy of a one-column activation row the F16/BF16 GEMV reads (matmul.h);
+ * longer rows are dotted in place. AVX-512 on Zen 5: the copy is as fast up to K = 4096 and falls
+ * behind at 5632 (25 vs 31 GB/s), when the streamed weights push it out of L1 */
+#ifndef PG_GEMV_WIDEN_MAX
+#  define PG_GEMV_WIDEN_MAX 16384
+#endif
 
 /* what runs: the compiled ISA, or "scalar" on a riscv64 CPU without V; the vector register width
  * in bits the kernels use (VLEN as read at run time for RVV), 0 for scalar */
