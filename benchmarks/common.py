@@ -30,6 +30,26 @@ def best_time(fn, repeat=None, min_time=0.2):
     return best
 
 
+def raise_priority(nice=-15):
+    """Put this process (and the threads it starts later) ahead of the machine's other work, so
+    that a 2-thread run is not timing whose turn it is on a loaded machine. Needs root: lowers the
+    process's nice value and, where the kernel groups processes by session (autogroup, which makes
+    nice act within a session only), that of its group. Returns what it changed, for the header."""
+    done = []
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+        done.append(f"autogroup nice {nice}")
+    except OSError:
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+        done.append(f"nice {nice}")
+    except OSError:
+        pass
+    return done
+
+
 def torch_threads(n):
     if torch is not None:
         torch.set_num_threads(n)
