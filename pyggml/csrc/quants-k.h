@@ -22,11 +22,14 @@
  * (compiled for the baseline ISA) has none - hence PG_KQ_EXACT on those functions.
  *
  * The dot products are exact integer sums per super-block (maddubs/madd on 512-bit registers with
- * AVX-512, 256-bit with AVX2, a scalar loop elsewhere; the same integers either way) combined in f32
+ * AVX-512, 256-bit with AVX2, NEON's dot instructions, a scalar loop elsewhere; the same integers
+ * every way) combined in f32
  * as d_x*d_y*sum - dmin_x*d_y*sum_min (the SIMD paths in 8 vector lanes, summed at the end, as ggml).
  * The unsigned-times-signed multiply needs q >= 0: the signed types (Q3_K, Q6_K) dot q + offset and
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
- * layer: no intrinsics here); NEON and RVV builds run the scalar loops.
+ * layer: no intrinsics here); on NEON isa/kquants-neon.h computes the scalar loops' integer sums per
+ * super-block (vdotq with the dotprod extension, vmull_s8 without) and the f32 steps are the scalar
+ * ones, so the two give the same bits; RVV builds run the scalar loops.
  */
 #pragma once
 #include "vec.h"
@@ -609,10 +612,21 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
     memcpy(out, o, sizeof(o));
 }
 
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
+#elif defined(PG_SIMD_NEON)
+#include "isa/kquants-neon.h"    /* the NEON integer sums of the scalar loops below */
+#endif
+
+/* the integer sums of one super-block (the scalar and NEON paths; x86 has its own rows) */
+
 /* Q2_K/Q3_K: element 128h + 32j + l has bits 2j of qs[32h + l]; Q3_K's hmask[l] bit 4h + j adds 4 (the
  * value q + 4 >= 0; the caller takes 4 * scale * bsums back off). sc: 16 scales as int8 */
-static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit_scalar(const uint8_t * qs, const uint8_t * hm,
-                                                                           const int8_t * sc, const int8_t * y) {
+static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit(const uint8_t * qs, const uint8_t * hm,
+                                                                    const int8_t * sc, const int8_t * y) {
+#if defined(PG_SIMD_NEON)
+    return pg_kq_neon_dot_2bit(qs, hm, sc, y);
+#else
     int32_t sum = 0;
     for (int g = 0; g < 16; g++) {
         int32_t s = 0;
@@ -625,11 +639,44 @@ static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit_scalar(const
         sum += sc[g] * s;
     }
     return sum;
+#endif
 }
 
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-#include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
+/* Q4_K (qh NULL) and Q5_K: element 64c + l is the low nibble of qs[32c + l], 64c + 32 + l the high
+ * one, plus 16 where qh[l] bit 2c (2c + 1) is set; the 8 scales sm of 32 elements each */
+static inline __attribute__((always_inline)) int32_t pg_kq_k4_sumi(const uint8_t * qs, const uint8_t * qh,
+                                                                   const uint8_t * sm, const int8_t * y) {
+#if defined(PG_SIMD_NEON)
+    return pg_kq_neon_k4_sumi(qs, qh, sm, y);
+#else
+    int32_t sumi = 0;
+    for (int j = 0; j < 8; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++) {
+            int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
+            if (qh) q += ((qh[l] >> j) & 1) << 4;
+            s += q * y[32 * j + l];
+        }
+        sumi += sm[j] * s;
+    }
+    return sumi;
 #endif
+}
+
+/* Q6_K: the scaled dot of the signed values q - 32 */
+static inline __attribute__((always_inline)) int32_t pg_kq_q6_sumi(const pg_block_q6_K * x, const int8_t * y) {
+#if defined(PG_SIMD_NEON)
+    return pg_kq_neon_q6_sumi(x, y);
+#else
+    int32_t sumi = 0;
+    for (int g = 0; g < 16; g++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++) s += (pg_kq_q6(x, 16 * g + l) - 32) * y[16 * g + l];
+        sumi += x->scales[g] * s;
+    }
+    return sumi;
+#endif
+}
 
 static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void * vy) {
     const pg_block_q2_K * x = (const pg_block_q2_K *) vx;
@@ -646,7 +693,7 @@ static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void 
             sc[g] = (int8_t) (x[ib].scales[g] & 0xf);
             summ += (x[ib].scales[g] >> 4) * y[ib].bsums[g];
         }
-        const int32_t sumi = pg_kq_dot_2bit_scalar(x[ib].qs, NULL, sc, y[ib].qs);
+        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, NULL, sc, y[ib].qs);
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(x[ib].dmin) * y[ib].d * (float) summ;
     }
     return sumf;
@@ -670,7 +717,7 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
             sc[g] = (int8_t) (raw[g] - 32);
             off += sc[g] * y[ib].bsums[g];
         }
-        const int32_t sumi = pg_kq_dot_2bit_scalar(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
+        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
     }
     return sumf;
@@ -678,8 +725,7 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
 }
 
 
-/* Q4_K (qh NULL) and Q5_K: element 64c + l is the low nibble of qs[32c + l], 64c + 32 + l the high
- * one, plus 16 where qh[l] bit 2c (2c + 1) is set; 8 scales and 8 mins of 32 elements each */
+/* Q4_K (qh NULL) and Q5_K rows: 8 scales and 8 mins of 32 elements each per super-block */
 static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, const void * vx, size_t bx,
                                                                 const pg_block_q8_K * y, bool q5) {
     const char * xb = (const char *) vx;
@@ -695,17 +741,9 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
         const uint8_t * qh = q5 ? ((const pg_block_q5_K *) xb)->qh : NULL;
         uint8_t sm[16];
         pg_kq_unpack_k4(b->scales, sm);
-        int32_t summ = 0, sumi = 0;
-        for (int j = 0; j < 8; j++) {
-            summ += sm[8 + j] * (y[ib].bsums[2 * j] + y[ib].bsums[2 * j + 1]);
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) {
-                int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
-                if (qh) q += ((qh[l] >> j) & 1) << 4;
-                s += q * y[ib].qs[32 * j + l];
-            }
-            sumi += sm[j] * s;
-        }
+        int32_t summ = 0;
+        for (int j = 0; j < 8; j++) summ += sm[8 + j] * (y[ib].bsums[2 * j] + y[ib].bsums[2 * j + 1]);
+        const int32_t sumi = pg_kq_k4_sumi(qs, qh, sm, y[ib].qs);
         sumf += pg_fp16_to_fp32(b->d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(b->dmin) * y[ib].d * (float) summ;
     }
     return sumf;
@@ -721,7 +759,8 @@ static inline float pg_vec_dot_q5_K_q8_K(int64_t n, const void * x, const void *
 }
 
 
-/* Q6_K: the 6-bit values q (0..63) dotted, 32 * sum(scale * bsums) taken off for the -32 */
+/* Q6_K: x86 dots the 6-bit values q (0..63) and takes 32 * sum(scale * bsums) off for the -32, the
+ * others dot q - 32 */
 static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void * vy) {
     const pg_block_q6_K * x = (const pg_block_q6_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
@@ -731,12 +770,7 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
 #else
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++) {
-        int32_t sumi = 0;
-        for (int g = 0; g < 16; g++) {
-            int32_t s = 0;
-            for (int l = 0; l < 16; l++) s += (pg_kq_q6(&x[ib], 16 * g + l) - 32) * y[ib].qs[16 * g + l];
-            sumi += x[ib].scales[g] * s;
-        }
+        const int32_t sumi = pg_kq_q6_sumi(&x[ib], y[ib].qs);
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
     }
     return sumf;
