@@ -49,6 +49,10 @@ _Static_assert(sizeof(pg_block_q5_K) == 176, "q5_K block");
 _Static_assert(sizeof(pg_block_q6_K) == 210, "q6_K block");
 _Static_assert(sizeof(pg_block_q8_K) == 292, "q8_K block");
 
+#if defined(PG_SIMD_NEON)
+#include "isa/kquants-neon.h"    /* the NEON integer sums of the dots' scalar loops, the Q8_K quantiser */
+#endif
+
 /* ggml's float semantics for the conversions: no contraction of a*b + c into an fma */
 #if defined(__clang__)
 #  define PG_KQ_EXACT
@@ -565,6 +569,9 @@ static inline PG_KQ_EXACT void pg_row_q6_K_from_f32(const float * x, void * vy, 
 static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, int64_t n) {
     pg_block_q8_K * y = (pg_block_q8_K *) vy;
     for (int64_t ib = 0; ib < n / PG_QK_K; ib++, x += PG_QK_K) {
+#if defined(PG_SIMD_NEON)
+        pg_kq_neon_quantize_q8_K(x, &y[ib]);
+#else
         float max = 0.0f, amax = 0.0f;
         for (int e = 0; e < PG_QK_K; e++) {
             if (fabsf(x[e]) > amax) { amax = fabsf(x[e]); max = x[e]; }
@@ -581,6 +588,7 @@ static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, 
             y[ib].bsums[g] = (int16_t) s;
         }
         y[ib].d = 1 / iscale;
+#endif
     }
 }
 
@@ -614,8 +622,6 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
-#elif defined(PG_SIMD_NEON)
-#include "isa/kquants-neon.h"    /* the NEON integer sums of the scalar loops below */
 #endif
 
 /* the integer sums of one super-block (the scalar and NEON paths; x86 has its own rows) */

@@ -1,11 +1,41 @@
-/* The K-quant dot products of quants-k.h on AArch64 NEON: the ISA half of quants-k.h, included by it
- * after the block formats. Each kernel is the exact integer sum of one super-block, scale * q * y over
+/* The K-quant dot products of quants-k.h on AArch64 NEON, and its Q8_K quantiser: the ISA half of
+ * quants-k.h, included by it after the block formats. Each dot kernel is the exact integer sum of one super-block, scale * q * y over
  * its groups, that quants-k.h's scalar loop computes; quants-k.h combines it in f32 the same way
  * either way, so a NEON row's result is the scalar build's bit for bit. Per 16 activations one
  * pg_neon_dot16 (vdotq with the dotprod extension, widening multiplies without), the group's scale
  * applied to its four int32 lanes by a multiply-accumulate, one horizontal add per super-block.
  */
 #pragma once
+
+/* one block of pg_row_q8_K_from_f32, the same bytes: the first element of the largest magnitude
+ * (NaN never is one) sets the scale, and the rounding is nearest_int's magic-number addition, so
+ * the infinite products of a subnormal block's scale wrap as they do there */
+static inline void pg_kq_neon_quantize_q8_K(const float * x, pg_block_q8_K * y) {
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int e = 0; e < PG_QK_K; e += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(x + e)));
+    const float amax = vmaxvq_f32(m);
+    if (!amax) {
+        memset(y, 0, sizeof(*y));
+        return;
+    }
+    int first = 0;
+    while (fabsf(x[first]) != amax) first++;
+    const float iscale = -127.0f / x[first];
+    const float32x4_t magic = vdupq_n_f32(12582912.0f);
+    const int32x4_t mant = vdupq_n_s32(0x007fffff), half = vdupq_n_s32(0x00400000), top = vdupq_n_s32(127);
+    for (int g = 0; g < PG_QK_K / 16; g++) {
+        int16x4_t q16[4];
+        for (int k = 0; k < 4; k++) {
+            const float32x4_t v = vaddq_f32(vmulq_n_f32(vld1q_f32(x + 16 * g + 4 * k), iscale), magic);
+            const int32x4_t l = vsubq_s32(vandq_s32(vreinterpretq_s32_f32(v), mant), half);
+            q16[k] = vmovn_s32(vminq_s32(l, top));     /* the (int8_t) cast keeps the low byte */
+        }
+        const int8x16_t q = vcombine_s8(vmovn_s16(vcombine_s16(q16[0], q16[1])), vmovn_s16(vcombine_s16(q16[2], q16[3])));
+        vst1q_s8(y->qs + 16 * g, q);
+        y->bsums[g] = vaddlvq_s8(q);
+    }
+    y->d = 1 / iscale;
+}
 
 /* the dot of one 16-group: v (16 int8 lanes of x) against the 16 activations at y, times scale */
 static inline __attribute__((always_inline)) int32x4_t pg_kq_neon_group(int32x4_t acc, uint8x16_t v,
