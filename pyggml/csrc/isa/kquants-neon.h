@@ -1,9 +1,10 @@
 /* The K-quant dot products of quants-k.h on AArch64 NEON, and its Q8_K quantiser: the ISA half of
- * quants-k.h, included by it after the block formats. Each dot kernel is the exact integer sum of one super-block, scale * q * y over
- * its groups, that quants-k.h's scalar loop computes; quants-k.h combines it in f32 the same way
- * either way, so a NEON row's result is the scalar build's bit for bit. Per 16 activations one
- * pg_neon_dot16 (vdotq with the dotprod extension, widening multiplies without), the group's scale
- * applied to its four int32 lanes by a multiply-accumulate, one horizontal add per super-block.
+ * quants-k.h, included by it after the block formats. Each dot kernel is the exact integer sum over
+ * one super-block, scale * q * y by groups, that quants-k.h's scalar loop computes; quants-k.h
+ * combines it in f32 the same way either way, so a NEON row's result is the scalar build's bit for
+ * bit. Per 16 activations one pg_neon_dot16 (vdotq with the dotprod extension, widening multiplies
+ * without), each group's dot scaled by a multiply-accumulate on its four int32 lanes, one horizontal
+ * add per super-block.
  */
 #pragma once
 
@@ -41,6 +42,12 @@ static inline void pg_kq_neon_quantize_q8_K(const float * x, pg_block_q8_K * y) 
 static inline __attribute__((always_inline)) int32x4_t pg_kq_neon_group(int32x4_t acc, uint8x16_t v,
                                                                         const int8_t * y, int32_t scale) {
     return vmlaq_n_s32(acc, pg_neon_dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(v), vld1q_s8(y)), scale);
+}
+
+/* the dot of a 32-group, v0 and v1 against the 32 activations at y (one scale: no multiply between) */
+static inline __attribute__((always_inline)) int32x4_t pg_kq_neon_dot32(uint8x16_t v0, uint8x16_t v1, const int8_t * y) {
+    const int32x4_t d = pg_neon_dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(v0), vld1q_s8(y));
+    return pg_neon_dot16(d, vreinterpretq_s8_u8(v1), vld1q_s8(y + 16));
 }
 
 /* Q2_K (hm NULL) and Q3_K: pg_kq_dot_2bit's sum, the values q (+ 4 where Q3_K's hmask bit is set)
@@ -87,11 +94,8 @@ static inline int32_t pg_kq_neon_k4_sumi(const uint8_t * qs, const uint8_t * qh,
             h0 = vshrq_n_u8(h0, 2);
             h1 = vshrq_n_u8(h1, 2);
         }
-        const int8_t * yc = y + 64 * c;
-        acc = pg_kq_neon_group(acc, lo0, yc, sm[2 * c]);
-        acc = pg_kq_neon_group(acc, lo1, yc + 16, sm[2 * c]);
-        acc = pg_kq_neon_group(acc, hi0, yc + 32, sm[2 * c + 1]);
-        acc = pg_kq_neon_group(acc, hi1, yc + 48, sm[2 * c + 1]);
+        acc = vmlaq_n_s32(acc, pg_kq_neon_dot32(lo0, lo1, y + 64 * c), sm[2 * c]);
+        acc = vmlaq_n_s32(acc, pg_kq_neon_dot32(hi0, hi1, y + 64 * c + 32), sm[2 * c + 1]);
     }
     return vaddvq_s32(acc);
 }
