@@ -21,15 +21,16 @@
  * rounding with nearest_int's magic-number trick (ties to even), and no fused multiply-add where ggml
  * (compiled for the baseline ISA) has none - hence PG_KQ_EXACT on those functions.
  *
+ * NEON (isa/kquants-neon.h): the scalar loops below, with each super-block's integer sums from vdotq
+ * (the dotprod extension) or vmull_s8, so a row's f32 steps and bits are the scalar build's; and the
+ * Q8_K quantiser vectorised to the same bytes.
+ *
  * The dot products are exact integer sums per super-block (maddubs/madd on 512-bit registers with
- * AVX-512, 256-bit with AVX2, NEON's dot instructions, a scalar loop elsewhere; the same integers
- * every way) combined in f32
+ * AVX-512, 256-bit with AVX2, a scalar loop elsewhere; the same integers either way) combined in f32
  * as d_x*d_y*sum - dmin_x*d_y*sum_min (the SIMD paths in 8 vector lanes, summed at the end, as ggml).
  * The unsigned-times-signed multiply needs q >= 0: the signed types (Q3_K, Q6_K) dot q + offset and
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
- * layer: no intrinsics here); on NEON isa/kquants-neon.h computes the scalar loops' integer sums per
- * super-block (vdotq with the dotprod extension, vmull_s8 without) and the f32 steps are the scalar
- * ones, so the two give the same bits; RVV builds run the scalar loops.
+ * layer: no intrinsics here); NEON and RVV builds run the scalar loops.
  */
 #pragma once
 #include "vec.h"
