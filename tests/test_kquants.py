@@ -55,6 +55,21 @@ def test_q8_k_reference_quantiser(ctx, rng):
     np.testing.assert_array_equal(ref.quantize_q8_k(GOLDEN["x"]), GOLDEN["Q8_K"])
 
 
+def test_q8_k_overflowing_scale_and_nan(ctx):
+    """ggml's nearest_int (an addition of 1.5 * 2^23) wraps what it cannot round: in a block whose
+    largest |x| is below 127 / FLT_MAX, iscale = -127/max is infinite, every product inf or NaN, and
+    they all store 0 (d = 1/inf = 0), on every build (NEON's quantiser rounds the same way, not with
+    a saturating conversion). A NaN is passed over by the max and stores 0."""
+    x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
+    x[0] *= np.float32(1e-40)
+    x[1, 5] = np.nan
+    got = stored(ctx.from_numpy(x.reshape(1, 512), type=gg.Type.Q8_K)).reshape(2, 292)
+    assert not got[0].any()
+    finite = x[1:].copy()
+    finite[0, 5] = 0
+    np.testing.assert_array_equal(got[1], ref.quantize_q8_k(finite)[0])
+
+
 @pytest.mark.parametrize("typ", ALL)
 def test_dequantize(ctx, rng, typ):
     """to_numpy equals the float64 block-format values rounded once to f32 (ggml's float steps

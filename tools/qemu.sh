@@ -21,7 +21,9 @@
 #      riscv64 zvfhmin the build with cross/riscv64-zvfhmin.ini added, row primitives only (the only
 #                      code that differs); qemu 7.2 runs the e16 conversions once Zfh is on
 #      riscv64 scalar  the -Dsimd=none build (cross/riscv64-scalar.ini) on a CPU without V
-#      aarch64 neon    the NEON build (cross/aarch64-neon.ini)
+#      aarch64 neon    the NEON build (cross/aarch64-neon.ini: ARMv8.0-A, the widening-multiply dots)
+#      aarch64 dotprod the build with cross/aarch64-dotprod.ini added (vdotq), on qemu's max CPU,
+#                      the quantized dot products only (the only code that differs)
 #
 # Usage: bash tools/qemu.sh ARCH [extra pytest args]      e.g. bash tools/qemu.sh aarch64 -k binary
 # Env:   PYGGML_QEMU_STAGES  stages to run (default: all of ARCH's; PYGGML_RISCV64_STAGES also works
@@ -31,7 +33,7 @@ set -euo pipefail
 ARCH=${1:-}
 case $ARCH in
     riscv64) DEB_ARCH=riscv64; STAGES=${PYGGML_QEMU_STAGES:-${PYGGML_RISCV64_STAGES:-"rvv128 rvv256 rvv-nov zvfhmin scalar"}} ;;
-    aarch64) DEB_ARCH=arm64; STAGES=${PYGGML_QEMU_STAGES:-neon} ;;
+    aarch64) DEB_ARCH=arm64; STAGES=${PYGGML_QEMU_STAGES:-"neon dotprod"} ;;
     *) echo "usage: bash tools/qemu.sh riscv64|aarch64 [pytest args]" >&2; exit 2 ;;
 esac
 shift
@@ -143,6 +145,14 @@ check_v_confined() {  # build name
     done
 }
 
+# the dotprod build must use sdot (a compiler or flag change that drops it would test nothing new)
+check_has_sdot() {  # build name
+    if ! llvm-objdump-19 -d --no-show-raw-insn "$ROOT/build/$ARCH-$1"/pyggml/_graph*.so | grep -w sdot >/dev/null; then
+        echo "qemu.sh: no sdot instruction in the $1 build" >&2
+        exit 1
+    fi
+}
+
 # ---- 5. tests under qemu ----
 V_CPU=rv64,v=true,vext_spec=v1.0,rvv_ta_all_1s=true,rvv_ma_all_1s=true
 run_tests() {  # name site cpu expect_simd expect_vlen pytest-args...
@@ -154,13 +164,14 @@ run_tests() {  # name site cpu expect_simd expect_vlen pytest-args...
         "$PYTHON" -P -m pytest -p no:cacheprovider "$@"
 }
 
-rvv_site='' zvfh_site='' scalar_site='' neon_site=''
+rvv_site='' zvfh_site='' scalar_site='' neon_site='' dotprod_site=''
 for stage in $ARCH:${STAGES// / $ARCH:}; do
     case $stage in
         riscv64:rvv128 | riscv64:rvv256 | riscv64:rvv-nov) [[ -n $rvv_site ]] || { build rvv rvv; check_v_confined rvv; rvv_site=$SITE; } ;;
         riscv64:zvfhmin) [[ -n $zvfh_site ]] || { build zvfhmin rvv zvfhmin; check_v_confined zvfhmin; zvfh_site=$SITE; } ;;
         riscv64:scalar) [[ -n $scalar_site ]] || { build scalar scalar; scalar_site=$SITE; } ;;
         aarch64:neon) [[ -n $neon_site ]] || { build neon neon; neon_site=$SITE; } ;;
+        aarch64:dotprod) [[ -n $dotprod_site ]] || { build dotprod neon dotprod; check_has_sdot dotprod; dotprod_site=$SITE; } ;;
         *) echo "qemu.sh: unknown stage '$stage'" >&2; exit 2 ;;
     esac
     case $stage in
@@ -171,6 +182,8 @@ for stage in $ARCH:${STAGES// / $ARCH:}; do
                      "$ROOT/tests/test_build.py" "$ROOT/tests/test_vec.py" "$@" ;;
         riscv64:scalar) run_tests "$stage" "$scalar_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
         aarch64:neon) run_tests "$stage" "$neon_site" cortex-a72 neon 128 "$ROOT/tests" "$@" ;;
+        aarch64:dotprod) run_tests "$stage" "$dotprod_site" max neon 128 "$ROOT/tests/test_build.py" \
+                     "$ROOT/tests/test_kquants.py" "$ROOT/tests/test_quants.py" "$ROOT/tests/test_mul_mat.py" "$@" ;;
     esac
 done
 log "done"

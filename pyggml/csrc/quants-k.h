@@ -21,6 +21,10 @@
  * rounding with nearest_int's magic-number trick (ties to even), and no fused multiply-add where ggml
  * (compiled for the baseline ISA) has none - hence PG_KQ_EXACT on those functions.
  *
+ * NEON (isa/kquants-neon.h): the scalar loops below, with each super-block's integer sums from vdotq
+ * (the dotprod extension) or vmull_s8, so a row's f32 steps and bits are the scalar build's; and the
+ * Q8_K quantiser vectorised to the same bytes.
+ *
  * The dot products are exact integer sums per super-block (maddubs/madd on 512-bit registers with
  * AVX-512, 256-bit with AVX2, a scalar loop elsewhere; the same integers either way) combined in f32
  * as d_x*d_y*sum - dmin_x*d_y*sum_min (the SIMD paths in 8 vector lanes, summed at the end, as ggml).
@@ -45,6 +49,10 @@ _Static_assert(sizeof(pg_block_q4_K) == 144, "q4_K block");
 _Static_assert(sizeof(pg_block_q5_K) == 176, "q5_K block");
 _Static_assert(sizeof(pg_block_q6_K) == 210, "q6_K block");
 _Static_assert(sizeof(pg_block_q8_K) == 292, "q8_K block");
+
+#if defined(PG_SIMD_NEON)
+#include "isa/kquants-neon.h"    /* the NEON integer sums of the dots' scalar loops, the Q8_K quantiser */
+#endif
 
 /* ggml's float semantics for the conversions: no contraction of a*b + c into an fma */
 #if defined(__clang__)
@@ -562,6 +570,9 @@ static inline PG_KQ_EXACT void pg_row_q6_K_from_f32(const float * x, void * vy, 
 static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, int64_t n) {
     pg_block_q8_K * y = (pg_block_q8_K *) vy;
     for (int64_t ib = 0; ib < n / PG_QK_K; ib++, x += PG_QK_K) {
+#if defined(PG_SIMD_NEON)
+        pg_kq_neon_quantize_q8_K(x, &y[ib]);
+#else
         float max = 0.0f, amax = 0.0f;
         for (int e = 0; e < PG_QK_K; e++) {
             if (fabsf(x[e]) > amax) { amax = fabsf(x[e]); max = x[e]; }
@@ -578,6 +589,7 @@ static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, 
             y[ib].bsums[g] = (int16_t) s;
         }
         y[ib].d = 1 / iscale;
+#endif
     }
 }
 
@@ -609,10 +621,19 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
     memcpy(out, o, sizeof(o));
 }
 
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
+#endif
+
+/* the integer sums of one super-block (the scalar and NEON paths; x86 has its own rows) */
+
 /* Q2_K/Q3_K: element 128h + 32j + l has bits 2j of qs[32h + l]; Q3_K's hmask[l] bit 4h + j adds 4 (the
  * value q + 4 >= 0; the caller takes 4 * scale * bsums back off). sc: 16 scales as int8 */
-static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit_scalar(const uint8_t * qs, const uint8_t * hm,
-                                                                           const int8_t * sc, const int8_t * y) {
+static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit(const uint8_t * qs, const uint8_t * hm,
+                                                                    const int8_t * sc, const int8_t * y) {
+#if defined(PG_SIMD_NEON)
+    return pg_kq_neon_dot_2bit(qs, hm, sc, y);
+#else
     int32_t sum = 0;
     for (int g = 0; g < 16; g++) {
         int32_t s = 0;
@@ -625,11 +646,44 @@ static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit_scalar(const
         sum += sc[g] * s;
     }
     return sum;
+#endif
 }
 
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-#include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
+/* Q4_K (qh NULL) and Q5_K: element 64c + l is the low nibble of qs[32c + l], 64c + 32 + l the high
+ * one, plus 16 where qh[l] bit 2c (2c + 1) is set; the 8 scales sm of 32 elements each */
+static inline __attribute__((always_inline)) int32_t pg_kq_k4_sumi(const uint8_t * qs, const uint8_t * qh,
+                                                                   const uint8_t * sm, const int8_t * y) {
+#if defined(PG_SIMD_NEON)
+    return pg_kq_neon_k4_sumi(qs, qh, sm, y);
+#else
+    int32_t sumi = 0;
+    for (int j = 0; j < 8; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++) {
+            int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
+            if (qh) q += ((qh[l] >> j) & 1) << 4;
+            s += q * y[32 * j + l];
+        }
+        sumi += sm[j] * s;
+    }
+    return sumi;
 #endif
+}
+
+/* Q6_K: the scaled dot of the signed values q - 32 */
+static inline __attribute__((always_inline)) int32_t pg_kq_q6_sumi(const pg_block_q6_K * x, const int8_t * y) {
+#if defined(PG_SIMD_NEON)
+    return pg_kq_neon_q6_sumi(x, y);
+#else
+    int32_t sumi = 0;
+    for (int g = 0; g < 16; g++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++) s += (pg_kq_q6(x, 16 * g + l) - 32) * y[16 * g + l];
+        sumi += x->scales[g] * s;
+    }
+    return sumi;
+#endif
+}
 
 static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void * vy) {
     const pg_block_q2_K * x = (const pg_block_q2_K *) vx;
@@ -646,7 +700,7 @@ static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void 
             sc[g] = (int8_t) (x[ib].scales[g] & 0xf);
             summ += (x[ib].scales[g] >> 4) * y[ib].bsums[g];
         }
-        const int32_t sumi = pg_kq_dot_2bit_scalar(x[ib].qs, NULL, sc, y[ib].qs);
+        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, NULL, sc, y[ib].qs);
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(x[ib].dmin) * y[ib].d * (float) summ;
     }
     return sumf;
@@ -670,7 +724,7 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
             sc[g] = (int8_t) (raw[g] - 32);
             off += sc[g] * y[ib].bsums[g];
         }
-        const int32_t sumi = pg_kq_dot_2bit_scalar(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
+        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
     }
     return sumf;
@@ -678,8 +732,7 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
 }
 
 
-/* Q4_K (qh NULL) and Q5_K: element 64c + l is the low nibble of qs[32c + l], 64c + 32 + l the high
- * one, plus 16 where qh[l] bit 2c (2c + 1) is set; 8 scales and 8 mins of 32 elements each */
+/* Q4_K (qh NULL) and Q5_K rows: 8 scales and 8 mins of 32 elements each per super-block */
 static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, const void * vx, size_t bx,
                                                                 const pg_block_q8_K * y, bool q5) {
     const char * xb = (const char *) vx;
@@ -695,17 +748,9 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
         const uint8_t * qh = q5 ? ((const pg_block_q5_K *) xb)->qh : NULL;
         uint8_t sm[16];
         pg_kq_unpack_k4(b->scales, sm);
-        int32_t summ = 0, sumi = 0;
-        for (int j = 0; j < 8; j++) {
-            summ += sm[8 + j] * (y[ib].bsums[2 * j] + y[ib].bsums[2 * j + 1]);
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) {
-                int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
-                if (qh) q += ((qh[l] >> j) & 1) << 4;
-                s += q * y[ib].qs[32 * j + l];
-            }
-            sumi += sm[j] * s;
-        }
+        int32_t summ = 0;
+        for (int j = 0; j < 8; j++) summ += sm[8 + j] * (y[ib].bsums[2 * j] + y[ib].bsums[2 * j + 1]);
+        const int32_t sumi = pg_kq_k4_sumi(qs, qh, sm, y[ib].qs);
         sumf += pg_fp16_to_fp32(b->d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(b->dmin) * y[ib].d * (float) summ;
     }
     return sumf;
@@ -721,7 +766,8 @@ static inline float pg_vec_dot_q5_K_q8_K(int64_t n, const void * x, const void *
 }
 
 
-/* Q6_K: the 6-bit values q (0..63) dotted, 32 * sum(scale * bsums) taken off for the -32 */
+/* Q6_K: x86 dots the 6-bit values q (0..63) and takes 32 * sum(scale * bsums) off for the -32, the
+ * others dot q - 32 */
 static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void * vy) {
     const pg_block_q6_K * x = (const pg_block_q6_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
@@ -731,12 +777,7 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
 #else
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++) {
-        int32_t sumi = 0;
-        for (int g = 0; g < 16; g++) {
-            int32_t s = 0;
-            for (int l = 0; l < 16; l++) s += (pg_kq_q6(&x[ib], 16 * g + l) - 32) * y[ib].qs[16 * g + l];
-            sumi += x[ib].scales[g] * s;
-        }
+        const int32_t sumi = pg_kq_q6_sumi(&x[ib], y[ib].qs);
         sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
     }
     return sumf;

@@ -130,20 +130,24 @@ static inline pg_q8x32 pg_q8x32_lut16(pg_q8x32 a, const int8_t * table) {
     return r;
 }
 
+/* acc plus the 16 products a[i] * b[i], four to an int32 lane: vdotq where the target has the
+ * dotprod extension, widening multiplies otherwise (which lane holds which product differs between
+ * the two; the lanes' sum does not). Also the K-quants' dots (isa/kquants-neon.h). */
+static inline int32x4_t pg_neon_dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, a, b);
+#else
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+#endif
+}
+
 typedef float32x4_t pg_qacc;
 static inline pg_qacc pg_qacc_zero(void) { return vdupq_n_f32(0.0f); }
 /* signed products throughout (uns is for x86's unsigned-by-signed instructions) */
 static inline pg_qacc pg_qacc_add(pg_qacc acc, pg_q8x32 x, const int8_t * y, int uns, float scale) {
     (void) uns;
-    const int8x16_t y0 = vld1q_s8(y), y1 = vld1q_s8(y + 16);
-#if defined(__ARM_FEATURE_DOTPROD)
-    const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), x.val[0], y0), x.val[1], y1);
-#else
-    int32x4_t p = vpaddlq_s16(vmull_s8(vget_low_s8(x.val[0]), vget_low_s8(y0)));
-    p = vpadalq_s16(p, vmull_s8(vget_high_s8(x.val[0]), vget_high_s8(y0)));
-    p = vpadalq_s16(p, vmull_s8(vget_low_s8(x.val[1]), vget_low_s8(y1)));
-    p = vpadalq_s16(p, vmull_s8(vget_high_s8(x.val[1]), vget_high_s8(y1)));
-#endif
+    const int32x4_t p = pg_neon_dot16(pg_neon_dot16(vdupq_n_s32(0), x.val[0], vld1q_s8(y)), x.val[1], vld1q_s8(y + 16));
     return vmlaq_n_f32(acc, vcvtq_f32_s32(p), scale);
 }
 static inline pg_qacc pg_qacc_merge(pg_qacc a, pg_qacc b) { return vaddq_f32(a, b); }
