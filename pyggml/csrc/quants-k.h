@@ -26,7 +26,8 @@
  * as d_x*d_y*sum - dmin_x*d_y*sum_min (the SIMD paths in 8 vector lanes, summed at the end, as ggml).
  * The unsigned-times-signed multiply needs q >= 0: the signed types (Q3_K, Q6_K) dot q + offset and
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
- * layer: no intrinsics here); NEON and RVV builds run the scalar loops.
+ * layer: no intrinsics here), the RVV ones (chosen at run time, the scalar loops' f32 steps) in
+ * vec/quant-k-rvv.c; NEON builds run the scalar loops.
  */
 #pragma once
 #include "vec.h"
@@ -638,6 +639,7 @@ static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q2_K(nb, x, y);
 #else
+    PG_RVV_RETURN(pg_rvv_dot_q2_K_q8_K(nb, x, y))
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++) {
         int8_t sc[16];
@@ -660,6 +662,7 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q3_K(nb, x, y);
 #else
+    PG_RVV_RETURN(pg_rvv_dot_q3_K_q8_K(nb, x, y))
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++) {
         uint8_t raw[16];
@@ -688,6 +691,7 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_k4(nb, xb, bx, off_qs, y, q5);
 #else
+    PG_RVV_RETURN(pg_rvv_dot_k4(nb, xb, bx, off_qs, y, q5))
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++, xb += bx) {
         const pg_block_q4_K * b = (const pg_block_q4_K *) xb;
@@ -729,6 +733,7 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q6_K(nb, x, y);
 #else
+    PG_RVV_RETURN(pg_rvv_dot_q6_K_q8_K(nb, x, y))
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++) {
         int32_t sumi = 0;
