@@ -125,22 +125,13 @@ static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q
         }                                                                                              \
     } while (0)
 
-/* riscv64 with V: vec/dot-rvv.c's one-column kernel per column (the same f32 steps as the body) */
-#define PG_QRVV_COLS(FN, TX, TY, n, x, y, by, nc, s)                                                   \
-    PG_RVV_DO(for (int c_ = 0; c_ < (nc); c_++)                                                        \
-                  (s)[c_] = FN(n, (const TX *) (x), (const TY *) ((const char *) (y) + (size_t) c_ * (by))))
-#define PG_QRVV_Q8_0(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q8_0_q8_0, struct pg_block_q8_0, \
-                                                      struct pg_block_q8_0, n, x, y, by, nc, s)
-#define PG_QRVV_Q4_0(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q4_0_q8_0, struct pg_block_q4_0, \
-                                                      struct pg_block_q8_0, n, x, y, by, nc, s)
-#define PG_QRVV_Q4_1(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q4_1_q8_1, struct pg_block_q4_1, \
-                                                      struct pg_block_q8_1, n, x, y, by, nc, s)
-#define PG_QRVV_Q5_0(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q5_0_q8_0, struct pg_block_q5_0, \
-                                                      struct pg_block_q8_0, n, x, y, by, nc, s)
-#define PG_QRVV_Q5_1(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q5_1_q8_1, struct pg_block_q5_1, \
-                                                      struct pg_block_q8_1, n, x, y, by, nc, s)
-#define PG_QRVV_IQ4_NL(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_iq4_nl_q8_0, struct pg_block_iq4_nl, \
-                                                        struct pg_block_q8_0, n, x, y, by, nc, s)
+/* riscv64 with V: vec/dot-rvv.c's multi-column kernel (the same f32 steps as the body) */
+#define PG_QRVV_Q8_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q8_0(n, x, y, by, nc, s))
+#define PG_QRVV_Q4_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q4_0(n, x, y, by, nc, s))
+#define PG_QRVV_Q4_1(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q4_1(n, x, y, by, nc, s))
+#define PG_QRVV_Q5_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_0(n, x, y, by, nc, s))
+#define PG_QRVV_Q5_1(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_1(n, x, y, by, nc, s))
+#define PG_QRVV_IQ4_NL(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_iq4_nl(n, x, y, by, nc, s))
 
 /* NAME##_n: s[c] = x . y_c for c < nc, y_c = vy + c*by (rows of TY); UNS: decoded lanes are >= 0;
  * MIN: the type's m*s term; RVV: PG_QRVV_*. Even and odd blocks go to separate accumulators (two

@@ -36,12 +36,6 @@ static inline int pg_rvv_on(void) {
 
 /* ---- vec/<family>-rvv.c: call only when pg_rvv_on(); each does what pg_vec_<name> does ---- */
 struct pg_block_q8_0;
-struct pg_block_q4_0;
-struct pg_block_q4_1;
-struct pg_block_q5_0;
-struct pg_block_q5_1;
-struct pg_block_q8_1;
-struct pg_block_iq4_nl;
 struct pg_block_q2_K;
 struct pg_block_q3_K;
 struct pg_block_q6_K;
@@ -58,12 +52,13 @@ float pg_rvv_dot_f16(int64_t n, const pg_fp16_t * x, const pg_fp16_t * y);
 float pg_rvv_dot_bf16(int64_t n, const pg_bf16_t * x, const pg_bf16_t * y);
 float pg_rvv_dot_f16_f32(int64_t n, const pg_fp16_t * x, const float * y);
 float pg_rvv_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y);
-float pg_rvv_dot_q8_0_q8_0(int64_t n, const struct pg_block_q8_0 * x, const struct pg_block_q8_0 * y);
-float pg_rvv_dot_q4_0_q8_0(int64_t n, const struct pg_block_q4_0 * x, const struct pg_block_q8_0 * y);
-float pg_rvv_dot_q4_1_q8_1(int64_t n, const struct pg_block_q4_1 * x, const struct pg_block_q8_1 * y);
-float pg_rvv_dot_q5_0_q8_0(int64_t n, const struct pg_block_q5_0 * x, const struct pg_block_q8_0 * y);
-float pg_rvv_dot_q5_1_q8_1(int64_t n, const struct pg_block_q5_1 * x, const struct pg_block_q8_1 * y);
-float pg_rvv_dot_iq4_nl_q8_0(int64_t n, const struct pg_block_iq4_nl * x, const struct pg_block_q8_0 * y);
+/* quants-legacy.h's vec_dot_n: s[c] = x . (y + c*by) for c < nc <= 4 */
+void pg_rvv_dot_n_q8_0(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
+void pg_rvv_dot_n_q4_0(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
+void pg_rvv_dot_n_q4_1(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
+void pg_rvv_dot_n_q5_0(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
+void pg_rvv_dot_n_q5_1(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
+void pg_rvv_dot_n_iq4_nl(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s);
 void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s);
 void pg_rvv_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s);

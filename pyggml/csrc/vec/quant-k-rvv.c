@@ -2,12 +2,13 @@
  * (isa/rvv.h).
  *
  * Every super-block is walked in groups of 16 elements, one e8 m1 register at vl = 16 (any VLEN >=
- * 128): the group's codes as int8 (the signed types' offsets already taken off), the widening
- * product with Q8_K's int8 into i16 (|q*y| <= 32*128), then a widening multiply-add by the group's
- * scale into one i32 accumulator, reduced once per super-block. vl never changes, so no lane past it
- * is ever read and no tail policy is needed. The integer sums are exact and equal to the scalar
- * loops'; the f32 combination per super-block is the scalar one, term for term, so the result is
- * the scalar kernel's bit for bit. */
+ * 128): the group's codes as int8 (Q6_K's with its -32; Q3_K's + 4 as the scalar loop's, which takes
+ * 4 * scale * bsums back off), the widening product with Q8_K's int8 into i16 (|q*y| <= 32*128),
+ * then a widening multiply-add by the group's scale into one i32 accumulator, reduced once per
+ * super-block. vl never changes, so no lane past it is ever read and no tail policy is needed. The
+ * integer sums are exact and equal to the scalar loops'; the f32 combination per super-block is the
+ * scalar one (Q2_K/Q3_K share quants-k.h's block loops), so the result is the scalar kernel's bit
+ * for bit. */
 #include "quants-k.h"
 #include "isa/rvv-mappings.h"
 
@@ -24,8 +25,8 @@ PG_ALWAYS_INLINE int32_t pg_rvv_kq_sum(vint32m4_t acc, size_t vl) {
     return __riscv_vmv_x_s_i32m1_i32(__riscv_vredsum_vs_i32m4_i32m1(acc, __riscv_vmv_s_x_i32m1(0, 1), vl));
 }
 
-/* Q2_K (hm NULL, q in 0..3) and Q3_K (q - 4 + 4 * its hmask bit, -4..3): element 128h + 32j + 16k + l
- * has bits 2j of qs[32h + 16k + l], group 8h + 2j + k; sc: the 16 scales */
+/* pg_kq_dot_2bit_scalar's sum: Q2_K (hm NULL, q in 0..3) and Q3_K (q + 4 * its hmask bit, 0..7):
+ * element 128h + 32j + 16k + l has bits 2j of qs[32h + 16k + l], group 8h + 2j + k; sc: the 16 scales */
 PG_ALWAYS_INLINE int32_t pg_rvv_kq_2bit(const uint8_t * qs, const uint8_t * hm, const int8_t * sc, const int8_t * y) {
     const size_t vl = __riscv_vsetvl_e8m1(PG_RVV_KVL);
     vint32m4_t acc = __riscv_vmv_v_x_i32m4(0, vl);
@@ -34,14 +35,13 @@ PG_ALWAYS_INLINE int32_t pg_rvv_kq_2bit(const uint8_t * qs, const uint8_t * hm, 
             const vuint8m1_t b = __riscv_vle8_v_u8m1(qs + 32 * h + 16 * k, vl);
             for (int j = 0; j < 4; j++) {
                 vuint8m1_t q = __riscv_vand_vx_u8m1(__riscv_vsrl_vx_u8m1(b, 2 * j, vl), 3, vl);
-                vint8m1_t qi = PG_RVV_U2I(q);
                 if (hm) {
                     const vuint8m1_t hb = __riscv_vle8_v_u8m1(hm + 16 * k, vl);
                     const vuint8m1_t hi = __riscv_vand_vx_u8m1(__riscv_vsrl_vx_u8m1(hb, 4 * h + j, vl), 1, vl);
-                    qi = __riscv_vsub_vx_i8m1(PG_RVV_U2I(__riscv_vor_vv_u8m1(q, __riscv_vsll_vx_u8m1(hi, 2, vl), vl)), 4, vl);
+                    q = __riscv_vor_vv_u8m1(q, __riscv_vsll_vx_u8m1(hi, 2, vl), vl);
                 }
                 const int g = 8 * h + 2 * j + k;
-                acc = pg_rvv_kq_group(acc, qi, y + 128 * h + 32 * j + 16 * k, sc[g], vl);
+                acc = pg_rvv_kq_group(acc, PG_RVV_U2I(q), y + 128 * h + 32 * j + 16 * k, sc[g], vl);
             }
         }
     }
@@ -49,31 +49,11 @@ PG_ALWAYS_INLINE int32_t pg_rvv_kq_2bit(const uint8_t * qs, const uint8_t * hm, 
 }
 
 float pg_rvv_dot_q2_K_q8_K(int64_t nb, const pg_block_q2_K * x, const pg_block_q8_K * y) {
-    float sumf = 0.0f;
-    for (int64_t ib = 0; ib < nb; ib++) {
-        int8_t sc[16];
-        int32_t summ = 0;
-        for (int g = 0; g < 16; g++) {
-            sc[g] = (int8_t) (x[ib].scales[g] & 0xf);
-            summ += (x[ib].scales[g] >> 4) * y[ib].bsums[g];
-        }
-        const int32_t sumi = pg_rvv_kq_2bit(x[ib].qs, NULL, sc, y[ib].qs);
-        sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(x[ib].dmin) * y[ib].d * (float) summ;
-    }
-    return sumf;
+    return pg_kq_q2_K_blocks(nb, x, y, pg_rvv_kq_2bit);
 }
 
 float pg_rvv_dot_q3_K_q8_K(int64_t nb, const pg_block_q3_K * x, const pg_block_q8_K * y) {
-    float sumf = 0.0f;
-    for (int64_t ib = 0; ib < nb; ib++) {
-        uint8_t raw[16];
-        int8_t sc[16];
-        pg_kq_unpack_q3(x[ib].scales, raw);
-        for (int g = 0; g < 16; g++) sc[g] = (int8_t) (raw[g] - 32);
-        const int32_t sumi = pg_rvv_kq_2bit(x[ib].qs, x[ib].hmask, sc, y[ib].qs);
-        sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
-    }
-    return sumf;
+    return pg_kq_q3_K_blocks(nb, x, y, pg_rvv_kq_2bit);
 }
 
 /* Q4_K (q5 false) and Q5_K, blocks bx bytes apart with qs at off_qs (quants-k.h's pg_kq_dot_k4):
