@@ -1,14 +1,14 @@
 /* RVV 1.0 kernels of quants-k.h's dot products against Q8_K: compiled with V, chosen at run time
  * (isa/rvv.h).
  *
- * Every super-block is walked in groups of 16 elements, one e8 m1 register at vl = 16 (any VLEN >=
- * 128): the group's codes as int8 (Q6_K's with its -32; Q3_K's + 4 as the scalar loop's, which takes
- * 4 * scale * bsums back off), the widening product with Q8_K's int8 into i16 (|q*y| <= 32*128),
- * then a widening multiply-add by the group's scale into one i32 accumulator, reduced once per
- * super-block. vl never changes, so no lane past it is ever read and no tail policy is needed. The
- * integer sums are exact and equal to the scalar loops'; the f32 combination per super-block is the
- * scalar one (Q2_K/Q3_K share quants-k.h's block loops), so the result is the scalar kernel's bit
- * for bit. */
+ * Every super-block is walked in groups of 16 elements (Q4_K/Q5_K: 32, one per scale), one e8 m1
+ * (m2) register at vl = 16 (32), which any VLEN >= 128 holds: the group's codes as int8 (Q6_K's
+ * with its -32; Q3_K's + 4 as the scalar loop's, which takes 4 * scale * bsums back off), the
+ * widening product with Q8_K's int8 into i16 (|q*y| <= 32*128), then a widening multiply-add by
+ * the group's scale into one i32 accumulator, reduced once per super-block. vl never changes, so no
+ * lane past it is ever read and no tail policy is needed. The integer sums are exact and equal to
+ * the scalar loops'; the f32 combination per super-block is the scalar one (Q2_K/Q3_K share
+ * quants-k.h's block loops), so the result is the scalar kernel's bit for bit. */
 #include "quants-k.h"
 #include "isa/rvv-mappings.h"
 
@@ -57,41 +57,40 @@ float pg_rvv_dot_q3_K_q8_K(int64_t nb, const pg_block_q3_K * x, const pg_block_q
 }
 
 /* Q4_K (q5 false) and Q5_K, blocks bx bytes apart with qs at off_qs (quants-k.h's pg_kq_dot_k4):
- * element 64c + 16t + l (t < 2) is the low nibble of qs[32c + 16t + l], 64c + 32 + 16t + l its high
- * nibble, plus 16 where qh[16t + l] bit 2c (2c + 1) is set; scale j covers elements 32j..32j + 31,
- * so a pair of groups shares one i16 sum (|.| <= 2*31*128) */
+ * scale j covers the 32 elements 32j..32j + 31, so these take a whole group per e8 m2 register at
+ * vl = 32 (an i16 m4 product, an i32 m8 accumulator): element 64c + l is the low nibble of
+ * qs[32c + l], 64c + 32 + l its high nibble, plus 16 where qh[l] bit 2c (2c + 1) is set */
 float pg_rvv_dot_k4(int64_t nb, const char * xb, size_t bx, size_t off_qs, const pg_block_q8_K * y, bool q5) {
-    const size_t vl = __riscv_vsetvl_e8m1(PG_RVV_KVL);
+    const size_t vl = __riscv_vsetvl_e8m2(2 * PG_RVV_KVL);
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++, xb += bx) {
         const pg_block_q4_K * b = (const pg_block_q4_K *) xb;
         const uint8_t * qs = (const uint8_t *) xb + off_qs;
-        const uint8_t * qh = ((const pg_block_q5_K *) xb)->qh;
         const int8_t * yq = y[ib].qs;
         uint8_t sm[16];
         pg_kq_unpack_k4(b->scales, sm);
         int32_t summ = 0;
         for (int j = 0; j < 8; j++) summ += sm[8 + j] * (y[ib].bsums[2 * j] + y[ib].bsums[2 * j + 1]);
-        vint32m4_t acc = __riscv_vmv_v_x_i32m4(0, vl);
+        /* (for Q4_K 32 bytes of its qs, in the block and unused) */
+        const vuint8m2_t qh = __riscv_vle8_v_u8m2(((const pg_block_q5_K *) xb)->qh, vl);
+        vint32m8_t acc = __riscv_vmv_v_x_i32m8(0, vl);
         for (int c = 0; c < 4; c++) {
-            vint16m2_t plo = __riscv_vmv_v_x_i16m2(0, vl), phi = plo;
-            for (int t = 0; t < 2; t++) {
-                const vuint8m1_t raw = __riscv_vle8_v_u8m1(qs + 32 * c + 16 * t, vl);
-                vuint8m1_t lo = __riscv_vand_vx_u8m1(raw, 0x0f, vl), hi = __riscv_vsrl_vx_u8m1(raw, 4, vl);
-                if (q5) {
-                    const vuint8m1_t h = __riscv_vle8_v_u8m1(qh + 16 * t, vl);
-                    lo = __riscv_vor_vv_u8m1(lo, __riscv_vsll_vx_u8m1(__riscv_vand_vx_u8m1(
-                             __riscv_vsrl_vx_u8m1(h, 2 * c, vl), 1, vl), 4, vl), vl);
-                    hi = __riscv_vor_vv_u8m1(hi, __riscv_vsll_vx_u8m1(__riscv_vand_vx_u8m1(
-                             __riscv_vsrl_vx_u8m1(h, 2 * c + 1, vl), 1, vl), 4, vl), vl);
-                }
-                plo = __riscv_vwmacc_vv_i16m2(plo, PG_RVV_U2I(lo), __riscv_vle8_v_i8m1(yq + 64 * c + 16 * t, vl), vl);
-                phi = __riscv_vwmacc_vv_i16m2(phi, PG_RVV_U2I(hi), __riscv_vle8_v_i8m1(yq + 64 * c + 32 + 16 * t, vl), vl);
+            const vuint8m2_t raw = __riscv_vle8_v_u8m2(qs + 32 * c, vl);
+            vuint8m2_t lo = __riscv_vand_vx_u8m2(raw, 0x0f, vl), hi = __riscv_vsrl_vx_u8m2(raw, 4, vl);
+            if (q5) {
+                lo = __riscv_vor_vv_u8m2(lo, __riscv_vsll_vx_u8m2(__riscv_vand_vx_u8m2(
+                         __riscv_vsrl_vx_u8m2(qh, 2 * c, vl), 1, vl), 4, vl), vl);
+                hi = __riscv_vor_vv_u8m2(hi, __riscv_vsll_vx_u8m2(__riscv_vand_vx_u8m2(
+                         __riscv_vsrl_vx_u8m2(qh, 2 * c + 1, vl), 1, vl), 4, vl), vl);
             }
-            acc = __riscv_vwmacc_vx_i32m4(acc, sm[2 * c], plo, vl);
-            acc = __riscv_vwmacc_vx_i32m4(acc, sm[2 * c + 1], phi, vl);
+            const vint16m4_t plo = __riscv_vwmul_vv_i16m4(__riscv_vreinterpret_v_u8m2_i8m2(lo),
+                                                          __riscv_vle8_v_i8m2(yq + 64 * c, vl), vl);
+            const vint16m4_t phi = __riscv_vwmul_vv_i16m4(__riscv_vreinterpret_v_u8m2_i8m2(hi),
+                                                          __riscv_vle8_v_i8m2(yq + 64 * c + 32, vl), vl);
+            acc = __riscv_vwmacc_vx_i32m8(acc, sm[2 * c], plo, vl);
+            acc = __riscv_vwmacc_vx_i32m8(acc, sm[2 * c + 1], phi, vl);
         }
-        const int32_t sumi = pg_rvv_kq_sum(acc, vl);
+        const int32_t sumi = __riscv_vmv_x_s_i32m1_i32(__riscv_vredsum_vs_i32m8_i32m1(acc, __riscv_vmv_s_x_i32m1(0, 1), vl));
         sumf += pg_fp16_to_fp32(b->d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(b->dmin) * y[ib].d * (float) summ;
     }
     return sumf;
