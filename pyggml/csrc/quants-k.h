@@ -30,7 +30,8 @@
  * as d_x*d_y*sum - dmin_x*d_y*sum_min (the SIMD paths in 8 vector lanes, summed at the end, as ggml).
  * The unsigned-times-signed multiply needs q >= 0: the signed types (Q3_K, Q6_K) dot q + offset and
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
- * layer: no intrinsics here); NEON and RVV builds run the scalar loops.
+ * layer: no intrinsics here), the RVV ones (chosen at run time, the scalar loops' f32 steps) in
+ * vec/quant-k-rvv.c; NEON builds run the scalar loops with NEON integer sums (above).
  */
 #pragma once
 #include "vec.h"
@@ -625,9 +626,47 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
 #endif
 
-/* the integer sums of one super-block (the scalar and NEON paths; x86 has its own rows) */
+/* the super-block loops of Q2_K and Q3_K around a 2-bit integer dot of pg_kq_dot_2bit's
+ * form (that one, or vec/quant-k-rvv.c's on RVV: the same f32 steps either way) */
+typedef int32_t (*pg_kq_2bit_fn)(const uint8_t * qs, const uint8_t * hm, const int8_t * sc, const int8_t * y);
 
-/* Q2_K/Q3_K: element 128h + 32j + l has bits 2j of qs[32h + l]; Q3_K's hmask[l] bit 4h + j adds 4 (the
+static inline __attribute__((always_inline)) float pg_kq_q2_K_blocks(int64_t nb, const pg_block_q2_K * x,
+                                                                     const pg_block_q8_K * y, pg_kq_2bit_fn dot) {
+    float sumf = 0.0f;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        int8_t sc[16];
+        int32_t summ = 0;
+        for (int g = 0; g < 16; g++) {
+            sc[g] = (int8_t) (x[ib].scales[g] & 0xf);
+            summ += (x[ib].scales[g] >> 4) * y[ib].bsums[g];
+        }
+        const int32_t sumi = dot(x[ib].qs, NULL, sc, y[ib].qs);
+        sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(x[ib].dmin) * y[ib].d * (float) summ;
+    }
+    return sumf;
+}
+
+/* dot sums (q + 4) * y: 4 * scale * bsums is taken back off */
+static inline __attribute__((always_inline)) float pg_kq_q3_K_blocks(int64_t nb, const pg_block_q3_K * x,
+                                                                     const pg_block_q8_K * y, pg_kq_2bit_fn dot) {
+    float sumf = 0.0f;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t raw[16];
+        int8_t sc[16];
+        pg_kq_unpack_q3(x[ib].scales, raw);
+        int32_t off = 0;
+        for (int g = 0; g < 16; g++) {
+            sc[g] = (int8_t) (raw[g] - 32);
+            off += sc[g] * y[ib].bsums[g];
+        }
+        const int32_t sumi = dot(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
+        sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
+    }
+    return sumf;
+}
+
+/* the integer sums of one super-block (the scalar and NEON paths; x86 has its own rows).
+ * Q2_K/Q3_K: element 128h + 32j + l has bits 2j of qs[32h + l]; Q3_K's hmask[l] bit 4h + j adds 4 (the
  * value q + 4 >= 0; the caller takes 4 * scale * bsums back off). sc: 16 scales as int8 */
 static inline __attribute__((always_inline)) int32_t pg_kq_dot_2bit(const uint8_t * qs, const uint8_t * hm,
                                                                     const int8_t * sc, const int8_t * y) {
@@ -692,18 +731,8 @@ static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q2_K(nb, x, y);
 #else
-    float sumf = 0.0f;
-    for (int64_t ib = 0; ib < nb; ib++) {
-        int8_t sc[16];
-        int32_t summ = 0;
-        for (int g = 0; g < 16; g++) {
-            sc[g] = (int8_t) (x[ib].scales[g] & 0xf);
-            summ += (x[ib].scales[g] >> 4) * y[ib].bsums[g];
-        }
-        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, NULL, sc, y[ib].qs);
-        sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi - pg_fp16_to_fp32(x[ib].dmin) * y[ib].d * (float) summ;
-    }
-    return sumf;
+    PG_RVV_RETURN(pg_rvv_dot_q2_K_q8_K(nb, x, y))
+    return pg_kq_q2_K_blocks(nb, x, y, pg_kq_dot_2bit);
 #endif
 }
 
@@ -714,20 +743,8 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q3_K(nb, x, y);
 #else
-    float sumf = 0.0f;
-    for (int64_t ib = 0; ib < nb; ib++) {
-        uint8_t raw[16];
-        int8_t sc[16];
-        pg_kq_unpack_q3(x[ib].scales, raw);
-        int32_t off = 0;
-        for (int g = 0; g < 16; g++) {
-            sc[g] = (int8_t) (raw[g] - 32);
-            off += sc[g] * y[ib].bsums[g];
-        }
-        const int32_t sumi = pg_kq_dot_2bit(x[ib].qs, x[ib].hmask, sc, y[ib].qs) - 4 * off;
-        sumf += pg_fp16_to_fp32(x[ib].d) * y[ib].d * (float) sumi;
-    }
-    return sumf;
+    PG_RVV_RETURN(pg_rvv_dot_q3_K_q8_K(nb, x, y))
+    return pg_kq_q3_K_blocks(nb, x, y, pg_kq_dot_2bit);
 #endif
 }
 
@@ -741,6 +758,7 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_k4(nb, xb, bx, off_qs, y, q5);
 #else
+    PG_RVV_RETURN(pg_rvv_dot_k4(nb, xb, bx, off_qs, y, q5))
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++, xb += bx) {
         const pg_block_q4_K * b = (const pg_block_q4_K *) xb;
@@ -775,6 +793,7 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q6_K(nb, x, y);
 #else
+    PG_RVV_RETURN(pg_rvv_dot_q6_K_q8_K(nb, x, y))
     float sumf = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++) {
         const int32_t sumi = pg_kq_q6_sumi(&x[ib], y[ib].qs);

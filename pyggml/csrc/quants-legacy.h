@@ -17,8 +17,8 @@
  *
  * Dot products: every block type decodes a block into 32 int8 lanes (pg_q8x32), multiplies them with
  * the activation block's int8 in integers (isa/'s pg_qacc_add: AVX-512 VNNI dpbusd, AVX2
- * maddubs+madd, NEON vdotq or widening multiplies; the scalar forms below elsewhere, which RVV builds
- * use for the types vec/dot-rvv.c has no kernel for) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
+ * maddubs+madd, NEON vdotq or widening multiplies, RVV widening multiply-adds in vec/dot-rvv.c
+ * when the CPU has V; the scalar forms below elsewhere) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
  * multi-column kernel pg_vec_dot_n_<type> (nc <= 4 activation rows, `by` bytes apart: the weight
  * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it.
  */
@@ -125,15 +125,13 @@ static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q
         }                                                                                              \
     } while (0)
 
-/* riscv64 with V: vec/dot-rvv.c's one-column kernel per column, for the types it has one for */
-#define PG_QRVV_NONE(n, x, y, by, nc, s) ((void) 0)
-#define PG_QRVV_COLS(FN, TX, TY, n, x, y, by, nc, s)                                                   \
-    PG_RVV_DO(for (int c_ = 0; c_ < (nc); c_++)                                                        \
-                  (s)[c_] = FN(n, (const TX *) (x), (const TY *) ((const char *) (y) + (size_t) c_ * (by))))
-#define PG_QRVV_Q8_0(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q8_0_q8_0, struct pg_block_q8_0, \
-                                                      struct pg_block_q8_0, n, x, y, by, nc, s)
-#define PG_QRVV_Q4_0(n, x, y, by, nc, s) PG_QRVV_COLS(pg_rvv_dot_q4_0_q8_0, struct pg_block_q4_0, \
-                                                      struct pg_block_q8_0, n, x, y, by, nc, s)
+/* riscv64 with V: vec/dot-rvv.c's multi-column kernel (the same f32 steps as the body) */
+#define PG_QRVV_Q8_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q8_0(n, x, y, by, nc, s))
+#define PG_QRVV_Q4_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q4_0(n, x, y, by, nc, s))
+#define PG_QRVV_Q4_1(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q4_1(n, x, y, by, nc, s))
+#define PG_QRVV_Q5_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_0(n, x, y, by, nc, s))
+#define PG_QRVV_Q5_1(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_1(n, x, y, by, nc, s))
+#define PG_QRVV_IQ4_NL(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_iq4_nl(n, x, y, by, nc, s))
 
 /* NAME##_n: s[c] = x . y_c for c < nc, y_c = vy + c*by (rows of TY); UNS: decoded lanes are >= 0;
  * MIN: the type's m*s term; RVV: PG_QRVV_*. Even and odd blocks go to separate accumulators (two
@@ -166,10 +164,10 @@ static inline void NAME##_n(int64_t n, const void * x, const void * y, size_t by
 
 PG_QDOT(pg_vec_dot_q8_0, pg_block_q8_0, pg_block_q8_0, pg_decode_q8_0, 0, PG_QMIN_NONE, PG_QRVV_Q8_0)
 PG_QDOT(pg_vec_dot_q4_0, pg_block_q4_0, pg_block_q8_0, pg_decode_q4_0, 0, PG_QMIN_NONE, PG_QRVV_Q4_0)
-PG_QDOT(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, pg_decode_q4_1, 1, PG_QMIN, PG_QRVV_NONE)
-PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMIN_NONE, PG_QRVV_NONE)
-PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_NONE)
-PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_NONE)
+PG_QDOT(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, pg_decode_q4_1, 1, PG_QMIN, PG_QRVV_Q4_1)
+PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMIN_NONE, PG_QRVV_Q5_0)
+PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_Q5_1)
+PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL)
 
 /* one column (test_vec.py calls these two by name; Q8_0 and Q4_0 through vec/dot-rvv.c when it runs) */
 static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y) {
@@ -185,7 +183,7 @@ static inline float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, con
 #define PG_QDOT1(NAME)                                                                                 \
 static inline float pg_type_dot_##NAME(int64_t n, const void * x, const void * y) {                   \
     float s;                                                                                           \
-    pg_vec_dot_##NAME##_body(n, x, y, 0, 1, &s);                                                       \
+    pg_vec_dot_##NAME##_n(n, x, y, 0, 1, &s);                                                          \
     return s;                                                                                          \
 }
 PG_QDOT1(q4_1)

@@ -1,7 +1,7 @@
 /* Dot products of rows: f32/f16/bf16 pairs and mixed (f16 or bf16 times f32), one row against four
  * (pg_vec_dot4_*, matmul's GEMV). f32 lanes, four registers in flight to hide the FMA latency.
- * The quantized blocks' integer dots are quants-legacy.h's. RVV: vec/dot-rvv.c (with the Q8_0 x Q8_0
- * and Q4_0 x Q8_0 kernels quants-legacy.h calls). */
+ * The quantized blocks' integer dots are quants-legacy.h's. RVV: vec/dot-rvv.c (with the integer
+ * dots of quants-legacy.h's 32-element block types, which it calls). */
 #pragma once
 #include "vec/quant.h"
 
