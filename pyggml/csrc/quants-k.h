@@ -30,6 +30,7 @@
  */
 #pragma once
 #include "vec.h"
+#include "quants-legacy.h"      /* IQ4_XS, whose dot is against Q8_K too */
 
 #define PG_QK_K 256
 
@@ -741,4 +742,68 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
     }
     return sumf;
 #endif
+}
+
+
+/* ---- several columns: vec_dot_n (types.h's pg_vec_dot_n_fn) ---- */
+
+/* on x86 each weight super-block is decoded once for all nc columns, by the same body as the one
+ * column above (so every column has vec_dot's bits); elsewhere vec_dot per column */
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#define PG_KQ_DOT_N(T)                                                                                 \
+static inline void pg_vec_dot_##T##_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
+    pg_kq_x86_##T##_n(n / PG_QK_K, x, y, by, nc, s);                                                   \
+}
+#else
+#define PG_KQ_DOT_N(T)                                                                                 \
+static inline void pg_vec_dot_##T##_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
+    for (int c = 0; c < nc; c++) s[c] = pg_vec_dot_##T##_q8_K(n, x, (const char *) y + (size_t) c * by);      \
+}
+#endif
+PG_KQ_DOT_N(q2_K)
+PG_KQ_DOT_N(q3_K)
+PG_KQ_DOT_N(q4_K)
+PG_KQ_DOT_N(q5_K)
+PG_KQ_DOT_N(q6_K)
+
+/* IQ4_XS against Q8_K: each block of 32 looked up in the IQ4_NL table (pg_q8x32_lut16: pshufb on
+ * x86, tbl on NEON), its int8 dot with the activations scaled by d_x*d_y*(ls - 32) into f32 as
+ * ggml's ggml_vec_dot_iq4_xs_q8_K does, in isa/'s pg_qacc vocabulary (every ISA and the scalar
+ * build); even and odd blocks in separate accumulators */
+static inline __attribute__((always_inline)) void pg_kq_iq4_xs_body(int64_t n, const void * vx, const void * vy,
+                                                                    size_t by, const int nc, float * s) {
+    const pg_block_iq4_xs * x = (const pg_block_iq4_xs *) vx;
+    pg_qacc acc0[4], acc1[4];
+    for (int c = 0; c < nc; c++) acc0[c] = acc1[c] = pg_qacc_zero();
+    for (int64_t ibl = 0; ibl < n / PG_QK_K; ibl++) {
+        const float dx = pg_fp16_to_fp32(x[ibl].d);
+        float dxy[4];
+        for (int c = 0; c < nc; c++) dxy[c] = dx * ((const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + ibl)->d;
+        for (int ib = 0; ib < PG_QK_K / PG_QK; ib += 2) {
+            const pg_q8x32 q0 = pg_q8x32_lut16(pg_q8x32_nibbles(x[ibl].qs + ib * (PG_QK / 2)), pg_iq4nl_values);
+            const pg_q8x32 q1 = pg_q8x32_lut16(pg_q8x32_nibbles(x[ibl].qs + (ib + 1) * (PG_QK / 2)), pg_iq4nl_values);
+            const int h = x[ibl].scales_h >> (2 * ib);
+            const float l0 = (float) (((x[ibl].scales_l[ib / 2] & 0xf) | ((h & 3) << 4)) - 32);
+            const float l1 = (float) (((x[ibl].scales_l[ib / 2] >> 4) | (((h >> 2) & 3) << 4)) - 32);
+            for (int c = 0; c < nc; c++) {
+                const int8_t * yq = ((const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + ibl)->qs + ib * PG_QK;
+                acc0[c] = pg_qacc_add(acc0[c], q0, yq, 0, dxy[c] * l0);
+                acc1[c] = pg_qacc_add(acc1[c], q1, yq + PG_QK, 0, dxy[c] * l1);
+            }
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(pg_qacc_merge(acc0[c], acc1[c]));
+}
+static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    switch (nc) {
+    case 1: pg_kq_iq4_xs_body(n, x, y, by, 1, s); break;
+    case 2: pg_kq_iq4_xs_body(n, x, y, by, 2, s); break;
+    case 3: pg_kq_iq4_xs_body(n, x, y, by, 3, s); break;
+    default: pg_kq_iq4_xs_body(n, x, y, by, 4, s); break;
+    }
+}
+static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_kq_iq4_xs_body(n, x, y, 0, 1, &s);
+    return s;
 }
