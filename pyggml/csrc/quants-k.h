@@ -27,6 +27,11 @@
  * The unsigned-times-signed multiply needs q >= 0: the signed types (Q3_K, Q6_K) dot q + offset and
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
  * layer: no intrinsics here); NEON and RVV builds run the scalar loops.
+ *
+ * vec_dot_n (several activation columns): on x86 the kernels take up to four columns, decoding each
+ * weight register once for all of them, and vec_dot is the same kernel for one column, so every
+ * column of a product has vec_dot's bits whatever N is; elsewhere vec_dot per column. IQ4_XS (its
+ * block in quants-legacy.h) is dotted against Q8_K here too.
  */
 #pragma once
 #include "vec.h"
@@ -95,6 +100,11 @@ static inline void pg_kq_put_scale_min(uint8_t * q, int j, uint8_t ls, uint8_t l
 static inline int pg_kq_q3_scale(const uint8_t * s, int j) {
     const int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
     return (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
+/* IQ4_XS: the 6-bit block scale of block ib (< 8) of a super-block, minus 32 */
+static inline int pg_kq_iq4_xs_scale(const pg_block_iq4_xs * x, int ib) {
+    return (((x->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((x->scales_h >> (2 * ib)) & 3) << 4)) - 32;
 }
 
 /* ---- to_float ---- */
@@ -766,10 +776,19 @@ PG_KQ_DOT_N(q4_K)
 PG_KQ_DOT_N(q5_K)
 PG_KQ_DOT_N(q6_K)
 
-/* IQ4_XS against Q8_K: each block of 32 looked up in the IQ4_NL table (pg_q8x32_lut16: pshufb on
- * x86, tbl on NEON), its int8 dot with the activations scaled by d_x*d_y*(ls - 32) into f32 as
- * ggml's ggml_vec_dot_iq4_xs_q8_K does, in isa/'s pg_qacc vocabulary (every ISA and the scalar
- * build); even and odd blocks in separate accumulators */
+/* IQ4_XS against Q8_K: on x86 isa/kquants-x86.h's kernel (an integer sum per super-block, as
+ * ggml's AVX2 one); elsewhere each block of 32 looked up in the IQ4_NL table (pg_q8x32_lut16: tbl
+ * on NEON), its int8 dot with the activations scaled by d_x*d_y*(ls - 32) into f32 as ggml's
+ * generic ggml_vec_dot_iq4_xs_q8_K does, in isa/'s pg_qacc vocabulary; even and odd blocks in
+ * separate accumulators */
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_kq_x86_iq4_xs_n(n / PG_QK_K, x, y, by, nc, s);
+}
+static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
+    return pg_kq_x86_dot_iq4_xs(n / PG_QK_K, (const pg_block_iq4_xs *) x, (const pg_block_q8_K *) y);
+}
+#else
 static inline __attribute__((always_inline)) void pg_kq_iq4_xs_body(int64_t n, const void * vx, const void * vy,
                                                                     size_t by, const int nc, float * s) {
     const pg_block_iq4_xs * x = (const pg_block_iq4_xs *) vx;
@@ -782,9 +801,7 @@ static inline __attribute__((always_inline)) void pg_kq_iq4_xs_body(int64_t n, c
         for (int ib = 0; ib < PG_QK_K / PG_QK; ib += 2) {
             const pg_q8x32 q0 = pg_q8x32_lut16(pg_q8x32_nibbles(x[ibl].qs + ib * (PG_QK / 2)), pg_iq4nl_values);
             const pg_q8x32 q1 = pg_q8x32_lut16(pg_q8x32_nibbles(x[ibl].qs + (ib + 1) * (PG_QK / 2)), pg_iq4nl_values);
-            const int h = x[ibl].scales_h >> (2 * ib);
-            const float l0 = (float) (((x[ibl].scales_l[ib / 2] & 0xf) | ((h & 3) << 4)) - 32);
-            const float l1 = (float) (((x[ibl].scales_l[ib / 2] >> 4) | (((h >> 2) & 3) << 4)) - 32);
+            const float l0 = (float) pg_kq_iq4_xs_scale(&x[ibl], ib), l1 = (float) pg_kq_iq4_xs_scale(&x[ibl], ib + 1);
             for (int c = 0; c < nc; c++) {
                 const int8_t * yq = ((const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + ibl)->qs + ib * PG_QK;
                 acc0[c] = pg_qacc_add(acc0[c], q0, yq, 0, dxy[c] * l0);
@@ -807,3 +824,4 @@ static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void
     pg_kq_iq4_xs_body(n, x, y, 0, 1, &s);
     return s;
 }
+#endif

@@ -2,6 +2,9 @@
  * the ISA half of quants-k.h, included by it after the block formats and the scale unpacking. Per
  * super-block the exact integer sum of scale * q * y in 8 int32 lanes (maddubs/madd; AVX-512 takes
  * 64 activations per instruction), then f32 accumulators of 8 lanes summed once at the end of the row.
+ * Each kernel takes nc <= 4 activation columns (vy + c * by): the weight registers are decoded once and
+ * multiplied with every column, each column keeping its own accumulators (so its bits do not depend
+ * on nc); pg_kq_x86_<type>_n specialises the body per nc, pg_kq_x86_dot_<type> is nc = 1.
  */
 #pragma once
 
@@ -232,6 +235,19 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q2_K_body(int64_t nb
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]) - pg_kq_hsum_ps(accm[c]);
 }
 
+/* the signed types (Q3_K, Q6_K) dotted q + 2^shift: acc[c] += dx * d_y * (sumi[c] - 2^shift *
+ * sum(scale * bsums)) for block ib of each column; sc16 the 16 scales as int16 */
+static inline __attribute__((always_inline)) void pg_kq_x86_offset_cols(__m256 * acc, const __m256i * sumi, __m256i sc16,
+                                                                        int shift, float dx, const void * vy, size_t by,
+                                                                        int64_t ib, const int nc) {
+    for (int c = 0; c < nc; c++) {
+        const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
+        const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *) y->bsums));
+        const __m256i v = _mm256_sub_epi32(sumi[c], _mm256_sll_epi32(off, _mm_cvtsi32_si128(shift)));
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(v), acc[c]);
+    }
+}
+
 static inline __attribute__((always_inline)) void pg_kq_x86_q3_K_body(int64_t nb, const void * vx, const void * vy,
                                                                       size_t by, const int nc, float * s) {
     const pg_block_q3_K * x = (const pg_block_q3_K *) vx;
@@ -248,14 +264,7 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q3_K_body(int64_t nb
         __m256i sumi[4];
         for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
         pg_kq_dot_2bit_simd(x[ib].qs, x[ib].hmask, sc, yq, nc, sumi);
-        const float dx = pg_fp16_to_fp32(x[ib].d);
-        for (int c = 0; c < nc; c++) {
-            const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
-            /* the dot took q + 4: minus 4 * sum(scale * bsums) */
-            const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *) y->bsums));
-            const __m256i v = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(off, 2));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(v), acc[c]);
-        }
+        pg_kq_x86_offset_cols(acc, sumi, sc16, 2, pg_fp16_to_fp32(x[ib].d), vy, by, ib, nc);   /* took q + 4 */
     }
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
 }
@@ -312,14 +321,7 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q6_K_body(int64_t nb
         __m256i sumi[4];
         for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
         pg_kq_q6_block(&x[ib], yq, nc, sumi);
-        const float dx = pg_fp16_to_fp32(x[ib].d);
-        for (int c = 0; c < nc; c++) {
-            const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
-            /* the dot took q, not q - 32: minus 32 * sum(scale * bsums) */
-            const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *) y->bsums));
-            const __m256i v = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(off, 5));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(v), acc[c]);
-        }
+        pg_kq_x86_offset_cols(acc, sumi, sc16, 5, pg_fp16_to_fp32(x[ib].d), vy, by, ib, nc);   /* took q, not q - 32 */
     }
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
 }
@@ -356,3 +358,66 @@ static inline float pg_kq_x86_dot_k4(int64_t nb, const char * xb, size_t bx, siz
     pg_kq_x86_k4_body(nb, xb, bx, off_qs, y, 0, 1, &s, q5);
     return s;
 }
+
+/* IQ4_XS rows against Q8_K: the codes looked up in the IQ4_NL table with pshufb, multiplied as
+ * |q| (unsigned) by y with q's sign (maddubs: |q|, |y| <= 127, no saturation), the pairs weighted by
+ * the block scale (madd), the exact integer sum of a super-block then scaled in f32 per column */
+static inline __attribute__((always_inline)) void pg_kq_x86_iq4_xs_body(int64_t nb, const void * vx, const void * vy,
+                                                                        size_t by, const int nc, float * s) {
+    const pg_block_iq4_xs * x = (const pg_block_iq4_xs *) vx;
+    __m256 acc[4];
+    for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
+#if defined(PG_SIMD_AVX512)
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) pg_iq4nl_values));
+    const __m512i m4 = _mm512_set1_epi8(0xf);
+#else
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) pg_iq4nl_values));
+    const __m256i m4 = _mm256_set1_epi8(0xf);
+#endif
+    for (int64_t ibl = 0; ibl < nb; ibl++) {
+        const int8_t * yq[4];
+        for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ibl)->qs;
+#if defined(PG_SIMD_AVX512)
+        /* blocks 2k and 2k + 1 (bytes 32k..32k+31) in one register: 128-bit lanes lo, hi nibbles of
+         * the first 16 bytes, then of the next 16 (the elements in order) */
+        __m512i sumi[4];
+        for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *) (x[ibl].qs + 32 * k));
+            const __m512i t = pg_kq_join(b, _mm256_srli_epi16(b, 4));
+            const __m512i q = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_shuffle_i64x2(t, t, 0xd8), m4));
+            const __m512i a = _mm512_abs_epi8(q);
+            const __mmask64 neg = _mm512_movepi8_mask(q);
+            const __m512i sc = pg_kq_join(_mm256_set1_epi16((short) pg_kq_iq4_xs_scale(&x[ibl], 2 * k)),
+                                          _mm256_set1_epi16((short) pg_kq_iq4_xs_scale(&x[ibl], 2 * k + 1)));
+            for (int c = 0; c < nc; c++) {
+                const __m512i yv = _mm512_loadu_si512((const void *) (yq[c] + 64 * k));
+                const __m512i ys = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(_mm512_maddubs_epi16(a, ys), sc));
+            }
+        }
+        __m256i folded[4];
+        for (int c = 0; c < nc; c++) folded[c] = pg_kq_fold(sumi[c]);
+#else
+        __m256i folded[4];
+        for (int c = 0; c < nc; c++) folded[c] = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const __m128i b = _mm_loadu_si128((const __m128i *) (x[ibl].qs + 16 * ib));
+            const __m256i q = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), m4));
+            const __m256i a = _mm256_sign_epi8(q, q);
+            const __m256i sc = _mm256_set1_epi16((short) pg_kq_iq4_xs_scale(&x[ibl], ib));
+            for (int c = 0; c < nc; c++) {
+                const __m256i ys = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *) (yq[c] + 32 * ib)), q);
+                folded[c] = _mm256_add_epi32(folded[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a, ys), sc));
+            }
+        }
+#endif
+        const float dx = pg_fp16_to_fp32(x[ibl].d);
+        for (int c = 0; c < nc; c++) {
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * pg_kq_col(vy, by, c, ibl)->d), _mm256_cvtepi32_ps(folded[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
+}
+PG_KQ_X86_N(iq4_xs)
+PG_KQ_X86_1(iq4_xs)
