@@ -261,3 +261,24 @@ def test_q4_k_m_tied_and_odd_rows():
     else:
         with pytest.raises(ValueError, match="fallback type Q5_0"):
             tensor_types(ts, "q4_k_m", 2)
+
+
+def test_random_q4_k_m_llama(tmp_path):
+    """pyggml.demo's Q4_K_M writer (bench_model.py --types q4_k_m): the mixture's types, the file
+    type, and a model that runs on them through pyggml.models"""
+    pytest.importorskip("gguf", reason="pyggml.gguf.save writes through the gguf package")
+    from pyggml import gguf as pg_gguf
+    from pyggml import models
+    from pyggml.demo import write_random_llama
+    path = tmp_path / "q4_k_m.gguf"
+    md = write_random_llama(path, n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=512, n_vocab=300,
+                            type="q4_k_m")
+    assert md["general.file_type"] == 15
+    with pg_gguf.load(path) as f:
+        types = {n: t.type for n, t in f.tensors.items()}
+    assert types["output.weight"] == gg.Type.Q6_K and types["blk.1.ffn_down.weight"] == gg.Type.Q6_K
+    assert types["blk.0.ffn_down.weight"] == gg.Type.Q4_K                  # use_more_bits(0, 2) is false
+    assert types["blk.1.attn_q.weight"] == gg.Type.Q4_K and types["blk.0.attn_norm.weight"] == gg.Type.F32
+    m = models.load(str(path), n_ctx=32, n_threads=2)
+    logits = m.eval([1, 5, 7])
+    assert logits.shape[-1] == 300 and np.isfinite(logits).all()
