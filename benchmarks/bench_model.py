@@ -1,6 +1,7 @@
 """Prefill (pp) and decode (tg) tokens/s of a llama GGUF: pyggml.models against llama.cpp (through
 llama-cpp-python, optional: pip install llama-cpp-python) on the same file and HF transformers on
-the same weights, F16 and Q8_0, 1 and 2 threads, in one run; F16 decode against the weight-stream
+the same weights, F16, Q8_0 and Q4_K_M (--types q4_k_m: Q4_K with Q6_K as llama-quantize mixes them),
+1 and 2 threads, in one run; F16 decode against the weight-stream
 limit measured in the same run; pyggml's Python work per decode token; greedy tokens of pyggml and
 llama.cpp compared.
 
@@ -268,7 +269,7 @@ def row_text(typ, nth, x, engines):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--types", nargs="+", default=["f16", "q8_0"], choices=["f16", "q8_0"])
+    ap.add_argument("--types", nargs="+", default=["f16", "q8_0"], choices=["f16", "q8_0", "q4_k_m"])
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--hf-threads", nargs="+", type=int, default=[1, 2], help="thread counts HF runs at")
     ap.add_argument("--pp", type=int, default=128)

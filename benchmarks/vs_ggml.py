@@ -157,13 +157,14 @@ def one_node(b, rng):
     return b.op("scale", b.tensor(np.ones(16, np.float32)), 0.5)
 
 
-# GEMV and the 128-column product for each legacy quantized type: the same integer dot products
-# as ggml, so the NMSE is float summation order only, except for IQ4_NL, whose weights ggml's
+# GEMV and the 128-column product for each legacy quantized type and IQ4_XS: the same integer dot
+# products as ggml, so the NMSE is float summation order only, except for IQ4_NL, whose weights ggml's
 # ggml_quantize_chunk fits with 7 trial scales where pyggml's from_numpy (ggml's CPU from_float)
 # takes one: different weights, compared at the quantisation error
 QUANT_MUL_MAT = [(f"{'GEMV' if n == 1 else 'GEMM'} {t.name} 4096x4096{' x 128' if n > 1 else ''}", mul_mat(t, n),
                   5e-3 if t == gg.Type.IQ4_NL else 1e-6, 48, None)
-                 for t in (gg.Type.Q4_0, gg.Type.Q4_1, gg.Type.Q5_0, gg.Type.Q5_1, gg.Type.IQ4_NL) for n in (1, 128)]
+                 for t in (gg.Type.Q4_0, gg.Type.Q4_1, gg.Type.Q5_0, gg.Type.Q5_1, gg.Type.IQ4_NL, gg.Type.IQ4_XS)
+                 for n in (1, 128)]
 QUANT_MUL_MAT.append(("GEMM Q8_0 4096x4096 x 128", mul_mat(Q8_0, 128), 1e-6, 48, None))
 
 # (name, build, NMSE bound, ggml context MiB, per-node divisor or None)

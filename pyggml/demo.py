@@ -18,15 +18,17 @@ DEMO = {"n_layer": 8, "n_embd": 1024, "n_head": 16, "n_head_kv": 4, "n_ff": 2816
 def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, type="f16", tied=False, seed=0,
                        show_progress=None):
     """Write a llama GGUF with seeded random weights (matrices N(0, 1/fan_in), norms near 1) of
-    `type` ("f32", "f16" or "q8_0"; Q8_0 with pyggml's CPU quantiser, as ggml's) with pyggml.gguf.save.
+    `type` ("f32", "f16", "q8_0", or the mixture "q4_k_m": Q4_K with Q6_K where llama-quantize puts
+    it, pyggml._mixtures; quantised with pyggml's CPU quantisers, as ggml's) with pyggml.gguf.save.
     tied: no output.weight (the LM head is the token embedding). Returns the metadata written."""
     import pyggml as gg
+    from pyggml._mixtures import FTYPES, tensor_types
     from pyggml.gguf import save
     from pyggml.progress import progress
 
     rng = np.random.default_rng(seed)
     ctx = gg.Context()
-    typ = {"f32": gg.Type.F32, "f16": gg.Type.F16, "q8_0": gg.Type.Q8_0}[type]
+    typ = {"f32": gg.Type.F32, "f16": gg.Type.F16, "q8_0": gg.Type.Q8_0, "q4_k_m": None}[type]
     hd = n_embd // n_head
     shapes = {"token_embd.weight": (n_vocab, n_embd), "output_norm.weight": (n_embd,)}
     if not tied:
@@ -38,6 +40,11 @@ def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, 
                        f"blk.{i}.attn_output.weight": (n_embd, n_embd), f"blk.{i}.ffn_norm.weight": (n_embd,),
                        f"blk.{i}.ffn_gate.weight": (n_ff, n_embd), f"blk.{i}.ffn_up.weight": (n_ff, n_embd),
                        f"blk.{i}.ffn_down.weight": (n_embd, n_ff)})
+    if typ is None:
+        plain = [(name, shape, gg.Type.F32 if len(shape) == 1 else gg.Type.F16) for name, shape in shapes.items()]
+        types = dict(zip(shapes, tensor_types(plain, type, n_layer)))
+    else:
+        types = {name: gg.Type.F32 if len(shape) == 1 else typ for name, shape in shapes.items()}
     tensors = {}
     with progress(len(shapes), "random weights", "tensors", enable=show_progress) as bar:
         for name, shape in shapes.items():
@@ -46,10 +53,12 @@ def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, 
             else:
                 a = rng.standard_normal(shape, dtype=np.float32)
                 a *= 1 / np.sqrt(shape[1])
-                tensors[name] = a.astype(np.float16) if typ == gg.Type.F16 else ctx.from_numpy(a, type=typ)
+                t = types[name]
+                tensors[name] = a.astype(np.float16) if t == gg.Type.F16 else ctx.from_numpy(a, type=t)
             bar.update()
+    file_type = {"f32": 0, "f16": 1, "q8_0": 7, "q4_k_m": FTYPES["q4_k_m"][1]}[type]
     metadata = {"general.architecture": "llama", "general.name": "pyggml random llama",
-                "general.file_type": {"f32": 0, "f16": 1, "q8_0": 7}[type],
+                "general.file_type": file_type,
                 "llama.block_count": n_layer, "llama.context_length": 4096, "llama.embedding_length": n_embd,
                 "llama.feed_forward_length": n_ff, "llama.attention.head_count": n_head,
                 "llama.attention.head_count_kv": n_head_kv, "llama.rope.freq_base": 10000.0,

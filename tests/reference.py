@@ -523,7 +523,7 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
 # what the activations are converted to before the dot product (ggml's CPU vec_dot_type)
 VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q4_1": "Q8_1",
                 "Q5_0": "Q8_0", "Q5_1": "Q8_1", "IQ4_NL": "Q8_0",
-                **{t: "Q8_K" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")}}
+                **{t: "Q8_K" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS")}}
 
 
 def mul_mat(a, b, wtype):

@@ -1,7 +1,8 @@
 """The K-quants (Q2_K..Q6_K, Q8_K): to_float against the float64 block-format reference and the gguf
 package's numpy dequantisers, from_float against ggml's own bytes (tests/data, made by
 tools/kquants_golden.py) and reference.py's Q8_K quantiser, quantiser edge cases, the integer dot
-products through mul_mat, and the tensor conversions (get_rows, cpy both ways, set_rows)."""
+products through mul_mat (with IQ4_XS, the other type dotted against Q8_K), and the tensor
+conversions (get_rows, cpy both ways, set_rows)."""
 from pathlib import Path
 
 try:
@@ -111,24 +112,56 @@ def test_bad_sizes(ctx, typ):
 # ---- mul_mat: the integer dots against Q8_K activations ----
 
 SHAPES = [(1, 1), (7, 3), (5, 9)] if EMULATED else [(1, 1), (33, 1), (7, 5), (3, 7), (17, 24), (1, 130)]
+DOT_TYPES = KTYPES + ["IQ4_XS"]          # IQ4_XS: a 256-element super-block dotted against Q8_K too
+
+
+def weights(ctx, rng, typ, m, k):
+    """[m, k] weights of type typ with rows of different scales, and their stored values in float64
+    from the block bytes; IQ4_XS's bytes come from reference.py's own quantiser (from_bytes)"""
+    w = (rng.standard_normal((m, k)) * rng.uniform(0.1, 3, (m, 1))).astype(np.float32)
+    if typ == "IQ4_XS":
+        raw = ref.encode_iq4_xs(w)
+        return ctx.from_bytes(gg.Type.IQ4_XS, (k, m), raw.tobytes()), ref.dequantize_iq4_xs(raw, k).reshape(m, k)
+    a = ctx.from_numpy(w, type=gg.Type[typ])
+    return a, ref.dequantize_k(stored(a), typ).reshape(m, k)
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
 @pytest.mark.parametrize("mn", SHAPES)
-@pytest.mark.parametrize("typ", KTYPES)
+@pytest.mark.parametrize("typ", DOT_TYPES)
 def test_mul_mat(ctx, rng, typ, mn, n_threads):
-    """N <= 5 is the dot path (vec_dot of each type), N >= 6 the GEMM path in every build; K of 1 and
-    3 super-blocks, odd M. The reference rounds the activations to Q8_K as ggml does and uses the
-    stored weights, so only f32 rounding of the per-block sums is left."""
+    """N below pg_mm_gemm_min_n is the dot path (vec_dot_n: up to four columns per decoded weight
+    row), above it the integer GEMM tiles; K of 1 and 3 super-blocks, odd M. The reference rounds
+    the activations to Q8_K as ggml does and uses the stored weights, so only f32 rounding of the
+    per-block sums is left."""
     m, n = mn
     for k in (256, 768):
-        w = (rng.standard_normal((m, k)) * rng.uniform(0.1, 3, (m, 1))).astype(np.float32)
+        a, wv = weights(ctx, rng, typ, m, k)
         x = rng.standard_normal((n, k)).astype(np.float32)
-        a = ctx.from_numpy(w, type=gg.Type[typ])
         out = gg.mul_mat(a, ctx.from_numpy(x))
         run(out, n_threads)
-        want = ref.mul_mat(ref.dequantize_k(stored(a), typ).reshape(m, k), x, typ)
+        want = ref.mul_mat(wv, x, typ)
         assert ref.nmse(out.to_numpy(), want) < 1e-10
+
+
+@pytest.mark.parametrize("typ", DOT_TYPES)
+def test_columns_are_vec_dot_bits(ctx, rng, typ):
+    """every column of a product (2..5 columns: vec_dot_n with nc 2..4 and a remainder; 40: the
+    integer GEMM's tiles) has the bits of the same column alone (N = 1: one column per call)"""
+    m, k = 9, 512
+    a, _ = weights(ctx, rng, typ, m, k)
+    x = rng.standard_normal((40, k)).astype(np.float32)
+    alone = []
+    for j in range(8):
+        out = gg.mul_mat(a, ctx.from_numpy(x[j:j + 1]))
+        run(out)
+        alone.append(out.to_numpy()[0])
+    alone = np.array(alone)
+    for n, nth in [(2, 1), (3, 2), (4, 1), (5, 2), (40, 1), (40, 2)]:
+        out = gg.mul_mat(a, ctx.from_numpy(x[:n]))
+        run(out, nth)
+        got = out.to_numpy()[:8]
+        np.testing.assert_array_equal(got.view(np.uint32), alone[:len(got)].view(np.uint32), err_msg=f"N={n}")
 
 
 def test_mul_mat_against_f32(ctx, rng):
@@ -243,3 +276,24 @@ def test_q4_k_m_tied_and_odd_rows():
     else:
         with pytest.raises(ValueError, match="fallback type Q5_0"):
             tensor_types(ts, "q4_k_m", 2)
+
+
+def test_random_q4_k_m_llama(tmp_path):
+    """pyggml.demo's Q4_K_M writer (bench_model.py --types q4_k_m): the mixture's types, the file
+    type, and a model that runs on them through pyggml.models"""
+    pytest.importorskip("gguf", reason="pyggml.gguf.save writes through the gguf package")
+    from pyggml import gguf as pg_gguf
+    from pyggml import models
+    from pyggml.demo import write_random_llama
+    path = tmp_path / "q4_k_m.gguf"
+    md = write_random_llama(path, n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=512, n_vocab=300,
+                            type="q4_k_m")
+    assert md["general.file_type"] == 15
+    with pg_gguf.load(path) as f:
+        types = {n: t.type for n, t in f.tensors.items()}
+    assert types["output.weight"] == gg.Type.Q6_K and types["blk.1.ffn_down.weight"] == gg.Type.Q6_K
+    assert types["blk.0.ffn_down.weight"] == gg.Type.Q4_K                  # use_more_bits(0, 2) is false
+    assert types["blk.1.attn_q.weight"] == gg.Type.Q4_K and types["blk.0.attn_norm.weight"] == gg.Type.F32
+    m = models.load(str(path), n_ctx=32, n_threads=2)
+    logits = m.eval([1, 5, 7])
+    assert logits.shape[-1] == 300 and np.isfinite(logits).all()

@@ -11,6 +11,8 @@ models of tests/hf_models.py converted by pyggml.convert, prefill 7 tokens then 
   with an F32 or F16 cache. With flash attention and an F16 cache the two differ by ~1e-2 relative
   on Q8_0 files (~2e-3 on F16 files): ggml accumulates V in fp16 there, pyggml in f32 (a documented
   difference of pyggml.flash_attn_ext).
+- Q4_K_M (a random llama of pyggml.demo: Q4_K with Q6_K), mul_mat attention form, F32 cache: the
+  same logits to float32 rounding.
 
 The vendored llama.cpp of llama-cpp-python 0.3.36 reads no RMS-norm epsilon for qwen2vl
 (print_info shows f_norm_rms_eps = 0; its qwen2 reads 1e-5 from the same key), so qwen2vl is
@@ -125,3 +127,16 @@ def test_q8_0_logits_match_llama_cpp(gguf_dir, kv):
     path, toks = llama_cpp_file("llama-gqa", "q8_0", gguf_dir), ids()
     ref = run_llama_cpp(path, toks, KV[kv][1], flash_attn=False)
     assert rel_err(run_pyggml(path, toks, KV[kv][0], False), ref) < 1e-5
+
+
+def test_q4_k_m_logits_match_llama_cpp(gguf_dir):
+    """a Q4_K_M file (Q4_K with Q6_K, rows of 512 and 768: the K-quants' integer dots against Q8_K
+    on both sides), mul_mat attention form, F32 cache: llama.cpp's logits to float32 rounding"""
+    from pyggml.demo import write_random_llama
+    path = gguf_dir / "random-q4_k_m.gguf"
+    write_random_llama(path, n_layer=2, n_embd=512, n_head=4, n_head_kv=2, n_ff=768, n_vocab=512, type="q4_k_m")
+    with gguf.load(path) as f:
+        assert {t.type for t in f.tensors.values() if t.type != gg.Type.F32} == {gg.Type.Q4_K, gg.Type.Q6_K}
+    toks = ids()
+    ref = run_llama_cpp(path, toks, KV["f32"][1], flash_attn=False)
+    assert rel_err(run_pyggml(path, toks, KV["f32"][0], False), ref) < 1e-5

@@ -32,9 +32,15 @@
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
  * layer: no intrinsics here), the RVV ones (chosen at run time, the scalar loops' f32 steps) in
  * vec/quant-k-rvv.c; NEON builds run the scalar loops with NEON integer sums (above).
+ *
+ * vec_dot_n (several activation columns): on x86 the kernels take up to four columns, decoding each
+ * weight register once for all of them, and vec_dot is the same kernel for one column, so every
+ * column of a product has vec_dot's bits whatever N is; elsewhere vec_dot per column. IQ4_XS (its
+ * block in quants-legacy.h) is dotted against Q8_K here too.
  */
 #pragma once
 #include "vec.h"
+#include "quants-legacy.h"      /* IQ4_XS, whose dot is against Q8_K too */
 
 #define PG_QK_K 256
 
@@ -103,6 +109,11 @@ static inline void pg_kq_put_scale_min(uint8_t * q, int j, uint8_t ls, uint8_t l
 static inline int pg_kq_q3_scale(const uint8_t * s, int j) {
     const int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
     return (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
+/* IQ4_XS: the 6-bit block scale of block ib (< 8) of a super-block, minus 32 */
+static inline int pg_kq_iq4_xs_scale(const pg_block_iq4_xs * x, int ib) {
+    return (((x->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((x->scales_h >> (2 * ib)) & 3) << 4)) - 32;
 }
 
 /* ---- to_float ---- */
@@ -802,3 +813,75 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
     return sumf;
 #endif
 }
+
+
+/* ---- several columns: vec_dot_n (types.h's pg_vec_dot_n_fn) ---- */
+
+/* on x86 each weight super-block is decoded once for all nc columns, by the same body as the one
+ * column above (so every column has vec_dot's bits); elsewhere vec_dot per column */
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#define PG_KQ_DOT_N(T)                                                                                 \
+static inline void pg_vec_dot_##T##_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
+    pg_kq_x86_##T##_n(n / PG_QK_K, x, y, by, nc, s);                                                   \
+}
+#else
+#define PG_KQ_DOT_N(T)                                                                                 \
+static inline void pg_vec_dot_##T##_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
+    for (int c = 0; c < nc; c++) s[c] = pg_vec_dot_##T##_q8_K(n, x, (const char *) y + (size_t) c * by);      \
+}
+#endif
+PG_KQ_DOT_N(q2_K)
+PG_KQ_DOT_N(q3_K)
+PG_KQ_DOT_N(q4_K)
+PG_KQ_DOT_N(q5_K)
+PG_KQ_DOT_N(q6_K)
+
+/* IQ4_XS against Q8_K: on x86 isa/kquants-x86.h's kernel (an integer sum per super-block, as
+ * ggml's AVX2 one); elsewhere each block of 32 looked up in the IQ4_NL table (pg_q8x32_lut16: tbl
+ * on NEON), its int8 dot with the activations scaled by d_x*d_y*(ls - 32) into f32 as ggml's
+ * generic ggml_vec_dot_iq4_xs_q8_K does, in isa/'s pg_qacc vocabulary; even and odd blocks in
+ * separate accumulators */
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_kq_x86_iq4_xs_n(n / PG_QK_K, x, y, by, nc, s);
+}
+static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
+    return pg_kq_x86_dot_iq4_xs(n / PG_QK_K, (const pg_block_iq4_xs *) x, (const pg_block_q8_K *) y);
+}
+#else
+static inline __attribute__((always_inline)) void pg_kq_iq4_xs_body(int64_t n, const void * vx, const void * vy,
+                                                                    size_t by, const int nc, float * s) {
+    const pg_block_iq4_xs * x = (const pg_block_iq4_xs *) vx;
+    pg_qacc acc0[4], acc1[4];
+    for (int c = 0; c < nc; c++) acc0[c] = acc1[c] = pg_qacc_zero();
+    for (int64_t ibl = 0; ibl < n / PG_QK_K; ibl++) {
+        const float dx = pg_fp16_to_fp32(x[ibl].d);
+        float dxy[4];
+        for (int c = 0; c < nc; c++) dxy[c] = dx * ((const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + ibl)->d;
+        for (int ib = 0; ib < PG_QK_K / PG_QK; ib += 2) {
+            const pg_q8x32 q0 = pg_q8x32_lut16(pg_q8x32_nibbles(x[ibl].qs + ib * (PG_QK / 2)), pg_iq4nl_values);
+            const pg_q8x32 q1 = pg_q8x32_lut16(pg_q8x32_nibbles(x[ibl].qs + (ib + 1) * (PG_QK / 2)), pg_iq4nl_values);
+            const float l0 = (float) pg_kq_iq4_xs_scale(&x[ibl], ib), l1 = (float) pg_kq_iq4_xs_scale(&x[ibl], ib + 1);
+            for (int c = 0; c < nc; c++) {
+                const int8_t * yq = ((const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + ibl)->qs + ib * PG_QK;
+                acc0[c] = pg_qacc_add(acc0[c], q0, yq, 0, dxy[c] * l0);
+                acc1[c] = pg_qacc_add(acc1[c], q1, yq + PG_QK, 0, dxy[c] * l1);
+            }
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(pg_qacc_merge(acc0[c], acc1[c]));
+}
+static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    switch (nc) {
+    case 1: pg_kq_iq4_xs_body(n, x, y, by, 1, s); break;
+    case 2: pg_kq_iq4_xs_body(n, x, y, by, 2, s); break;
+    case 3: pg_kq_iq4_xs_body(n, x, y, by, 3, s); break;
+    default: pg_kq_iq4_xs_body(n, x, y, by, 4, s); break;
+    }
+}
+static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_kq_iq4_xs_body(n, x, y, 0, 1, &s);
+    return s;
+}
+#endif

@@ -185,27 +185,27 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
     [PG_TYPE_Q2_K] = {
         .name = "q2_K", .blck = PG_QK_K, .size = sizeof(pg_block_q2_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q2_K_to_f32, .from_float = pg_row_q2_K_from_f32,
-        .vec_dot = pg_vec_dot_q2_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+        .vec_dot = pg_vec_dot_q2_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q2_K_q8_K_n,
     },
     [PG_TYPE_Q3_K] = {
         .name = "q3_K", .blck = PG_QK_K, .size = sizeof(pg_block_q3_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q3_K_to_f32, .from_float = pg_row_q3_K_from_f32,
-        .vec_dot = pg_vec_dot_q3_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+        .vec_dot = pg_vec_dot_q3_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q3_K_q8_K_n,
     },
     [PG_TYPE_Q4_K] = {
         .name = "q4_K", .blck = PG_QK_K, .size = sizeof(pg_block_q4_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_K_to_f32, .from_float = pg_row_q4_K_from_f32,
-        .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+        .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q4_K_q8_K_n,
     },
     [PG_TYPE_Q5_K] = {
         .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_K_to_f32, .from_float = pg_row_q5_K_from_f32,
-        .vec_dot = pg_vec_dot_q5_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+        .vec_dot = pg_vec_dot_q5_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q5_K_q8_K_n,
     },
     [PG_TYPE_Q6_K] = {
         .name = "q6_K", .blck = PG_QK_K, .size = sizeof(pg_block_q6_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
-        .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K,
+        .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
@@ -241,10 +241,11 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },
-    /* IQ4_XS: conversions only until Q8_K (its vec_dot_type, a K-quant row) is in the table */
+    /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h); no KV cache type in ggml */
     [PG_TYPE_IQ4_XS] = {
         .name = "iq4_xs", .blck = PG_QK_IQ4_XS, .size = sizeof(pg_block_iq4_xs), .kind = PG_KIND_QUANT,
         .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,
+        .vec_dot = pg_vec_dot_iq4_xs_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_iq4_xs_q8_K_n,
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {

@@ -2,6 +2,9 @@
  * the ISA half of quants-k.h, included by it after the block formats and the scale unpacking. Per
  * super-block the exact integer sum of scale * q * y in 8 int32 lanes (maddubs/madd; AVX-512 takes
  * 64 activations per instruction), then f32 accumulators of 8 lanes summed once at the end of the row.
+ * Each kernel takes nc <= 4 activation columns (vy + c * by): the weight registers are decoded once and
+ * multiplied with every column, each column keeping its own accumulators (so its bits do not depend
+ * on nc); pg_kq_x86_<type>_n specialises the body per nc, pg_kq_x86_dot_<type> is nc = 1.
  */
 #pragma once
 
@@ -48,15 +51,18 @@ static inline __m256i pg_kq_bcast8(const void * p, bool zext) {
     return _mm256_broadcastsi128_si256(zext ? _mm_cvtepu8_epi16(v) : _mm_cvtepi8_epi16(v));
 }
 
-/* the same as 8 int32 lanes (their sum is the scalar's), sc16 the scales as int8 */
-static inline __attribute__((always_inline)) __m256i pg_kq_dot_2bit_simd(const uint8_t * qs, const uint8_t * hm,
-                                                                         const int8_t * sc16, const int8_t * y) {
+/* the same as 8 int32 lanes (their sum is the scalar's) for each of nc columns: out[c] for the 256
+ * activations y[c]; sc16 the scales as int8. Each weight register is decoded once for all columns */
+static inline __attribute__((always_inline)) void pg_kq_dot_2bit_simd(const uint8_t * qs, const uint8_t * hm,
+                                                                      const int8_t * sc16, const int8_t * const * y,
+                                                                      const int nc, __m256i * out) {
 #if defined(PG_SIMD_AVX512)
     /* fields j = 0, 1 (and 2, 3) of a half in one register, against 64 contiguous activations */
     const __m512i m3 = _mm512_set1_epi8(3), m1 = _mm512_set1_epi8(1);
     const __m256i hb = hm ? _mm256_loadu_si256((const __m256i *) hm) : _mm256_setzero_si256();
     const __m512i s = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) sc16)));
-    __m512i acc = _mm512_setzero_si512();
+    __m512i acc[4];
+    for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
         for (int k = 0; k < 2; k++) {
@@ -65,84 +71,99 @@ static inline __attribute__((always_inline)) __m256i pg_kq_dot_2bit_simd(const u
                 const __m512i hh = pg_kq_join(_mm256_srli_epi16(hb, 4 * h + 2 * k), _mm256_srli_epi16(hb, 4 * h + 2 * k + 1));
                 v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(hh, m1), 2));
             }
-            const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *) (y + 128 * h + 64 * k)));
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(p, pg_kq_scales4(s, 8 * h + 4 * k)));
+            const __m512i sc = pg_kq_scales4(s, 8 * h + 4 * k);
+            for (int c = 0; c < nc; c++) {
+                const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *) (y[c] + 128 * h + 64 * k)));
+                acc[c] = _mm512_add_epi32(acc[c], _mm512_madd_epi16(p, sc));
+            }
         }
     }
-    return pg_kq_fold(acc);
+    for (int c = 0; c < nc; c++) out[c] = pg_kq_fold(acc[c]);
 #else
     const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
     __m256i hb = hm ? _mm256_loadu_si256((const __m256i *) hm) : _mm256_setzero_si256();
-    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i s = pg_kq_bcast8(sc16 + 8 * h, false);
         __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
         for (int j = 0; j < 4; j++) {
             __m256i v = _mm256_and_si256(q, m3);
             if (hm) v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(hb, m1), 2));
-            const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y + 128 * h + 32 * j)));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, pg_kq_pair(s, j)));
+            const __m256i sc = pg_kq_pair(s, j);
+            for (int c = 0; c < nc; c++) {
+                const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[c] + 128 * h + 32 * j)));
+                out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(p, sc));
+            }
             q = _mm256_srli_epi16(q, 2);
             hb = _mm256_srli_epi16(hb, 1);
         }
     }
-    return acc;
 #endif
 }
 
-/* the scaled integer dot of one Q4_K (qh NULL) or Q5_K block as 8 int32 lanes; sm: the 8 scales */
-static inline __attribute__((always_inline)) __m256i pg_kq_k4_block(const uint8_t * qs, const uint8_t * qh,
-                                                                    const uint8_t * sm, const int8_t * y) {
+/* the scaled integer dots of one Q4_K (qh NULL) or Q5_K block with nc columns, 8 int32 lanes each;
+ * sm: the 8 scales */
+static inline __attribute__((always_inline)) void pg_kq_k4_block(const uint8_t * qs, const uint8_t * qh,
+                                                                 const uint8_t * sm, const int8_t * const * y,
+                                                                 const int nc, __m256i * out) {
     __m256i hb = qh ? _mm256_loadu_si256((const __m256i *) qh) : _mm256_setzero_si256();
 #if defined(PG_SIMD_AVX512)
     /* one 64-element chunk per register: its low nibbles (scale 2c) in the lower half, its high
      * nibbles (scale 2c + 1) in the upper one, against 64 contiguous activations */
     const __m512i m4 = _mm512_set1_epi8(0xf), m1 = _mm512_set1_epi8(1);
     const __m512i s = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) sm)));
-    __m512i sumi = _mm512_setzero_si512();
-    for (int c = 0; c < 4; c++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * c));
+    __m512i sumi[4];
+    for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * k));
         __m512i v = _mm512_and_si512(pg_kq_join(q, _mm256_srli_epi16(q, 4)), m4);
         if (qh) {
             const __m512i h = pg_kq_join(hb, _mm256_srli_epi16(hb, 1));
             v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(h, m1), 4));
             hb = _mm256_srli_epi16(hb, 2);
         }
-        const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *) (y + 64 * c)));
-        const __m512i ctl = pg_kq_join(_mm256_set1_epi16((short) ((4 * c + 1) << 8 | (4 * c))),
-                                       _mm256_set1_epi16((short) ((4 * c + 3) << 8 | (4 * c + 2))));
-        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p, _mm512_shuffle_epi8(s, ctl)));
+        const __m512i ctl = pg_kq_join(_mm256_set1_epi16((short) ((4 * k + 1) << 8 | (4 * k))),
+                                       _mm256_set1_epi16((short) ((4 * k + 3) << 8 | (4 * k + 2))));
+        const __m512i sc = _mm512_shuffle_epi8(s, ctl);
+        for (int c = 0; c < nc; c++) {
+            const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *) (y[c] + 64 * k)));
+            sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(p, sc));
+        }
     }
-    return pg_kq_fold(sumi);
+    for (int c = 0; c < nc; c++) out[c] = pg_kq_fold(sumi[c]);
 #else
     const __m256i m4 = _mm256_set1_epi8(0xf), m1 = _mm256_set1_epi8(1);
     const __m256i s = pg_kq_bcast8(sm, true);     /* the 8 scales as int16 in both lanes */
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * c));
+    for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * k));
         __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         if (qh) {
             lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, m1), 4));
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), m1), 4));
             hb = _mm256_srli_epi16(hb, 2);
         }
-        const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *) (y + 64 * c)));
-        const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *) (y + 64 * c + 32)));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, pg_kq_one(s, 2 * c)));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, pg_kq_one(s, 2 * c + 1)));
+        const __m256i sl = pg_kq_one(s, 2 * k), sh = pg_kq_one(s, 2 * k + 1);
+        for (int c = 0; c < nc; c++) {
+            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *) (y[c] + 64 * k)));
+            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *) (y[c] + 64 * k + 32)));
+            out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(pl, sl));
+            out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(ph, sh));
+        }
     }
-    return sumi;
 #endif
 }
 
-/* the scaled dot of one Q6_K block's 6-bit values (0..63) as 8 int32 lanes */
-static inline __attribute__((always_inline)) __m256i pg_kq_q6_block(const pg_block_q6_K * x, const int8_t * y) {
+/* the scaled dots of one Q6_K block's 6-bit values (0..63) with nc columns, 8 int32 lanes each */
+static inline __attribute__((always_inline)) void pg_kq_q6_block(const pg_block_q6_K * x, const int8_t * const * y,
+                                                                 const int nc, __m256i * out) {
 #if defined(PG_SIMD_AVX512)
     /* quarters j = 0, 1 (and 2, 3) of a half in one register: bytes ql[0..63] of the half give the
      * low nibbles of quarters 0 and 1, their high nibbles quarters 2 and 3 */
     const __m512i m4 = _mm512_set1_epi8(0xf), m3 = _mm512_set1_epi8(3);
     const __m512i s = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales)));
-    __m512i sumi = _mm512_setzero_si512();
+    __m512i sumi[4];
+    for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
         const __m512i ql = _mm512_loadu_si512((const void *) (x->ql + 64 * h));
         const __m256i hb = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
@@ -150,15 +171,18 @@ static inline __attribute__((always_inline)) __m256i pg_kq_q6_block(const pg_blo
         const __m512i va = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_slli_epi16(_mm512_and_si512(hh, m3), 4));
         const __m512i vb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m3), 4));
-        const __m512i pa = _mm512_maddubs_epi16(va, _mm512_loadu_si512((const void *) (y + 128 * h)));
-        const __m512i pb = _mm512_maddubs_epi16(vb, _mm512_loadu_si512((const void *) (y + 128 * h + 64)));
-        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(pa, pg_kq_scales4(s, 8 * h)));
-        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(pb, pg_kq_scales4(s, 8 * h + 4)));
+        const __m512i sa = pg_kq_scales4(s, 8 * h), sb = pg_kq_scales4(s, 8 * h + 4);
+        for (int c = 0; c < nc; c++) {
+            const __m512i pa = _mm512_maddubs_epi16(va, _mm512_loadu_si512((const void *) (y[c] + 128 * h)));
+            const __m512i pb = _mm512_maddubs_epi16(vb, _mm512_loadu_si512((const void *) (y[c] + 128 * h + 64)));
+            sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(pa, sa));
+            sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(pb, sb));
+        }
     }
-    return pg_kq_fold(sumi);
+    for (int c = 0; c < nc; c++) out[c] = pg_kq_fold(sumi[c]);
 #else
     const __m256i m4 = _mm256_set1_epi8(0xf), m3 = _mm256_set1_epi8(3);
-    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i s = pg_kq_bcast8(x->scales + 8 * h, false);
         const __m256i a = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h));
@@ -168,78 +192,232 @@ static inline __attribute__((always_inline)) __m256i pg_kq_q6_block(const pg_blo
                                 _mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)};
         for (int j = 0; j < 4; j++) {
             const __m256i v = _mm256_or_si256(low[j], _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-            const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y + 128 * h + 32 * j)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pg_kq_pair(s, j)));
+            const __m256i sc = pg_kq_pair(s, j);
+            for (int c = 0; c < nc; c++) {
+                const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[c] + 128 * h + 32 * j)));
+                out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(p, sc));
+            }
             hb = _mm256_srli_epi16(hb, 2);
         }
     }
-    return sumi;
 #endif
 }
 
-/* ---- the rows: nb super-blocks of x against nb of Q8_K ---- */
+/* ---- the rows: nb super-blocks of x against nb of Q8_K in each of nc columns (vy + c * by) ---- */
 
-static inline float pg_kq_x86_dot_q2_K(int64_t nb, const pg_block_q2_K * x, const pg_block_q8_K * y) {
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+/* block ib of column c */
+static inline const pg_block_q8_K * pg_kq_col(const void * vy, size_t by, int c, int64_t ib) {
+    return (const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + ib;
+}
+
+static inline __attribute__((always_inline)) void pg_kq_x86_q2_K_body(int64_t nb, const void * vx, const void * vy,
+                                                                      size_t by, const int nc, float * s) {
+    const pg_block_q2_K * x = (const pg_block_q2_K *) vx;
+    __m256 acc[4], accm[4];
+    for (int c = 0; c < nc; c++) acc[c] = accm[c] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const __m128i raw = _mm_loadu_si128((const __m128i *) x[ib].scales);
         int8_t sc[16];
         _mm_storeu_si128((__m128i *) sc, _mm_and_si128(raw, _mm_set1_epi8(0xf)));
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xf)));
-        const __m256i summ = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *) y[ib].bsums));
-        const __m256i sumi = pg_kq_dot_2bit_simd(x[ib].qs, NULL, sc, y[ib].qs);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].d) * y[ib].d), _mm256_cvtepi32_ps(sumi), acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].dmin) * y[ib].d), _mm256_cvtepi32_ps(summ), accm);
+        const int8_t * yq[4];
+        __m256i sumi[4];
+        for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
+        pg_kq_dot_2bit_simd(x[ib].qs, NULL, sc, yq, nc, sumi);
+        const float dx = pg_fp16_to_fp32(x[ib].d), dmx = pg_fp16_to_fp32(x[ib].dmin);
+        for (int c = 0; c < nc; c++) {
+            const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
+            const __m256i summ = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *) y->bsums));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmx * y->d), _mm256_cvtepi32_ps(summ), accm[c]);
+        }
     }
-    return pg_kq_hsum_ps(acc) - pg_kq_hsum_ps(accm);
+    for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]) - pg_kq_hsum_ps(accm[c]);
 }
 
-static inline float pg_kq_x86_dot_q3_K(int64_t nb, const pg_block_q3_K * x, const pg_block_q8_K * y) {
-    __m256 acc = _mm256_setzero_ps();
+/* the signed types (Q3_K, Q6_K) dotted q + 2^shift: acc[c] += dx * d_y * (sumi[c] - 2^shift *
+ * sum(scale * bsums)) for block ib of each column; sc16 the 16 scales as int16 */
+static inline __attribute__((always_inline)) void pg_kq_x86_offset_cols(__m256 * acc, const __m256i * sumi, __m256i sc16,
+                                                                        int shift, float dx, const void * vy, size_t by,
+                                                                        int64_t ib, const int nc) {
+    for (int c = 0; c < nc; c++) {
+        const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
+        const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *) y->bsums));
+        const __m256i v = _mm256_sub_epi32(sumi[c], _mm256_sll_epi32(off, _mm_cvtsi32_si128(shift)));
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(v), acc[c]);
+    }
+}
+
+static inline __attribute__((always_inline)) void pg_kq_x86_q3_K_body(int64_t nb, const void * vx, const void * vy,
+                                                                      size_t by, const int nc, float * s) {
+    const pg_block_q3_K * x = (const pg_block_q3_K *) vx;
+    __m256 acc[4];
+    for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         uint8_t raw[16];
         int8_t sc[16];
         pg_kq_unpack_q3(x[ib].scales, raw);
         const __m128i sc8 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *) raw), _mm_set1_epi8(32));
         _mm_storeu_si128((__m128i *) sc, sc8);
-        /* the dot took q + 4: minus 4 * sum(scale * bsums) */
-        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *) y[ib].bsums));
-        const __m256i sumi = _mm256_sub_epi32(pg_kq_dot_2bit_simd(x[ib].qs, x[ib].hmask, sc, y[ib].qs),
-                                              _mm256_slli_epi32(off, 2));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].d) * y[ib].d), _mm256_cvtepi32_ps(sumi), acc);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const int8_t * yq[4];
+        __m256i sumi[4];
+        for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
+        pg_kq_dot_2bit_simd(x[ib].qs, x[ib].hmask, sc, yq, nc, sumi);
+        pg_kq_x86_offset_cols(acc, sumi, sc16, 2, pg_fp16_to_fp32(x[ib].d), vy, by, ib, nc);   /* took q + 4 */
     }
-    return pg_kq_hsum_ps(acc);
+    for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
 }
 
 /* Q4_K (q5 false) and Q5_K blocks of bx bytes; off_qs: where qs starts in a block */
-static inline __attribute__((always_inline)) float pg_kq_x86_dot_k4(int64_t nb, const char * xb, size_t bx, size_t off_qs,
-                                                                    const pg_block_q8_K * y, bool q5) {
-    __m256 acc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+static inline __attribute__((always_inline)) void pg_kq_x86_k4_body(int64_t nb, const char * xb, size_t bx, size_t off_qs,
+                                                                    const void * vy, size_t by, const int nc, float * s,
+                                                                    bool q5) {
+    __m256 acc[4];
+    __m128 accm[4];
+    for (int c = 0; c < nc; c++) {
+        acc[c] = _mm256_setzero_ps();
+        accm[c] = _mm_setzero_ps();
+    }
     for (int64_t ib = 0; ib < nb; ib++, xb += bx) {
         const pg_block_q4_K * b = (const pg_block_q4_K *) xb;        /* d, dmin, scales are common */
         const uint8_t * qs = (const uint8_t *) xb + off_qs;
         uint8_t sm[16];
         pg_kq_unpack_k4(b->scales, sm);
-        const float dy = y[ib].d;
-        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) y[ib].bsums),
-                                          _mm_loadu_si128((const __m128i *) (y[ib].bsums + 8)));
         const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) (sm + 8)));
-        accm = _mm_fmadd_ps(_mm_set1_ps(pg_fp16_to_fp32(b->dmin) * dy), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs)), accm);
         const uint8_t * qh = q5 ? ((const pg_block_q5_K *) xb)->qh : NULL;
-        const __m256i sumi = pg_kq_k4_block(qs, qh, sm, y[ib].qs);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(b->d) * dy), _mm256_cvtepi32_ps(sumi), acc);
+        const int8_t * yq[4];
+        __m256i sumi[4];
+        for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
+        pg_kq_k4_block(qs, qh, sm, yq, nc, sumi);
+        const float dx = pg_fp16_to_fp32(b->d), dmx = pg_fp16_to_fp32(b->dmin);
+        for (int c = 0; c < nc; c++) {
+            const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
+            const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) y->bsums),
+                                              _mm_loadu_si128((const __m128i *) (y->bsums + 8)));
+            accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmx * y->d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs)), accm[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        }
     }
-    return pg_kq_hsum_ps(acc) - pg_kq_hsum_ps4(accm);
+    for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]) - pg_kq_hsum_ps4(accm[c]);
+}
+static inline __attribute__((always_inline)) void pg_kq_x86_q4_K_body(int64_t nb, const void * vx, const void * vy,
+                                                                      size_t by, const int nc, float * s) {
+    pg_kq_x86_k4_body(nb, (const char *) vx, sizeof(pg_block_q4_K), offsetof(pg_block_q4_K, qs), vy, by, nc, s, false);
+}
+static inline __attribute__((always_inline)) void pg_kq_x86_q5_K_body(int64_t nb, const void * vx, const void * vy,
+                                                                      size_t by, const int nc, float * s) {
+    pg_kq_x86_k4_body(nb, (const char *) vx, sizeof(pg_block_q5_K), offsetof(pg_block_q5_K, qs), vy, by, nc, s, true);
 }
 
-static inline float pg_kq_x86_dot_q6_K(int64_t nb, const pg_block_q6_K * x, const pg_block_q8_K * y) {
-    __m256 acc = _mm256_setzero_ps();
+static inline __attribute__((always_inline)) void pg_kq_x86_q6_K_body(int64_t nb, const void * vx, const void * vy,
+                                                                      size_t by, const int nc, float * s) {
+    const pg_block_q6_K * x = (const pg_block_q6_K *) vx;
+    __m256 acc[4];
+    for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x[ib].scales)),
-                                              _mm256_loadu_si256((const __m256i *) y[ib].bsums));
-        const __m256i sumi = _mm256_sub_epi32(pg_kq_q6_block(&x[ib], y[ib].qs), _mm256_slli_epi32(off, 5));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(x[ib].d) * y[ib].d), _mm256_cvtepi32_ps(sumi), acc);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x[ib].scales));
+        const int8_t * yq[4];
+        __m256i sumi[4];
+        for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
+        pg_kq_q6_block(&x[ib], yq, nc, sumi);
+        pg_kq_x86_offset_cols(acc, sumi, sc16, 5, pg_fp16_to_fp32(x[ib].d), vy, by, ib, nc);   /* took q, not q - 32 */
     }
-    return pg_kq_hsum_ps(acc);
+    for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
 }
+
+/* pg_kq_x86_<type>_n: the body compiled for each column count (the loops over c unrolled) */
+#define PG_KQ_X86_N(T)                                                                                 \
+static inline void pg_kq_x86_##T##_n(int64_t nb, const void * x, const void * y, size_t by, int nc, float * s) { \
+    switch (nc) {                                                                                      \
+    case 1: pg_kq_x86_##T##_body(nb, x, y, by, 1, s); break;                                           \
+    case 2: pg_kq_x86_##T##_body(nb, x, y, by, 2, s); break;                                           \
+    case 3: pg_kq_x86_##T##_body(nb, x, y, by, 3, s); break;                                           \
+    default: pg_kq_x86_##T##_body(nb, x, y, by, 4, s); break;                                          \
+    }                                                                                                  \
+}
+PG_KQ_X86_N(q2_K)
+PG_KQ_X86_N(q3_K)
+PG_KQ_X86_N(q4_K)
+PG_KQ_X86_N(q5_K)
+PG_KQ_X86_N(q6_K)
+
+/* one column (quants-k.h's vec_dot): the same body, so vec_dot_n gives each column vec_dot's bits */
+#define PG_KQ_X86_1(T)                                                                                 \
+static inline float pg_kq_x86_dot_##T(int64_t nb, const pg_block_##T * x, const pg_block_q8_K * y) {  \
+    float s;                                                                                           \
+    pg_kq_x86_##T##_body(nb, x, y, 0, 1, &s);                                                          \
+    return s;                                                                                          \
+}
+PG_KQ_X86_1(q2_K)
+PG_KQ_X86_1(q3_K)
+PG_KQ_X86_1(q6_K)
+static inline float pg_kq_x86_dot_k4(int64_t nb, const char * xb, size_t bx, size_t off_qs, const pg_block_q8_K * y,
+                                     bool q5) {
+    float s;
+    pg_kq_x86_k4_body(nb, xb, bx, off_qs, y, 0, 1, &s, q5);
+    return s;
+}
+
+/* IQ4_XS rows against Q8_K: the codes looked up in the IQ4_NL table with pshufb, multiplied as
+ * |q| (unsigned) by y with q's sign (maddubs: |q|, |y| <= 127, no saturation), the pairs weighted by
+ * the block scale (madd), the exact integer sum of a super-block then scaled in f32 per column */
+static inline __attribute__((always_inline)) void pg_kq_x86_iq4_xs_body(int64_t nb, const void * vx, const void * vy,
+                                                                        size_t by, const int nc, float * s) {
+    const pg_block_iq4_xs * x = (const pg_block_iq4_xs *) vx;
+    __m256 acc[4];
+    for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
+#if defined(PG_SIMD_AVX512)
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) pg_iq4nl_values));
+    const __m512i m4 = _mm512_set1_epi8(0xf);
+#else
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) pg_iq4nl_values));
+    const __m256i m4 = _mm256_set1_epi8(0xf);
+#endif
+    for (int64_t ibl = 0; ibl < nb; ibl++) {
+        const int8_t * yq[4];
+        for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ibl)->qs;
+#if defined(PG_SIMD_AVX512)
+        /* blocks 2k and 2k + 1 (bytes 32k..32k+31) in one register: 128-bit lanes lo, hi nibbles of
+         * the first 16 bytes, then of the next 16 (the elements in order) */
+        __m512i sumi[4];
+        for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *) (x[ibl].qs + 32 * k));
+            const __m512i t = pg_kq_join(b, _mm256_srli_epi16(b, 4));
+            const __m512i q = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_shuffle_i64x2(t, t, 0xd8), m4));
+            const __m512i a = _mm512_abs_epi8(q);
+            const __mmask64 neg = _mm512_movepi8_mask(q);
+            const __m512i sc = pg_kq_join(_mm256_set1_epi16((short) pg_kq_iq4_xs_scale(&x[ibl], 2 * k)),
+                                          _mm256_set1_epi16((short) pg_kq_iq4_xs_scale(&x[ibl], 2 * k + 1)));
+            for (int c = 0; c < nc; c++) {
+                const __m512i yv = _mm512_loadu_si512((const void *) (yq[c] + 64 * k));
+                const __m512i ys = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(_mm512_maddubs_epi16(a, ys), sc));
+            }
+        }
+        __m256i folded[4];
+        for (int c = 0; c < nc; c++) folded[c] = pg_kq_fold(sumi[c]);
+#else
+        __m256i folded[4];
+        for (int c = 0; c < nc; c++) folded[c] = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const __m128i b = _mm_loadu_si128((const __m128i *) (x[ibl].qs + 16 * ib));
+            const __m256i q = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), m4));
+            const __m256i a = _mm256_sign_epi8(q, q);
+            const __m256i sc = _mm256_set1_epi16((short) pg_kq_iq4_xs_scale(&x[ibl], ib));
+            for (int c = 0; c < nc; c++) {
+                const __m256i ys = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *) (yq[c] + 32 * ib)), q);
+                folded[c] = _mm256_add_epi32(folded[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a, ys), sc));
+            }
+        }
+#endif
+        const float dx = pg_fp16_to_fp32(x[ibl].d);
+        for (int c = 0; c < nc; c++) {
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * pg_kq_col(vy, by, c, ibl)->d), _mm256_cvtepi32_ps(folded[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
+}
+PG_KQ_X86_N(iq4_xs)
+PG_KQ_X86_1(iq4_xs)
