@@ -76,12 +76,6 @@ PG_ALWAYS_INLINE float pg_row_load_1(const int type, const void * p, int64_t i) 
     }
 }
 
-/* the scalar forms of PG_F32V_LOAD, PG_F32V_LOAD_F16 and PG_F32V_LOAD_BF16 (LOAD##_S), for the
- * leftovers of primitives generated per row type */
-#define PG_F32V_LOAD_S(p)      (*(p))
-#define PG_F32V_LOAD_F16_S(p)  pg_fp16_to_fp32(*(p))
-#define PG_F32V_LOAD_BF16_S(p) pg_bf16_to_fp32(*(p))
-
 /* ---- rows ---- */
 static inline void pg_vec_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y) {
     PG_RVV_DO(pg_rvv_cvt_f16_f32(n, x, y))
