@@ -69,16 +69,17 @@ static inline void pg_vec_attn_dot_bf16(int nr, int64_t n, const float * q, int6
 }
 
 /* online softmax over blocks of n scores of nr <= PG_ATTN_RB query rows (row r at x + r*ldx) with
- * running max M[r] and sum S[r]: x += mv (slope*mask, row r at mv + r*ldm; mv may be NULL),
- * m = max(M[r], max x), x <- exp(x - m) (0 for -inf), S[r] = S[r] * exp(M[r] - m) + sum, M[r] = m.
- * f[r] gets the factor exp(M_old - m) the row's accumulator must be scaled by (1: nothing to do).
- * A row the block leaves fully masked (m == -inf) becomes zeros and changes nothing. The rows are
+ * the running max run_max[r] and softmax sum run_sum[r]: x += mv (slope*mask, row r at mv + r*ldm;
+ * mv may be NULL), m = max(run_max[r], max x), x <- exp(x - m) (0 for -inf),
+ * run_sum[r] = run_sum[r] * exp(run_max[r] - m) + sum x, run_max[r] = m. f[r] gets the factor
+ * exp(old run_max[r] - m) the row's accumulator must be scaled by (1: nothing to do). A row the
+ * block leaves fully masked (m == -inf) becomes zeros and changes nothing. The rows are
  * interleaved so that their reductions and exps overlap. */
 PG_ALWAYS_INLINE void pg_vec_attn_softmax_rb(int nr, int64_t n, float * x, int64_t ldx, const float * mv,
-                                                  int64_t ldm, float * M, float * S, float * f) {
-    float mx[PG_ATTN_RB], m[PG_ATTN_RB], sum[PG_ATTN_RB];
+                                                  int64_t ldm, float * run_max, float * run_sum, float * f) {
+    float bmax[PG_ATTN_RB], m[PG_ATTN_RB], bsum[PG_ATTN_RB];
     int64_t i = 0;
-    for (int r = 0; r < nr; r++) { mx[r] = -INFINITY; sum[r] = 0.0f; }
+    for (int r = 0; r < nr; r++) { bmax[r] = -INFINITY; bsum[r] = 0.0f; }
 #if PG_HAVE_F32V
     if (n >= PG_F32_EPR) {
         pg_f32v vm[PG_ATTN_RB];
@@ -93,19 +94,19 @@ PG_ALWAYS_INLINE void pg_vec_attn_softmax_rb(int nr, int64_t n, float * x, int64
                 vm[r] = PG_F32V_MAX(vm[r], v);
             }
         }
-        for (int r = 0; r < nr; r++) mx[r] = PG_F32V_REDUCE_MAX(vm[r]);
+        for (int r = 0; r < nr; r++) bmax[r] = PG_F32V_REDUCE_MAX(vm[r]);
     }
 #endif
     for (int64_t j = i; j < n; j++) {
         for (int r = 0; r < nr; r++) {
             if (mv) x[r * ldx + j] += mv[r * ldm + j];
-            mx[r] = x[r * ldx + j] > mx[r] ? x[r * ldx + j] : mx[r];
+            bmax[r] = x[r * ldx + j] > bmax[r] ? x[r * ldx + j] : bmax[r];
         }
     }
     for (int r = 0; r < nr; r++) {
-        m[r] = PG_MAX(M[r], mx[r]);
-        f[r] = m[r] > M[r] ? pg_expf(M[r] - m[r]) : 1.0f;
-        M[r] = m[r];
+        m[r] = PG_MAX(run_max[r], bmax[r]);
+        f[r] = m[r] > run_max[r] ? pg_expf(run_max[r] - m[r]) : 1.0f;
+        run_max[r] = m[r];
         if (m[r] == -INFINITY) m[r] = INFINITY;    /* fully masked so far: exp(-inf - inf) = 0 */
     }
 #if PG_HAVE_F32V
@@ -119,33 +120,33 @@ PG_ALWAYS_INLINE void pg_vec_attn_softmax_rb(int nr, int64_t n, float * x, int64
                 va[r] = PG_F32V_ADD(va[r], e);
             }
         }
-        for (int r = 0; r < nr; r++) sum[r] = PG_F32V_REDUCE(va[r]);
+        for (int r = 0; r < nr; r++) bsum[r] = PG_F32V_REDUCE(va[r]);
     }
 #endif
     for (int64_t j = i; j < n; j++) {
         for (int r = 0; r < nr; r++) {
             x[r * ldx + j] = pg_expf(x[r * ldx + j] - m[r]);
-            sum[r] += x[r * ldx + j];
+            bsum[r] += x[r * ldx + j];
         }
     }
-    for (int r = 0; r < nr; r++) S[r] = S[r] * f[r] + sum[r];
+    for (int r = 0; r < nr; r++) run_sum[r] = run_sum[r] * f[r] + bsum[r];
 }
 
 static inline void pg_vec_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv,
-                                                int64_t ldm, float * M, float * S, float * f) {
-    PG_RVV_DO(pg_rvv_attn_softmax_rows_f32(nr, n, x, ldx, mv, ldm, M, S, f))
+                                                int64_t ldm, float * run_max, float * run_sum, float * f) {
+    PG_RVV_DO(pg_rvv_attn_softmax_rows_f32(nr, n, x, ldx, mv, ldm, run_max, run_sum, f))
     switch (nr) {
-    case 4: pg_vec_attn_softmax_rb(4, n, x, ldx, mv, ldm, M, S, f); break;
-    case 3: pg_vec_attn_softmax_rb(3, n, x, ldx, mv, ldm, M, S, f); break;
-    case 2: pg_vec_attn_softmax_rb(2, n, x, ldx, mv, ldm, M, S, f); break;
-    default: pg_vec_attn_softmax_rb(1, n, x, ldx, mv, ldm, M, S, f); break;
+    case 4: pg_vec_attn_softmax_rb(4, n, x, ldx, mv, ldm, run_max, run_sum, f); break;
+    case 3: pg_vec_attn_softmax_rb(3, n, x, ldx, mv, ldm, run_max, run_sum, f); break;
+    case 2: pg_vec_attn_softmax_rb(2, n, x, ldx, mv, ldm, run_max, run_sum, f); break;
+    default: pg_vec_attn_softmax_rb(1, n, x, ldx, mv, ldm, run_max, run_sum, f); break;
     }
 }
 
 /* one row: returns the accumulator factor */
-static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, const float * mv, float * M, float * S) {
+static inline float pg_vec_attn_softmax_f32(int64_t n, float * x, const float * mv, float * run_max, float * run_sum) {
     float f;
-    pg_vec_attn_softmax_rows_f32(1, n, x, 0, mv, 0, M, S, &f);
+    pg_vec_attn_softmax_rows_f32(1, n, x, 0, mv, 0, run_max, run_sum, &f);
     return f;
 }
 
