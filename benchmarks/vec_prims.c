@@ -8,6 +8,7 @@
  *
  * Results: docs/benchmarks.md (row primitives). */
 #include "vec.h"
+#include "quants-legacy.h"   /* the Q8_0 dot */
 #include <stdio.h>
 #include <time.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
@@ -32,13 +33,23 @@ int main(void) {
     BENCH("silu_glu 4096", 1000, pg_vec_silu_glu_f32(n, O, X, Y));
     BENCH("gelu_erf 4096", 1000, pg_vec_gelu_erf_f32(n, O, X));
     BENCH("dot_f16 4096", 2000, sink += pg_vec_dot_f16(n, H, H + N));
+    BENCH("dot_f16_f32 4096", 2000, sink += pg_vec_dot_f16_f32(n, H, X));
+    BENCH("dot_bf16_f32 4096", 2000, sink += pg_vec_dot_bf16_f32(n, H, X));
+    { const float * ys[4] = {X, Y, Z, X + N}; float s4[4];
+      BENCH("dot4_f16_f32 4096", 1000, { pg_vec_dot4_f16_f32(n, H, ys, s4); sink += s4[0] + s4[3]; });
+      BENCH("dot4_f32 4096", 1000, { pg_vec_dot4_f32(n, Y, ys, s4); sink += s4[0] + s4[3]; }); }
     BENCH("dot_q8_0 4096", 2000, sink += pg_vec_dot_q8_0_q8_0(n, QA, QB));
     BENCH("quantize_q8_0 4096", 1000, pg_vec_quantize_q8_0(n, Y, QB));
     BENCH("sincos 4096", 1000, pg_vec_sincos_f32(n, X, O, O2, 1.0f));
     BENCH("rope_adj 2048", 2000, pg_vec_rope_adj_f32(n / 2, O, X, Y, Z));
-    { float M[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, S[4] = {0}, f[4];
-      BENCH("attn_softmax 4x64", 20000, { memcpy(O, X, 4 * 64 * 4); pg_vec_attn_softmax_rows_f32(4, 64, O, 64, Y, 64, M, S, f); M[0] = M[1] = M[2] = M[3] = -INFINITY; }); }
+    { float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, sum[4] = {0}, f[4];
+      BENCH("attn_softmax 4x64", 20000, { memcpy(O, X, 4 * 64 * 4); pg_vec_attn_softmax_rows_f32(4, 64, O, 64, Y, 64, mx, sum, f); mx[0] = mx[1] = mx[2] = mx[3] = -INFINITY; }); }
+    BENCH("attn_dot_f16 4x128", 20000, pg_vec_attn_dot_f16(4, 128, X, 128, H, O, 1));
+    BENCH("attn_dot_f16 3x128", 20000, pg_vec_attn_dot_f16(3, 128, X, 128, H, O, 1));
+    BENCH("attn_dot_f32 1x128", 20000, pg_vec_attn_dot_f32(1, 128, X, 128, Y, O, 1));
     BENCH("attn_acc_f16 4x128x64", 5000, pg_vec_attn_acc_f16(4, 128, O, 128, 64, X, 64, H, 256, NULL));
+    BENCH("attn_acc_bf16 4x128x64", 5000, pg_vec_attn_acc_bf16(4, 128, O, 128, 64, X, 64, H, 256, NULL));
+    BENCH("attn_acc_f32 3x136x32", 5000, pg_vec_attn_acc_f32(3, 136, O, 136, 32, X, 32, Y, 544, Z));
     BENCH("attn_gemm_qk 4x64x128", 5000, pg_vec_attn_gemm_qk_f32(4, 64, 128, X, 128, Y, 64, O, 64));
     BENCH("attn_transpose 64x128", 5000, pg_vec_attn_transpose_f32(64, 128, X, 128, O, 64));
     BENCH("attn_mask 4096", 2000, { int64_t lo, hi; pg_vec_attn_mask_f16(n, H, 0.5f, O, &lo, &hi); sink += lo + hi; });

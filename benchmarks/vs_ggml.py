@@ -115,6 +115,13 @@ def rms_norm_mul(b, rng):
     return b.op("mul", b.op("rms_norm", x, 1e-5), w)
 
 
+def row_norm(name):
+    """rms_norm or norm alone over [4096, 256] (the row sums of vec/norm.h, without the fused multiply)"""
+    def build(b, rng):
+        return b.op(name, b.tensor(rng.standard_normal((256, 4096), dtype=np.float32)), 1e-5)
+    return build
+
+
 def swiglu(b, rng):
     return b.op("swiglu", b.tensor(rng.standard_normal((512, 2 * 11008), dtype=np.float32)))
 
@@ -174,6 +181,8 @@ CASES = [
     ("flash attn prefill 512x512 causal F16 K/V", attn_prefill, 5e-4, 64, None),
     ("rope NEOX [128,32,512]", rope_neox, 1e-7, 32, None),
     ("rms_norm*w [4096,512]", rms_norm_mul, 1e-7, 32, None),
+    ("rms_norm [4096,256]", row_norm("rms_norm"), 1e-7, 16, None),
+    ("norm [4096,256]", row_norm("norm"), 1e-7, 16, None),
     ("swiglu [2x11008,512]", swiglu, 1e-7, 160, None),
     ("GEMV F16 4096x4096", mul_mat(F16, 1), 1e-6, 48, None),
     ("GEMV Q8_0 4096x4096", mul_mat(Q8_0, 1), 1e-6, 32, None),

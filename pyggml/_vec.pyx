@@ -65,7 +65,7 @@ cdef extern from "vec.h" nogil:
     void pg_vec_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const uint16_t * k, float * s,
                               int64_t lds)
     void pg_vec_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv, int64_t ldm,
-                                      float * M, float * S, float * f)
+                                      float * run_max, float * run_sum, float * f)
     void pg_vec_attn_mask_f16(int64_t n, const uint16_t * m, float slope, float * y, int64_t * lo, int64_t * hi)
     void pg_vec_attn_acc_f32(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
                              const float * v, size_t nbv, const float * f)
@@ -263,10 +263,10 @@ def attn_dot(str ktype, int nr, int64_t n, size_t q, int64_t ldq, size_t k, size
 
 
 def attn_softmax_rows_f32(int nr, int64_t n, size_t x, int64_t ldx, size_t mv, int64_t ldm,
-                          size_t M, size_t S, size_t f):
+                          size_t run_max, size_t run_sum, size_t f):
     """mv may be 0 (no mask)"""
-    pg_vec_attn_softmax_rows_f32(nr, n, <float *> x, ldx, <const float *> mv, ldm, <float *> M, <float *> S,
-                                 <float *> f)
+    pg_vec_attn_softmax_rows_f32(nr, n, <float *> x, ldx, <const float *> mv, ldm, <float *> run_max,
+                                 <float *> run_sum, <float *> f)
 
 
 def attn_mask_f16(int64_t n, size_t m, float slope, size_t y):

@@ -196,7 +196,7 @@ static inline int64_t pg_fa_tile_heads(const pg_fa_ctx * c) { return PG_MIN(c->G
 typedef struct pg_fa_tiled_buf {
     int64_t * rlo, * rhi;   /* [T] first live key of each row, one past its last */
     float * ot;             /* [hn][T][DVp] accumulators */
-    float * ms, * ss;       /* [hn][T] running max, running sum */
+    float * run_max, * run_sum;   /* [hn][T] running max, softmax sum */
     float * kt;             /* [DK][K] K tile * scale, transposed */
     float * st;             /* [T][K] scores, then weights */
     float * mt;             /* [T][K] slope*mask, -inf past nk */
@@ -210,8 +210,8 @@ static inline size_t pg_fa_tiled_layout(const pg_fa_ctx * c, void * at, pg_fa_ti
     b->rlo = (int64_t *) pg_layout_take(&l, T * sizeof(int64_t));
     b->rhi = (int64_t *) pg_layout_take(&l, T * sizeof(int64_t));
     b->ot = pg_layout_f32(&l, hn * T * c->DVp);
-    b->ms = pg_layout_f32(&l, hn * T);
-    b->ss = pg_layout_f32(&l, hn * T);
+    b->run_max = pg_layout_f32(&l, hn * T);
+    b->run_sum = pg_layout_f32(&l, hn * T);
     b->kt = pg_layout_f32(&l, c->DK * K);
     b->st = pg_layout_f32(&l, T * K);
     b->mt = pg_layout_f32(&l, T * K);
@@ -299,8 +299,8 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
                 if (mv == -INFINITY) continue;
                 float x = kt->vec_dot(c->DK, pg_row(k, j, kh, s), qd) * c->scale;
                 pg_fa_softcap(c, 1, &x);
-                const float ms = pg_vec_attn_softmax_f32(1, &x, &mv, &mx, &sum);
-                pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), &ms, b.vtmp);
+                const float f = pg_vec_attn_softmax_f32(1, &x, &mv, &mx, &sum);
+                pg_fa_acc(c->v, 1, acc, c->DV, 1, &x, 1, pg_row(c->v, j, kh, s), &f, b.vtmp);
             }
             pg_fa_finalize(c, h, mx, sum, acc, (float *) pg_row(dst, h, i, s));
         }
@@ -415,8 +415,8 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
     pg_fa_tiled_buf b;
     pg_fa_tiled_layout(c, pg_scratch(p, pg_fa_tiled_layout(c, NULL, &b)), &b);
     int64_t * const rlo = b.rlo, * const rhi = b.rhi;
-    float * const ot = b.ot, * const ms = b.ms, * const ss = b.ss, * const kt = b.kt, * const st = b.st;
-    float * const mt = b.mt, * const vt = b.vt, * const kr = b.kr;
+    float * const ot = b.ot, * const run_max = b.run_max, * const run_sum = b.run_sum;
+    float * const kt = b.kt, * const st = b.st, * const mt = b.mt, * const vt = b.vt, * const kr = b.kr;
     const pg_to_float_fn k_to_f32 = pg_traits[c->k->type].to_float;
     const pg_to_float_fn v_to_f32 = pg_traits[c->v->type].to_float;
 
@@ -435,8 +435,8 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
         for (int64_t hh = 0; hh < nh; hh++) {
             for (int64_t r = 0; r < nq; r++) {
                 memset(ot + (hh * T + r) * DVp, 0, (size_t) DVp * sizeof(float));
-                ms[hh * T + r] = -INFINITY;
-                ss[hh * T + r] = 0.0f;
+                run_max[hh * T + r] = -INFINITY;
+                run_sum[hh * T + r] = 0.0f;
             }
         }
         for (int64_t j0 = 0; j0 < c->L; j0 += K) {
@@ -501,7 +501,8 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
                     const float * mb = mt + r0 * K + k0;
                     for (int r = 0; r < nr; r++) pg_fa_softcap(c, nc, sb + r * K);
                     pg_fa_hide_masked(nr, nc, sb, K, mb, K);
-                    pg_vec_attn_softmax_rows_f32(nr, nc, sb, K, mb, K, ms + hh * T + r0, ss + hh * T + r0, fr);
+                    pg_vec_attn_softmax_rows_f32(nr, nc, sb, K, mb, K, run_max + hh * T + r0,
+                                                 run_sum + hh * T + r0, fr);
                     if (v_finite) {
                         pg_vec_attn_acc_f32(nr, DVp, ot + (hh * T + r0) * DVp, DVp, k1 - k0, sb, K,
                                             vt + k0 * DVp, (size_t) DVp * sizeof(float), fr);
@@ -514,7 +515,7 @@ static inline void pg_fa_tiled(const pg_params * p, const pg_fa_ctx * c, pg_tens
         }
         for (int64_t hh = 0; hh < nh; hh++)
             for (int64_t r = 0; r < nq; r++)
-                pg_fa_finalize(c, h0 + hh, ms[hh * T + r], ss[hh * T + r], ot + (hh * T + r) * DVp,
+                pg_fa_finalize(c, h0 + hh, run_max[hh * T + r], run_sum[hh * T + r], ot + (hh * T + r) * DVp,
                                (float *) pg_row(dst, h0 + hh, i0 + r, s));
     }
 }

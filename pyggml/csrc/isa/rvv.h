@@ -107,7 +107,7 @@ void pg_rvv_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const 
 void pg_rvv_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const pg_fp16_t * k, float * s, int64_t lds);
 void pg_rvv_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const pg_bf16_t * k, float * s, int64_t lds);
 void pg_rvv_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv, int64_t ldm,
-                                  float * M, float * S, float * f);
+                                  float * run_max, float * run_sum, float * f);
 void pg_rvv_attn_mask_f16(int64_t n, const pg_fp16_t * m, float slope, float * y, int64_t * lo, int64_t * hi);
 void pg_rvv_attn_acc_f32(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
                          const float * v, size_t nbv, const float * f);

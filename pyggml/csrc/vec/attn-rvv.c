@@ -25,7 +25,7 @@ PG_RVV_ATTN_DOT(pg_rvv_attn_dot_bf16, pg_bf16_t, pg_rvv_dot_rows_bf16)
 
 /* online softmax, row by row: x += mv and the max (e32 m8, _tu), then exp and sum (exp_sum) */
 void pg_rvv_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv, int64_t ldm,
-                                  float * M, float * S, float * f) {
+                                  float * run_max, float * run_sum, float * f) {
     const size_t vlmax = __riscv_vsetvlmax_e32m8();
     const vfloat32m1_t ninf = __riscv_vfmv_s_f_f32m1(-INFINITY, 1);
     for (int r = 0; r < nr; r++, x += ldx, mv = mv ? mv + ldm : NULL) {
@@ -39,12 +39,12 @@ void pg_rvv_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, con
             }
             vm = __riscv_vfmax_vv_f32m8_tu(vm, vm, v, vl);
         }
-        const float mx = __riscv_vfmv_f_s_f32m1_f32(__riscv_vfredmax_vs_f32m8_f32m1(vm, ninf, vlmax));
-        float m = PG_MAX(M[r], mx);
-        f[r] = m > M[r] ? pg_expf(M[r] - m) : 1.0f;
-        M[r] = m;
+        const float bmax = __riscv_vfmv_f_s_f32m1_f32(__riscv_vfredmax_vs_f32m8_f32m1(vm, ninf, vlmax));
+        float m = PG_MAX(run_max[r], bmax);
+        f[r] = m > run_max[r] ? pg_expf(run_max[r] - m) : 1.0f;
+        run_max[r] = m;
         if (m == -INFINITY) m = INFINITY;    /* fully masked so far: exp(-inf - inf) = 0 */
-        S[r] = S[r] * f[r] + (float) pg_rvv_exp_sum(n, x, x, m);
+        run_sum[r] = run_sum[r] * f[r] + (float) pg_rvv_exp_sum(n, x, x, m);
     }
 }
 

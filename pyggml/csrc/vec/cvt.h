@@ -48,11 +48,33 @@ static inline pg_bf16_t pg_fp32_to_bf16(float f) {
     return (pg_bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* the scalar forms of PG_F32V_LOAD, PG_F32V_LOAD_F16 and PG_F32V_LOAD_BF16 (LOAD##_S), for the
- * leftovers of primitives generated per row type */
-#define PG_F32V_LOAD_S(p)      (*(p))
-#define PG_F32V_LOAD_F16_S(p)  pg_fp16_to_fp32(*(p))
-#define PG_F32V_LOAD_BF16_S(p) pg_bf16_to_fp32(*(p))
+/* Element i of a row of f32, f16 or bf16, widened to f32: a vector (pg_row_load_v) or one element
+ * (pg_row_load_1). The kernels written once for every row type (vec/dot.h, vec/attn.h) take the
+ * type as a compile-time constant; after inlining the switch folds to the one load. */
+enum { PG_ROW_F32, PG_ROW_F16, PG_ROW_BF16 };
+
+/* p advanced by i elements */
+PG_ALWAYS_INLINE const void * pg_row_at(const int type, const void * p, int64_t i) {
+    return (const char *) p + i * (type == PG_ROW_F32 ? 4 : 2);
+}
+
+#if PG_HAVE_F32V
+PG_ALWAYS_INLINE pg_f32v pg_row_load_v(const int type, const void * p, int64_t i) {
+    switch (type) {
+    case PG_ROW_F16: return PG_F32V_LOAD_F16((const pg_fp16_t *) p + i);
+    case PG_ROW_BF16: return PG_F32V_LOAD_BF16((const pg_bf16_t *) p + i);
+    default: return PG_F32V_LOAD((const float *) p + i);
+    }
+}
+#endif
+
+PG_ALWAYS_INLINE float pg_row_load_1(const int type, const void * p, int64_t i) {
+    switch (type) {
+    case PG_ROW_F16: return pg_fp16_to_fp32(((const pg_fp16_t *) p)[i]);
+    case PG_ROW_BF16: return pg_bf16_to_fp32(((const pg_bf16_t *) p)[i]);
+    default: return ((const float *) p)[i];
+    }
+}
 
 /* ---- rows ---- */
 static inline void pg_vec_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y) {
