@@ -18,10 +18,11 @@
  *     of weight rows and streams every row once, dotting it with the N activation rows: float
  *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
  *     widened back to f32 once per thread for them, which is exact), quantized ones with the
- *     integer vec_dot_n (four columns per decoded weight row), the others with vec_dot.
- *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): tiles of PG_MM_IR weight rows x
- *     PG_MM_IC columns from the chunk counter, integer dot products as on the GEMV path, so a
- *     product sums int8 products per block and scales them as ggml does whatever N is.
+ *     integer vec_dot_tile (PG_QT_MR weight rows x four columns in registers, x86) or vec_dot_n
+ *     (four columns per decoded weight row), the others with vec_dot.
+ *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
+ *     PG_MM_IC columns from the chunk counter, the same integer tiles as on the GEMV path, so a
+ *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
  *     chunk counter. A thread widens its tile of weight rows to f32 once, into its

@@ -20,7 +20,9 @@
  * maddubs+madd, NEON vdotq or widening multiplies; the scalar forms below elsewhere, which RVV builds
  * use for the types vec/dot-rvv.c has no kernel for) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
  * multi-column kernel pg_vec_dot_n_<type> (nc <= 4 activation rows, `by` bytes apart: the weight
- * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it.
+ * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it; on x86
+ * also the register-tiled pg_vec_dot_<type>_tile (isa/qgemm-x86.h: several weight rows at once, the
+ * same sums).
  */
 #pragma once
 #include "convert.h"
