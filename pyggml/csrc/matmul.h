@@ -18,10 +18,11 @@
  *     of weight rows and streams every row once, dotting it with the N activation rows: float
  *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
  *     widened back to f32 once per thread for them, which is exact), quantized ones with the
- *     integer vec_dot_tile (PG_QT_MR weight rows x four columns in registers, x86) or vec_dot_n
+ *     integer vec_dot_tile (x86: one weight row x four columns in registers per call) or vec_dot_n
  *     (four columns per decoded weight row), the others with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
- *     PG_MM_IC columns from the chunk counter, the same integer tiles as on the GEMV path, so a
+ *     PG_MM_IC columns from the chunk counter, the integer tiles of the GEMV path with PG_QT_MR
+ *     weight rows per call (each activation block loaded once for them), so a
  *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
@@ -114,16 +115,18 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
 }
 
 /* phase 2, types with vec_dot_n: weight rows [i0, i1) of matrix (i12, i13) against columns [j0, j1),
- * PG_QT_MR rows x 4 columns per vec_dot_tile call (each row dotted with four columns per vec_dot_n
- * call without one); a column's sums are the same whatever the columns around it */
+ * mr rows x 4 columns per vec_dot_tile call (each row dotted with four columns per vec_dot_n call
+ * without one); a column's sums are the same whatever the columns around it. The GEMV takes one row
+ * per call: reading several rows side by side from memory ran at about half the bandwidth of one
+ * stream on the Zen 5 test machine (docs/benchmarks.md), and few columns leave little to share */
 static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, const char * conv, int64_t i12, int64_t i13,
-                                   int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+                                   int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t mr) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const int64_t K = b->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const pg_type_traits * tr = &pg_traits[a->type];
     const size_t lds = dst->nb[1] / sizeof(float);
-    const int64_t mr = tr->vec_dot_tile ? PG_QT_MR : 1;
+    if (!tr->vec_dot_tile) mr = 1;
     for (int64_t i = i0; i < i1; i += mr) {
         const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
         for (int64_t j = j0; j < j1; j += 4) {
@@ -158,7 +161,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         r0 += i1 - i0;
         if (l->idot) {
-            pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N);
+            pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
             continue;
         }
         for (int64_t j = 0; j < N; j++) {
@@ -257,7 +260,7 @@ static inline void pg_mm_gemm_int(const pg_params * p, pg_tensor * dst, const pg
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         const int64_t i0 = tile * PG_MM_IR, j0 = group * PG_MM_IC;
-        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + PG_MM_IR), j0, PG_MIN(N, j0 + PG_MM_IC));
+        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + PG_MM_IR), j0, PG_MIN(N, j0 + PG_MM_IC), PG_QT_MR);
     }
 }
 

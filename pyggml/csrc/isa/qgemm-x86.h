@@ -150,25 +150,36 @@ static inline __attribute__((always_inline)) pg_qt_i pg_qt_pair(const pg_qt_w * 
     return pg_qt_dot(a->c, w->u, a->y);
 }
 
+/* the body instantiated for nc = 1..4 columns and MR rows */
+#define PG_QT_COLS(NAME, n, x, bx, mr, MR, y, by, nc, s, lds)                                          \
+    do {                                                                                               \
+        switch (nc) {                                                                                  \
+        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds); break;                           \
+        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds); break;                           \
+        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds); break;                           \
+        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds); break;                          \
+        }                                                                                              \
+    } while (0)
+
 /* NAME##_tile: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QT_MR), c < nc (<= 4); x_r = vx + r*bx (rows
  * of TX), y_c = vy + c*by (rows of TY). DECODE(b0, b1): the lanes of blocks b0 and b1 (b1 unused with
  * one block per vector); MODE, OFF: as the enum above; MIN: PG_QT_MIN for the types with m (Q4_1,
- * Q5_1), else PG_QT_NOMIN. Missing rows
- * repeat the last one (computed, not stored); an odd last block pairs with itself, its twin's scales
- * zero */
+ * Q5_1), else PG_QT_NOMIN. One row (mr = 1) has a loop of its own; other tiles take PG_QT_MR rows,
+ * the missing ones repeating the last (computed, not stored). An odd last block pairs with itself,
+ * its twin's scales zero */
 #define PG_QTILE(NAME, TX, TY, DECODE, MODE, OFF, MIN)                                                 \
 static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, const void * vx, size_t bx, int mr, \
-                                                                   const void * vy, size_t by, const int nc, \
-                                                                   float * s, size_t lds) {            \
+                                                                   const int MR, const void * vy, size_t by, \
+                                                                   const int nc, float * s, size_t lds) { \
     const TX * x[PG_QT_MR];                                                                            \
     const TY * y[4];                                                                                   \
     _Pragma("GCC unroll 4")                                                                            \
-    for (int r = 0; r < PG_QT_MR; r++) x[r] = (const TX *) ((const char *) vx + (size_t) PG_MIN(r, mr - 1) * bx); \
+    for (int r = 0; r < MR; r++) x[r] = (const TX *) ((const char *) vx + (size_t) PG_MIN(r, mr - 1) * bx); \
     _Pragma("GCC unroll 4")                                                                            \
-    for (int c = 0; c < nc; c++) y[c] = (const TY *) ((const char *) vy + (size_t) c * by);           \
+    for (int c = 0; c < nc; c++) y[c] = (const TY *) ((const char *) vy + (size_t) c * by);            \
     pg_qt_f acc[PG_QT_MR][4];                                                                          \
     _Pragma("GCC unroll 4")                                                                            \
-    for (int r = 0; r < PG_QT_MR; r++)                                                                 \
+    for (int r = 0; r < MR; r++)                                                                       \
         _Pragma("GCC unroll 4")                                                                        \
         for (int c = 0; c < nc; c++) acc[r][c] = pg_qt_zero_f();                                       \
     const int64_t nb = n / PG_QK;                                                                      \
@@ -177,7 +188,7 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
         const int64_t i1 = PG_QT_BPV == 2 && two ? ib + 1 : ib;                                        \
         pg_qt_w w[PG_QT_MR];                                                                           \
         _Pragma("GCC unroll 4")                                                                        \
-        for (int r = 0; r < PG_QT_MR; r++) {                                                           \
+        for (int r = 0; r < MR; r++) {                                                                 \
             const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                               \
             w[r] = pg_qt_weights(DECODE(b0, b1), MODE);                                                \
             w[r].d = pg_qt_scales(b0->d, two ? b1->d : 0);                                             \
@@ -192,7 +203,7 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
             a.d = pg_qt_scales(b0->d, two ? b1->d : 0);                                                \
             MIN(a.s = pg_qt_scales1(b0->s, two ? b1->s : 0));                                          \
             _Pragma("GCC unroll 4")                                                                    \
-            for (int r = 0; r < PG_QT_MR; r++) {                                                       \
+            for (int r = 0; r < MR; r++) {                                                             \
                 const pg_qt_i p = pg_qt_pair(&w[r], &a, MODE);                                         \
                 acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), pg_qt_cvt(p), acc[r][c]);                \
                 MIN(acc[r][c] = pg_qt_fma(w[r].m, a.s, acc[r][c]));                                    \
@@ -206,12 +217,8 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
 }                                                                                                      \
 static inline void NAME##_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc, \
                                float * s, size_t lds) {                                                \
-    switch (nc) {                                                                                      \
-    case 1: NAME##_tile_body(n, x, bx, mr, y, by, 1, s, lds); break;                                   \
-    case 2: NAME##_tile_body(n, x, bx, mr, y, by, 2, s, lds); break;                                   \
-    case 3: NAME##_tile_body(n, x, bx, mr, y, by, 3, s, lds); break;                                   \
-    default: NAME##_tile_body(n, x, bx, mr, y, by, 4, s, lds); break;                                  \
-    }                                                                                                  \
+    if (mr == 1) PG_QT_COLS(NAME, n, x, bx, mr, 1, y, by, nc, s, lds);                                 \
+    else PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, y, by, nc, s, lds);                                  \
 }
 
 #define PG_QT_MIN(stmt) stmt
