@@ -123,6 +123,24 @@ def test_long_row_gemv(ctx, rng, typ, n_threads):
     np.testing.assert_array_equal(one.to_numpy()[0], two.to_numpy()[0])
 
 
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("typ", QUANT)
+def test_quant_columns_independent_of_n(ctx, rng, typ, n_threads):
+    """a column's sums are the same bits whatever the other columns: the GEMM path (register tiles of
+    several weight rows and up to four columns on x86) against each column alone (the GEMV path),
+    with tails in rows (M = 7), columns (N = 19) and an odd number of blocks (K = 160)"""
+    k, m, n = 160, 7, 19
+    a = ctx.from_numpy(rng.standard_normal((m, k)).astype(np.float32), type=T[typ])
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    full = gg.mul_mat(a, ctx.from_numpy(x))
+    cols = [gg.mul_mat(a, ctx.from_numpy(x[j:j + 1])) for j in range(n)]
+    g = gg.CGraph()
+    for t in [full] + cols:
+        g.build_forward_expand(t)
+    g.compute(n_threads=n_threads)
+    np.testing.assert_array_equal(full.to_numpy(), np.concatenate([c.to_numpy() for c in cols]))
+
+
 @pytest.mark.parametrize("typ", ["F16", "BF16", "Q8_0", "Q4_1"])
 def test_activation_rounding(ctx, rng, typ):
     """the activations are converted to the dot type first (a reference without it is far off)"""

@@ -19,10 +19,12 @@
  *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
  *     widened back to f32 once per thread for them, which is exact; a single column longer than
  *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot), quantized ones with the
- *     integer vec_dot_n (four columns per decoded weight row), the others with vec_dot.
- *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): tiles of PG_MM_IR weight rows x
- *     PG_MM_IC columns from the chunk counter, integer dot products as on the GEMV path, so a
- *     product sums int8 products per block and scales them as ggml does whatever N is.
+ *     integer vec_dot_tile (x86: one weight row x four columns in registers per call) or vec_dot_n
+ *     (four columns per decoded weight row), the others with vec_dot.
+ *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
+ *     PG_MM_IC columns from the chunk counter, the integer tiles of the GEMV path with PG_QT_MR
+ *     weight rows per call (each activation block loaded once for them), so a
+ *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
  *     chunk counter. A thread widens its tile of weight rows to f32 once, into its
@@ -117,6 +119,36 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
     }
 }
 
+/* phase 2, types with vec_dot_n: weight rows [i0, i1) of matrix (i12, i13) against columns [j0, j1),
+ * mr rows x 4 columns per vec_dot_tile call (each row dotted with four columns per vec_dot_n call
+ * without one); a column's sums are the same whatever the columns around it. The GEMV takes one row
+ * per call: reading several rows side by side from memory ran at about half the bandwidth of one
+ * stream on the Zen 5 test machine (docs/benchmarks.md), and few columns leave little to share */
+static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, const char * conv, int64_t i12, int64_t i13,
+                                   int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t mr) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const pg_type_traits * tr = &pg_traits[a->type];
+    const size_t lds = dst->nb[1] / sizeof(float);
+    if (!tr->vec_dot_tile) mr = 1;
+    for (int64_t i = i0; i < i1; i += mr) {
+        const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
+        for (int64_t j = j0; j < j1; j += 4) {
+            const int nc = (int) PG_MIN(4, j1 - j);
+            const char * brow = pg_mm_brow(b, l, conv, j, i12, i13);
+            float * y = (float *) pg_row(dst, j, i12, i13) + i;
+            if (tr->vec_dot_tile) {
+                tr->vec_dot_tile(K, arow, a->nb[1], (int) PG_MIN(mr, i1 - i), brow, l->conv_row, nc, y, lds);
+            } else {
+                float s4[4];
+                tr->vec_dot_n(K, arow, brow, l->conv_row, nc, s4);
+                for (int c = 0; c < nc; c++) y[(size_t) c * lds] = s4[c];
+            }
+        }
+    }
+}
+
 /* phase 2, GEMV and few columns: contiguous ranges of weight rows, each streamed once */
 static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
     const pg_tensor * a = dst->src[0];
@@ -132,6 +164,11 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     while (r0 < r1) {
         const int64_t batch = r0 / M, i0 = r0 % M, i1 = PG_MIN(M, i0 + (r1 - r0));
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        r0 += i1 - i0;
+        if (l->idot) {
+            pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
+            continue;
+        }
         for (int64_t j = 0; j < N; j++) {
             const char * src = pg_mm_brow(b, l, conv, j, i12, i13);
             brows[j] = src;
@@ -152,17 +189,8 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
                 }
                 for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->dot_f32(K, arow, bf32[j]);
             }
-            if (tr->vec_dot_n) {
-                for (; j < N; j += 4) {
-                    const int nc = (int) PG_MIN(4, N - j);
-                    float s4[4];
-                    tr->vec_dot_n(K, arow, brows[j], l->conv_row, nc, s4);
-                    for (int c = 0; c < nc; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
-                }
-            }
             for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
         }
-        r0 += i1 - i0;
     }
 }
 
@@ -230,25 +258,14 @@ static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_
 static inline void pg_mm_gemm_int(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
-    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
-    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t M = a->ne[1], N = b->ne[1];
     const int64_t ntile = (M + PG_MM_IR - 1) / PG_MM_IR, ngroup = (N + PG_MM_IC - 1) / PG_MM_IC;
     const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
-    const pg_vec_dot_n_fn dot_n = pg_traits[a->type].vec_dot_n;
     for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
-        const int64_t i0 = tile * PG_MM_IR, i1 = PG_MIN(M, i0 + PG_MM_IR);
-        const int64_t j0 = group * PG_MM_IC, j1 = PG_MIN(N, j0 + PG_MM_IC);
-        for (int64_t i = i0; i < i1; i++) {
-            const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
-            for (int64_t j = j0; j < j1; j += 4) {
-                const int nc = (int) PG_MIN(4, j1 - j);
-                float s4[4];
-                dot_n(K, arow, pg_mm_brow(b, l, conv, j, i12, i13), l->conv_row, nc, s4);
-                for (int k = 0; k < nc; k++) ((float *) pg_row(dst, j + k, i12, i13))[i] = s4[k];
-            }
-        }
+        const int64_t i0 = tile * PG_MM_IR, j0 = group * PG_MM_IC;
+        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + PG_MM_IR), j0, PG_MIN(N, j0 + PG_MM_IC), PG_QT_MR);
     }
 }
 

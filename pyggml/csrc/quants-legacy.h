@@ -20,7 +20,9 @@
  * maddubs+madd, NEON vdotq or widening multiplies, RVV widening multiply-adds in vec/dot-rvv.c
  * when the CPU has V; the scalar forms below elsewhere) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
  * multi-column kernel pg_vec_dot_n_<type> (nc <= 4 activation rows, `by` bytes apart: the weight
- * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it.
+ * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it; on x86
+ * also the register-tiled pg_vec_dot_<type>_tile (isa/qgemm-x86.h: several weight rows at once, the
+ * same sums).
  */
 #pragma once
 #include "convert.h"
@@ -168,6 +170,16 @@ PG_QDOT(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, pg_decode_q4_1, 1, PG_QMI
 PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMIN_NONE, PG_QRVV_Q5_0)
 PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_Q5_1)
 PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL)
+
+/* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86;
+ * elsewhere none, and mul_mat takes vec_dot_n row by row */
+#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#include "isa/qgemm-x86.h"
+#define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
+#else
+#define PG_QT_MR 1
+#define PG_QTILE_FN(NAME) NULL
+#endif
 
 /* one column (test_vec.py calls these two by name; Q8_0 and Q4_0 through vec/dot-rvv.c when it runs) */
 static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y) {

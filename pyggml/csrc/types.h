@@ -10,6 +10,8 @@
  *   vec_dot_type       attention path convert the other operand (activations, q) to this type first
  *   vec_dot_n          vec_dot against up to four activation rows at once (mul_mat's integer GEMV and
  *                      GEMM tiles), the weight row decoded once
+ *   vec_dot_tile       PG_QT_MR weight rows x up to four activation rows in registers (x86, the 32-element
+ *                      block types; mul_mat prefers it to vec_dot_n)
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows
@@ -33,6 +35,10 @@ typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
 /* s[j] = dot(x, y_j) for j < nc (1 <= nc <= 4): one weight row x of this type against nc activation
  * rows of vec_dot_type, y_j = (const char *) y + j * by; the weight row is decoded once for all nc */
 typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
+/* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= PG_QT_MR), c < nc (1 <= nc <= 4): mr weight rows
+ * x_r = x + r*bx against nc activation rows as vec_dot_n's, all in registers at once */
+typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
+                                   float * s, size_t lds);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
 typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
 typedef void (*pg_attn_dot_fn)(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
@@ -50,6 +56,7 @@ typedef struct pg_type_traits {
     pg_vec_dot_fn vec_dot;
     int vec_dot_type;
     pg_vec_dot_n_fn vec_dot_n;   /* NULL: mul_mat calls vec_dot per column */
+    pg_vec_dot_tile_fn vec_dot_tile;  /* NULL: mul_mat calls vec_dot_n per weight row */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
     pg_attn_dot_fn attn_dot;
@@ -173,12 +180,14 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q8_0", .blck = PG_QK8_0, .size = sizeof(pg_block_q8_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
         .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q8_0_n,
+        .vec_dot_tile = PG_QTILE_FN(q8_0),
         .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
     },
     [PG_TYPE_Q4_0] = {
         .name = "q4_0", .blck = PG_QK4_0, .size = sizeof(pg_block_q4_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
+        .vec_dot_tile = PG_QTILE_FN(q4_0),
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
     /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
@@ -216,18 +225,21 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q4_1", .blck = PG_QK, .size = sizeof(pg_block_q4_1), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_1_to_f32, .from_float = pg_row_q4_1_from_f32,
         .vec_dot = pg_type_dot_q4_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q4_1_n,
+        .vec_dot_tile = PG_QTILE_FN(q4_1),
         .attn_dot = pg_type_attn_dot_q4_1, .attn_acc = pg_type_attn_acc_q4_1,
     },
     [PG_TYPE_Q5_0] = {
         .name = "q5_0", .blck = PG_QK, .size = sizeof(pg_block_q5_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_0_to_f32, .from_float = pg_row_q5_0_from_f32,
         .vec_dot = pg_type_dot_q5_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q5_0_n,
+        .vec_dot_tile = PG_QTILE_FN(q5_0),
         .attn_dot = pg_type_attn_dot_q5_0, .attn_acc = pg_type_attn_acc_q5_0,
     },
     [PG_TYPE_Q5_1] = {
         .name = "q5_1", .blck = PG_QK, .size = sizeof(pg_block_q5_1), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_1_to_f32, .from_float = pg_row_q5_1_from_f32,
         .vec_dot = pg_type_dot_q5_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q5_1_n,
+        .vec_dot_tile = PG_QTILE_FN(q5_1),
         .attn_dot = pg_type_attn_dot_q5_1, .attn_acc = pg_type_attn_acc_q5_1,
     },
     /* Q8_1: only the activations of Q4_1/Q5_1 (ggml has no vec_dot for it either) */
@@ -239,6 +251,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "iq4_nl", .blck = PG_QK, .size = sizeof(pg_block_iq4_nl), .kind = PG_KIND_QUANT,
         .to_float = pg_row_iq4_nl_to_f32, .from_float = pg_row_iq4_nl_from_f32,
         .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
+        .vec_dot_tile = PG_QTILE_FN(iq4_nl),
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },
     /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h); no KV cache type in ggml */
