@@ -18,7 +18,8 @@ def make_mask(rng, kind, S, N, L, M2=1, M3=1, Lpad=0, Npad=0):
     """F16 mask values [M3, M2, N + Npad, L + Lpad] of a kind: causal (the N queries are the last N
     positions), random (-inf with p = 0.3), dead (causal with query row 0 fully masked), alibi
     (causal plus finite -|i-j| distances), window (causal, and keys more than 37 positions back
-    masked: each row's live keys start inside a tile, off the vector boundaries)."""
+    masked: each row's live keys start inside a tile, off the vector boundaries), padded (causal, and
+    the last L/2 keys hidden for every row: a KV cache padded past its last token)."""
     if kind == "none":
         return None
     m = np.zeros((M3, M2, N + Npad, L + Lpad), np.float32)
@@ -28,6 +29,8 @@ def make_mask(rng, kind, S, N, L, M2=1, M3=1, Lpad=0, Npad=0):
         m[..., key > pos] = -np.inf
     if kind == "window":
         m[..., key < pos - 37] = -np.inf
+    if kind == "padded":        # a KV cache padded past the last token: the last half of the keys hidden
+        m[..., key > pos - L // 2] = -np.inf
     if kind == "random":
         m[rng.random(m.shape) < 0.3] = -np.inf
     if kind == "dead":
@@ -140,6 +143,18 @@ def test_decode_lengths(rng, L, nth):
     for path in ("auto", "split"):
         got, ref, out = attn(rng, path=path, typ="F16", Hq=8, Hkv=2, L=L, N=1, mask="causal", nth=nth)
         check(got, ref, "F16", out, path)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+@pytest.mark.parametrize("mask", ["padded", "window"])
+@pytest.mark.parametrize("L", [64, 300, 513])
+def test_decode_splits_the_visible_keys(rng, L, mask, nth):
+    """split-KV segments cover the keys some head can see (the padded cache's hidden tail and the
+    window's hidden head are nobody's work), ALiBi slopes included"""
+    for max_bias in (0.0, 8.0):
+        got, ref, out = attn(rng, path="split", typ="F16", Hq=8, Hkv=2, L=L, N=1, mask=mask, nth=nth,
+                             max_bias=max_bias)
+        check(got, ref, "F16", out, "split")
 
 
 @pytest.mark.parametrize("N,L", [(1, 65), (7, 63), (64, 64), (65, 511), (200, 513)] + ([] if EMULATED else [(64, 2000)]))

@@ -106,12 +106,14 @@ def test_strided_weights(ctx, rng, typ, n, n_threads):
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
-@pytest.mark.parametrize("typ", ["F16", "BF16"])
-def test_long_row_gemv(ctx, rng, typ, n_threads):
-    """one column with K past 4096 is dotted in the activation's fp16/bf16 form (the f32 copy
-    would not stay in L1): the reference's value, and bit for bit the widened path's (column 0 of
-    a two-column product) with a vector tail"""
-    k, m = 4096 + 2 * 16 + 5, 7
+@pytest.mark.parametrize("typ", ["F32", "F16", "BF16"])
+@pytest.mark.parametrize("k", [4096 + 2 * 16 + 5, 200 + 5])
+@pytest.mark.parametrize("m", [7, 2])
+def test_one_column_gemv(ctx, rng, typ, k, m, n_threads):
+    """one column dots two weight rows per call (the two halves of a thread's rows side by side),
+    and with K past 4096 in the activation's fp16/bf16 form (the f32 copy would not stay in L1):
+    the reference's value, and bit for bit a two-column product's column 0 (one row per call,
+    widened activations), with vector tails and an odd row left over"""
     w = rng.standard_normal((m, k)).astype(np.float32)
     x = rng.standard_normal((2, k)).astype(np.float32)
     a, av = weights(ctx, w, typ)

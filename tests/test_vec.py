@@ -202,6 +202,22 @@ def test_max(rng, n):
     assert got == (x.max() if n else -np.inf)
 
 
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_stream_read_returns_the_max_of_every_block(rng, n_threads):
+    """the benchmarks' read yardstick reads every element once: each thread's part as two halves
+    side by side in chunks, the odd element left over after them, blocks of sizes around the chunk"""
+    sizes = [1, 2, 7, 4096 * 2 + 1, 4096 * 3 + 5, 50001]
+    blocks = [rand(rng, n, -50.0, -10.0) for n in sizes]
+    addr, n = [b.ctypes.data for b in blocks], [b.size for b in blocks]
+    assert _vec.stream_read_f32(addr, n, n_threads) == max(b.max() for b in blocks)
+    for b in blocks:
+        for i in {0, b.size // 2, b.size - 1, b.size // 3}:
+            old = b[i]
+            b[i] = 1.0
+            assert _vec.stream_read_f32(addr, n, n_threads) == 1.0, (b.size, i)
+            b[i] = old
+
+
 @pytest.mark.parametrize("n", NS)
 def test_exp_sum(rng, n):
     x = rand(rng, n, -20.0, 5.0)

@@ -29,7 +29,8 @@
  *              row), so a tile whose mask is all -inf for a head costs no dot product and causal
  *              prefill computes about half of a diagonal tile. Padding keys of a short last tile
  *              are -inf after softcap (no leak).
- *   split      decode (N == 1, S == 1): thread t owns a contiguous key segment and computes the
+ *   split      decode (N == 1, S == 1): thread t owns a contiguous segment of the keys the mask leaves
+ *              visible to some head (pg_fa_live_keys) and computes the
  *              partial (max, sum, acc[DV]) of every head over it, GQA-packed: each K and V row is read
  *              once for all the query heads that share it and its mask row. Barrier, then the
  *              partials of each head are merged (parallel over heads). Any K/V type.
@@ -317,6 +318,29 @@ static inline int pg_fa_split_sweep(const pg_fa_ctx * c, int64_t h0, int n) {
     return n;
 }
 
+/* [*lo, *hi): the keys some head can see. The threads split this range, not L: a decode step over a
+ * KV cache padded past its last token (a causal mask hiding the tail) would otherwise leave the
+ * last threads' segments hidden and the work to the first. Every thread computes the same range. */
+static inline void pg_fa_live_keys(const pg_fa_ctx * c, int64_t * lo, int64_t * hi) {
+    *lo = c->L;
+    *hi = 0;
+    const pg_fp16_t * prev = NULL;
+    float prev_slope = 0.0f;
+    for (int64_t h = 0; h < c->Hq; h++) {
+        const pg_fp16_t * m = pg_fa_mask_row(c, 0, h, 0);
+        const float slope = pg_fa_slope(c, h);
+        if (!m) { *lo = 0; *hi = c->L; return; }
+        if (m == prev && slope == prev_slope) continue;
+        prev = m;
+        prev_slope = slope;
+        for (int64_t j = 0; j < c->L; j++) {
+            if (slope * pg_fp16_to_fp32(m[j]) == -INFINITY) continue;
+            *lo = PG_MIN(*lo, j);
+            *hi = PG_MAX(*hi, j + 1);
+        }
+    }
+}
+
 static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
     const int64_t B = PG_FA_BLOCK_KV, DK = c->DK, DV = c->DV, PS = pg_fa_part_floats(c);
     pg_fa_split_buf b;
@@ -327,8 +351,10 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
     const int nth = p->nth, ith = p->ith;
     const pg_attn_dot_fn k_dot = pg_traits[c->k->type].attn_dot;
 
-    const int64_t seg = (c->L + nth - 1) / nth;
-    const int64_t j0 = PG_MIN(c->L, ith * seg), j1 = PG_MIN(c->L, j0 + seg);
+    int64_t lo, hi;
+    pg_fa_live_keys(c, &lo, &hi);
+    const int64_t seg = hi > lo ? (hi - lo + nth - 1) / nth : 0;
+    const int64_t j0 = PG_MIN(hi, lo + ith * seg), j1 = PG_MIN(hi, j0 + seg);
     for (int64_t h = 0; h < c->Hq; h++) pg_vec_scale_f32(DK, qs + h * DK, (const float *) pg_row(c->q, 0, h, 0), c->scale);
 
     for (int64_t kh = 0; kh < c->Hkv; kh++) {

@@ -18,7 +18,9 @@
  *     of weight rows and streams every row once, dotting it with the N activation rows: float
  *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
  *     widened back to f32 once per thread for them, which is exact; a single column longer than
- *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot), quantized ones with the
+ *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
+ *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
+ *     read streams), quantized ones with the
  *     integer vec_dot_tile (x86: one weight row x four columns in registers per call) or vec_dot_n
  *     (four columns per decoded weight row), the others with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
@@ -162,8 +164,9 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     int64_t r0, r1;
     pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
     while (r0 < r1) {
-        const int64_t batch = r0 / M, i0 = r0 % M, i1 = PG_MIN(M, i0 + (r1 - r0));
+        const int64_t batch = r0 / M, i1 = PG_MIN(M, r0 % M + (r1 - r0));
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        int64_t i0 = r0 % M;
         r0 += i1 - i0;
         if (l->idot) {
             pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
@@ -178,10 +181,25 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
                 bf32[j] = wide + j * K;
             }
         }
+        const bool f32_dot = tr->dot_f32 && (l->widen || l->vt == PG_TYPE_F32);
+        const pg_dot2_fn dot2 = N > 1 ? NULL : f32_dot ? tr->dot2_f32 : tr->vec_dot2;
+        if (dot2) {
+            /* one column: rows i and i + h together, two read streams (vec/dot.h pg_dot2_kernel) */
+            const int64_t h = (i1 - i0) / 2;
+            float * d = (float *) pg_row(dst, 0, i12, i13);
+            const void * y = f32_dot ? (const void *) bf32[0] : brows[0];
+            for (int64_t i = i0; i < i0 + h; i++) {
+                float s2[2];
+                dot2(K, pg_row(a, i, i12 / r2, i13 / r3), (size_t) h * a->nb[1], y, s2);
+                d[i] = s2[0];
+                d[i + h] = s2[1];
+            }
+            i0 += 2 * h;
+        }
         for (int64_t i = i0; i < i1; i++) {
             const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
             int64_t j = 0;
-            if (tr->dot_f32 && (l->widen || l->vt == PG_TYPE_F32)) {
+            if (f32_dot) {
                 for (; j + 4 <= N; j += 4) {
                     float s4[4];
                     tr->dot4_f32(K, arow, bf32 + j, s4);

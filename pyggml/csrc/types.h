@@ -15,6 +15,8 @@
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows
+ *   dot2_f32, vec_dot2 two rows of this type (bx bytes apart) against one f32 / vec_dot_type row,
+ *                      each sum bit for bit dot_f32's / vec_dot's: the one-column GEMV's row pairs
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
  *
@@ -41,6 +43,8 @@ typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr,
                                    float * s, size_t lds);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
 typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
+/* s[r] = dot(x + r * bx, y) for r < 2 */
+typedef void (*pg_dot2_fn)(int64_t n, const void * x, size_t bx, const void * y, float * s);
 typedef void (*pg_attn_dot_fn)(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
                                int64_t lds, float * tmp);
 typedef void (*pg_attn_acc_fn)(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
@@ -59,6 +63,8 @@ typedef struct pg_type_traits {
     pg_vec_dot_tile_fn vec_dot_tile;  /* NULL: mul_mat calls vec_dot_n per weight row */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
+    pg_dot2_fn dot2_f32;         /* y: f32 */
+    pg_dot2_fn vec_dot2;         /* y: vec_dot_type */
     pg_attn_dot_fn attn_dot;
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
@@ -99,6 +105,22 @@ static inline void pg_type_dot4_f16(int64_t n, const void * x, const float * con
 }
 static inline void pg_type_dot4_bf16(int64_t n, const void * x, const float * const * y, float * s) {
     pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) x, y, s);
+}
+
+static inline void pg_type_dot2_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
+    pg_vec_dot2_f32(n, (const float *) x, bx, (const float *) y, s);
+}
+static inline void pg_type_dot2_f16(int64_t n, const void * x, size_t bx, const void * y, float * s) {
+    pg_vec_dot2_f16(n, (const pg_fp16_t *) x, bx, (const pg_fp16_t *) y, s);
+}
+static inline void pg_type_dot2_bf16(int64_t n, const void * x, size_t bx, const void * y, float * s) {
+    pg_vec_dot2_bf16(n, (const pg_bf16_t *) x, bx, (const pg_bf16_t *) y, s);
+}
+static inline void pg_type_dot2_f16_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
+    pg_vec_dot2_f16_f32(n, (const pg_fp16_t *) x, bx, (const float *) y, s);
+}
+static inline void pg_type_dot2_bf16_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
+    pg_vec_dot2_bf16_f32(n, (const pg_bf16_t *) x, bx, (const float *) y, s);
 }
 
 static inline void pg_type_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
@@ -160,6 +182,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_f32_to_f32, .from_float = pg_row_f32_from_f32,
         .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32,
         .dot_f32 = pg_type_dot_f32_f32, .dot4_f32 = pg_type_dot4_f32,
+        .dot2_f32 = pg_type_dot2_f32, .vec_dot2 = pg_type_dot2_f32,
         .attn_dot = pg_type_attn_dot_f32, .attn_acc = pg_type_attn_acc_f32,
     },
     [PG_TYPE_F16] = {
@@ -167,6 +190,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_f16_to_f32, .from_float = pg_row_f16_from_f32,
         .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16,
         .dot_f32 = pg_type_dot_f16_f32, .dot4_f32 = pg_type_dot4_f16,
+        .dot2_f32 = pg_type_dot2_f16_f32, .vec_dot2 = pg_type_dot2_f16,
         .attn_dot = pg_type_attn_dot_f16, .attn_acc = pg_type_attn_acc_f16,
     },
     [PG_TYPE_BF16] = {
@@ -174,6 +198,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_bf16_to_f32, .from_float = pg_row_bf16_from_f32,
         .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16,
         .dot_f32 = pg_type_dot_bf16_f32, .dot4_f32 = pg_type_dot4_bf16,
+        .dot2_f32 = pg_type_dot2_bf16_f32, .vec_dot2 = pg_type_dot2_bf16,
         .attn_dot = pg_type_attn_dot_bf16, .attn_acc = pg_type_attn_acc_bf16,
     },
     [PG_TYPE_Q8_0] = {

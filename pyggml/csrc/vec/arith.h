@@ -48,9 +48,16 @@ static inline float pg_vec_max_f32(int64_t n, const float * x) {
     int64_t i = 0;
 #if PG_HAVE_F32V
     if (n >= PG_F32_EPR) {
-        pg_f32v vm = PG_F32V_SET1(-INFINITY);
-        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) vm = PG_F32V_MAX(vm, PG_F32V_LOAD(x + i));
-        m = PG_F32V_REDUCE_MAX(vm);
+        /* four chains: one max's latency per vector would bound the loads at half the rate */
+        pg_f32v m0 = PG_F32V_SET1(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+        for (; i + 4 * PG_F32_EPR <= n; i += 4 * PG_F32_EPR) {
+            m0 = PG_F32V_MAX(m0, PG_F32V_LOAD(x + i));
+            m1 = PG_F32V_MAX(m1, PG_F32V_LOAD(x + i + PG_F32_EPR));
+            m2 = PG_F32V_MAX(m2, PG_F32V_LOAD(x + i + 2 * PG_F32_EPR));
+            m3 = PG_F32V_MAX(m3, PG_F32V_LOAD(x + i + 3 * PG_F32_EPR));
+        }
+        for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) m0 = PG_F32V_MAX(m0, PG_F32V_LOAD(x + i));
+        m = PG_F32V_REDUCE_MAX(PG_F32V_MAX(PG_F32V_MAX(m0, m1), PG_F32V_MAX(m2, m3)));
     }
 #endif
     for (; i < n; i++) m = x[i] > m ? x[i] : m;

@@ -47,6 +47,72 @@ static inline float pg_vec_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const fl
     return pg_dot_kernel(n, x, PG_ROW_BF16, y, PG_ROW_F32);
 }
 
+/* s[r] = dot(x + r * bx, y) for r < 2: two weight rows of type tx against one activation row of type
+ * ty (compile-time constants), each with pg_dot_kernel's four accumulators and order, so each sum is
+ * bit for bit the one-row kernel's. mul_mat's GEMV hands it rows far apart (two halves of a thread's
+ * range): two independent read streams keep more cache misses in flight than one (on Zen 5 one core
+ * streams ~10% faster), and the activation is loaded once for both. */
+PG_ALWAYS_INLINE void pg_dot2_kernel(int64_t n, const void * x, size_t bx, const int tx, const void * y, const int ty,
+                                     float * s) {
+    const char * x1 = (const char *) x + bx;
+    int64_t i = 0;
+    float s0 = 0.0f, s1 = 0.0f;
+#if PG_HAVE_F32V
+    pg_f32v a0 = PG_F32V_ZERO(), a1 = PG_F32V_ZERO(), a2 = PG_F32V_ZERO(), a3 = PG_F32V_ZERO();
+    pg_f32v b0 = PG_F32V_ZERO(), b1 = PG_F32V_ZERO(), b2 = PG_F32V_ZERO(), b3 = PG_F32V_ZERO();
+    for (; i + 4 * PG_F32_EPR <= n; i += 4 * PG_F32_EPR) {
+        const pg_f32v y0 = pg_row_load_v(ty, y, i), y1 = pg_row_load_v(ty, y, i + PG_F32_EPR);
+        const pg_f32v y2 = pg_row_load_v(ty, y, i + 2 * PG_F32_EPR), y3 = pg_row_load_v(ty, y, i + 3 * PG_F32_EPR);
+        a0 = PG_F32V_FMA(pg_row_load_v(tx, x, i), y0, a0);
+        a1 = PG_F32V_FMA(pg_row_load_v(tx, x, i + PG_F32_EPR), y1, a1);
+        a2 = PG_F32V_FMA(pg_row_load_v(tx, x, i + 2 * PG_F32_EPR), y2, a2);
+        a3 = PG_F32V_FMA(pg_row_load_v(tx, x, i + 3 * PG_F32_EPR), y3, a3);
+        b0 = PG_F32V_FMA(pg_row_load_v(tx, x1, i), y0, b0);
+        b1 = PG_F32V_FMA(pg_row_load_v(tx, x1, i + PG_F32_EPR), y1, b1);
+        b2 = PG_F32V_FMA(pg_row_load_v(tx, x1, i + 2 * PG_F32_EPR), y2, b2);
+        b3 = PG_F32V_FMA(pg_row_load_v(tx, x1, i + 3 * PG_F32_EPR), y3, b3);
+    }
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        const pg_f32v yv = pg_row_load_v(ty, y, i);
+        a0 = PG_F32V_FMA(pg_row_load_v(tx, x, i), yv, a0);
+        b0 = PG_F32V_FMA(pg_row_load_v(tx, x1, i), yv, b0);
+    }
+    s0 = PG_F32V_REDUCE(PG_F32V_ADD(PG_F32V_ADD(a0, a1), PG_F32V_ADD(a2, a3)));
+    s1 = PG_F32V_REDUCE(PG_F32V_ADD(PG_F32V_ADD(b0, b1), PG_F32V_ADD(b2, b3)));
+#endif
+    for (; i < n; i++) {
+        const float yv = pg_row_load_1(ty, y, i);
+        s0 += pg_row_load_1(tx, x, i) * yv;
+        s1 += pg_row_load_1(tx, x1, i) * yv;
+    }
+    s[0] = s0;
+    s[1] = s1;
+}
+
+/* the row pairs mul_mat's GEMV dots (RVV: its one-row kernels, twice) */
+static inline void pg_vec_dot2_f32(int64_t n, const float * x, size_t bx, const float * y, float * s) {
+    PG_RVV_DO((s[0] = pg_rvv_dot_f32(n, x, y), s[1] = pg_rvv_dot_f32(n, (const float *) ((const char *) x + bx), y)))
+    pg_dot2_kernel(n, x, bx, PG_ROW_F32, y, PG_ROW_F32, s);
+}
+static inline void pg_vec_dot2_f16(int64_t n, const pg_fp16_t * x, size_t bx, const pg_fp16_t * y, float * s) {
+    PG_RVV_DO((s[0] = pg_rvv_dot_f16(n, x, y), s[1] = pg_rvv_dot_f16(n, (const pg_fp16_t *) ((const char *) x + bx), y)))
+    pg_dot2_kernel(n, x, bx, PG_ROW_F16, y, PG_ROW_F16, s);
+}
+static inline void pg_vec_dot2_bf16(int64_t n, const pg_bf16_t * x, size_t bx, const pg_bf16_t * y, float * s) {
+    PG_RVV_DO((s[0] = pg_rvv_dot_bf16(n, x, y), s[1] = pg_rvv_dot_bf16(n, (const pg_bf16_t *) ((const char *) x + bx), y)))
+    pg_dot2_kernel(n, x, bx, PG_ROW_BF16, y, PG_ROW_BF16, s);
+}
+static inline void pg_vec_dot2_f16_f32(int64_t n, const pg_fp16_t * x, size_t bx, const float * y, float * s) {
+    PG_RVV_DO((s[0] = pg_rvv_dot_f16_f32(n, x, y),
+               s[1] = pg_rvv_dot_f16_f32(n, (const pg_fp16_t *) ((const char *) x + bx), y)))
+    pg_dot2_kernel(n, x, bx, PG_ROW_F16, y, PG_ROW_F32, s);
+}
+static inline void pg_vec_dot2_bf16_f32(int64_t n, const pg_bf16_t * x, size_t bx, const float * y, float * s) {
+    PG_RVV_DO((s[0] = pg_rvv_dot_bf16_f32(n, x, y),
+               s[1] = pg_rvv_dot_bf16_f32(n, (const pg_bf16_t *) ((const char *) x + bx), y)))
+    pg_dot2_kernel(n, x, bx, PG_ROW_BF16, y, PG_ROW_F32, s);
+}
+
 /* s[c] = dot(x, y[c]) for c < 4: one weight row of type tx (PG_ROW_*, a compile-time constant)
  * against four f32 activation rows, the row loaded (and widened) once for all four */
 PG_ALWAYS_INLINE void pg_dot4_kernel(int64_t n, const void * x, const int tx, const float * const * y, float * s) {
