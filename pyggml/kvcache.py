@@ -37,6 +37,8 @@ from pyggml._tables import blck_size, row_size
 
 __all__ = ["KVBatch", "KVCache", "KVStep", "causal_mask"]
 
+_MASK_VALUES = np.array([0, -np.inf], np.float16)     # visible, hidden
+
 # the types ggml allows for a KV cache (set_rows writes them, flash_attn_ext reads them)
 _CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0, Type.Q4_1, Type.Q5_0, Type.Q5_1, Type.IQ4_NL)
 
@@ -94,6 +96,7 @@ class KVCache:
         self.v = [ctx.new_tensor(typ, ne_v) for _ in range(n_layer)]
         self.cell_pos = np.full(n_ctx, -1, np.int32)      # position of the token in each cell, -1 empty
         self.cell_yx = np.zeros((n_ctx, 2), np.int32)     # (y, x) of M-RoPE tokens
+        self.has_yx = False         # some cell holds a (y, x): the mask orders equal positions by it
         self.n_used = 0
 
     def n_kv_for(self, n_tokens):
@@ -119,6 +122,7 @@ class KVCache:
         first = self._reserve("alloc", len(pos))
         self.cell_pos[first:first + len(pos)] = pos
         self.cell_yx[first:first + len(pos)] = 0 if yx is None else yx
+        self.has_yx |= yx is not None
         return np.arange(first, first + len(pos), dtype=np.int64)
 
     def prepare(self, n_tokens):
@@ -136,6 +140,7 @@ class KVCache:
         """Forget every cached token (the cells are reused from 0; the data is not erased)."""
         self.n_used = 0
         self.cell_pos[:] = -1
+        self.has_yx = False
 
     @property
     def nbytes(self):
@@ -172,6 +177,7 @@ class KVBatch:
         self.mask = set_input(ctx.new_tensor(Type.F16, (n_kv, n_tokens)))
         self.mask.name = "kq_mask"
         self._idx_np, self._idx_v_np, self._mask_np = self.idx.numpy(), self.idx_v.numpy(), self.mask.numpy()
+        self._hidden = np.empty(n_kv, np.bool_)      # a decode step's mask row, before it becomes F16
         self._written = {}
 
     def fill(self, cells):
@@ -187,7 +193,18 @@ class KVBatch:
         if c.v_trans:
             self._idx_v_np[:] = (np.asarray(cells, np.int64)[:, None] + self._dim_offs).reshape(-1)
         n = self.n_kv
-        causal_mask(c.cell_pos[:n], c.cell_pos[cells], self._mask_np, c.cell_yx[:n], c.cell_yx[cells])
+        if c.has_yx:
+            causal_mask(c.cell_pos[:n], c.cell_pos[cells], self._mask_np, c.cell_yx[:n], c.cell_yx[cells])
+            return
+        p = int(c.cell_pos[cells[0]])
+        if self.n_tokens > 1 or p < 0:
+            causal_mask(c.cell_pos[:n], c.cell_pos[cells], self._mask_np)
+            return
+        # a decode step (one token, text): causal_mask's values in two numpy calls (run after a
+        # compute has streamed the weights through the caches, each call costs tens of us), an
+        # empty cell's -1 comparing as the largest unsigned value
+        np.greater(c.cell_pos[:n].view(np.uint32), p, out=self._hidden)
+        np.take(_MASK_VALUES, self._hidden.view(np.uint8), out=self._mask_np[0])
 
     def _check(self, kind, cur, e):
         if cur.nelements != e * self.n_tokens:

@@ -84,6 +84,29 @@ def test_batch_reused_across_steps(ctx, rng, typ, v_trans):
         kv.fill([0])
 
 
+@pytest.mark.parametrize("yx", [False, True])
+def test_decode_batch_mask_equals_causal_mask(ctx, yx):
+    """a one-token batch writes its mask row by its own route (text) or causal_mask's (M-RoPE
+    (y, x) present): the same values with empty cells (-1), holes, cells of later positions, the
+    cell range past n_used, and a stale row of the previous step to overwrite"""
+    cache = gg.KVCache(ctx, 1, 40, 32, 2, pad=16)
+    kv = cache.batch(1, 32)
+    cache.alloc(np.arange(10), np.ones((10, 2), np.int32) if yx else None)
+    cache.cell_pos[3] = -1                     # a hole (a step that failed)
+    cache.cell_pos[7] = 30                     # a cell of a later position
+    for p in (10, 11, 29, 30, 31):
+        cells = cache.alloc([p], np.ones((1, 2), np.int32) if yx else None)
+        kv.mask.numpy()[...] = 7.0
+        kv.fill(cells)
+        want = causal_mask(cache.cell_pos[:32], cache.cell_pos[cells],
+                           cell_yx=cache.cell_yx[:32] if yx else None, tok_yx=cache.cell_yx[cells] if yx else None)
+        np.testing.assert_array_equal(kv.mask.numpy(), want)
+        assert (kv.mask.numpy()[0, 7] == 0) == (p >= 30)
+    assert cache.has_yx == yx
+    cache.clear()
+    assert not cache.has_yx
+
+
 def test_batch_and_cache_errors(ctx):
     with pytest.raises(TypeError, match=r"KVCache: a transposed V \(v_trans=True\) needs F32, F16 or BF16, got Q8_0"):
         gg.KVCache(ctx, 1, 8, 64, 1, type=gg.Type.Q8_0, v_trans=True)

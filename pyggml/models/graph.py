@@ -56,6 +56,15 @@ class StepGraph:
         self.graph = CGraph(size=64 * (m.l1 - m.l0) + 64)
         self.graph.build_forward_expand(x)
         self._inp_np, self._pos_np = self.inp.numpy(), self.pos.numpy()
+        self._out_np, self._out_ptr = None, 0
+
+    def output(self):
+        """The output's numpy view after a compute (overwritten by the next), made once per
+        placement of the graph's memory: a decode step does not pay for a new view."""
+        ptr = self.out.data_ptr
+        if self._out_np is None or ptr != self._out_ptr:
+            self._out_np, self._out_ptr = self.out.numpy(), ptr
+        return self._out_np
 
     def _named(self, t, name):
         t.name = name

@@ -236,7 +236,7 @@ class Model:
             raise
         self.n_past = max(self.n_past, int(pos.max()) + 1)     # M-RoPE: an image's last row or column
         self.last_graph = sg.graph
-        return sg.out.numpy()
+        return sg.output()
 
     # ---- public ----
 
