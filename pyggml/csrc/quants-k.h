@@ -836,6 +836,15 @@ PG_KQ_DOT_N(q4_K)
 PG_KQ_DOT_N(q5_K)
 PG_KQ_DOT_N(q6_K)
 
+/* vec_dot_tile (mul_mat's GEMM): with AVX-512 isa/kgemm-x86.h's tiles of two weight rows x four
+ * columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes vec_dot_n row by row) */
+#if defined(PG_SIMD_AVX512)
+#include "isa/kgemm-x86.h"
+#define PG_KTILE_FN(T) pg_vec_dot_##T##_q8_K_tile
+#else
+#define PG_KTILE_FN(T) NULL
+#endif
+
 /* IQ4_XS against Q8_K: on x86 isa/kquants-x86.h's kernel (an integer sum per super-block, as
  * ggml's AVX2 one); elsewhere each block of 32 looked up in the IQ4_NL table (pg_q8x32_lut16: tbl
  * on NEON), its int8 dot with the activations scaled by d_x*d_y*(ls - 32) into f32 as ggml's
