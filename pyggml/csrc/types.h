@@ -195,11 +195,13 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q2_K", .blck = PG_QK_K, .size = sizeof(pg_block_q2_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q2_K_to_f32, .from_float = pg_row_q2_K_from_f32,
         .vec_dot = pg_vec_dot_q2_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q2_K_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(q2_K),
     },
     [PG_TYPE_Q3_K] = {
         .name = "q3_K", .blck = PG_QK_K, .size = sizeof(pg_block_q3_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q3_K_to_f32, .from_float = pg_row_q3_K_from_f32,
         .vec_dot = pg_vec_dot_q3_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q3_K_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(q3_K),
     },
     [PG_TYPE_Q4_K] = {
         .name = "q4_K", .blck = PG_QK_K, .size = sizeof(pg_block_q4_K), .kind = PG_KIND_QUANT,
@@ -262,6 +264,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "iq4_xs", .blck = PG_QK_IQ4_XS, .size = sizeof(pg_block_iq4_xs), .kind = PG_KIND_QUANT,
         .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,
         .vec_dot = pg_vec_dot_iq4_xs_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_iq4_xs_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(iq4_xs),
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {
