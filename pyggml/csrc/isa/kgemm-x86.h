@@ -24,13 +24,17 @@ static inline __m512i pg_kg_dot16(__m512i acc, __m512i p, __m512i sc) {
 static inline __m512i pg_kg_fold2(__m512i a, __m512i b) {
     return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xee));
 }
-/* f32 lanes 0-7 = a, 8-15 = b */
-static inline __m512 pg_kg_set2(float a, float b) {
-    return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(a), _mm512_set1_ps(b));
-}
 /* 8 f32 lanes of a two-column accumulator: column h */
 static inline __m256 pg_kg_half(__m512 v, int h) {
     return h ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)) : _mm512_castps512_ps256(v);
+}
+
+/* Q4_K/Q5_K's min lanes: values 0-3 of column c (pg_kq_k4_body's 4-lane accumulator) are lanes
+ * 8(c/2) + 2(c%2) + {0, 1, 4, 5} of the tile's (the layout of _mm256_hadd_epi16 on two columns) */
+static inline __m128 pg_kg_mins(__m512 acc, int c) {
+    const int b = 8 * (c / 2) + 2 * (c % 2);
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(b, b + 1, b + 4, b + 5, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                          0, 0, 0, 0), acc));
 }
 
 /* the column-pair index of column c, and the column that fills an odd count's last pair */
@@ -70,7 +74,8 @@ static inline __attribute__((always_inline)) pg_kg_row pg_kg_prep(const void * b
         uint8_t sm[16];
         pg_kq_unpack_k4(x->scales, sm);
         w.sv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) sm)));
-        w.sb = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) (sm + 8))));
+        const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) (sm + 8)));
+        w.sb = _mm512_broadcast_i64x4(_mm256_set_m128i(_mm_unpackhi_epi64(m8, m8), _mm_unpacklo_epi64(m8, m8)));
         w.dx = pg_fp16_to_fp32(x->d);
         w.dmx = pg_fp16_to_fp32(x->dmin);
     } else if (T == PG_KG_Q6_K) {
@@ -179,17 +184,17 @@ static inline __attribute__((always_inline)) void pg_kg_body(int64_t nb, const c
                 }
             }
         }
+        /* the columns' d_y in the four lanes of dy, then spread (permutexvar) as each sum needs */
+        const __m512 dy = _mm512_castps128_ps512(_mm_setr_ps(y[0]->d, y[1]->d, y[2]->d, y[3]->d));
         if (T == PG_KG_Q4_K || T == PG_KG_Q5_K) {
-            /* the four columns' pairwise-added bsums (sub-blocks of 32) in the four 128-bit lanes */
-            __m128i bs[4];
-            _Pragma("GCC unroll 4")
-            for (int c = 0; c < 4; c++) {
-                bs[c] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) y[c]->bsums),
-                                       _mm_loadu_si128((const __m128i *) (y[c]->bsums + 8)));
-            }
-            const __m512i bs4 = pg_kq_join(_mm256_set_m128i(bs[1], bs[0]), _mm256_set_m128i(bs[3], bs[2]));
-            const __m512 dy4 = _mm512_setr_ps(y[0]->d, y[0]->d, y[0]->d, y[0]->d, y[1]->d, y[1]->d, y[1]->d, y[1]->d,
-                                              y[2]->d, y[2]->d, y[2]->d, y[2]->d, y[3]->d, y[3]->d, y[3]->d, y[3]->d);
+            /* the bsums added in pairs (sub-blocks of 32), two columns per 256 bits: value i of
+             * column c (of 4 per column, pg_kq_k4_body's min lanes) in int32 lane pg_kg_min_lane */
+            const __m256i h01 = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *) y[0]->bsums),
+                                                  _mm256_loadu_si256((const __m256i *) y[1]->bsums));
+            const __m256i h23 = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *) y[2]->bsums),
+                                                  _mm256_loadu_si256((const __m256i *) y[3]->bsums));
+            const __m512i bs4 = pg_kq_join(h01, h23);
+            const __m512 dy4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3), dy);
             _Pragma("GCC unroll 4")
             for (int r = 0; r < MR; r++) {
                 const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(w[r].sb, bs4));
@@ -199,7 +204,7 @@ static inline __attribute__((always_inline)) void pg_kg_body(int64_t nb, const c
         _Pragma("GCC unroll 2")
         for (int p = 0; p < PG_KG_PAIRS(NC); p++) {
             const int c0 = 2 * p, c1 = PG_KG_TWIN(2 * p, NC);
-            const __m512 dy2 = pg_kg_set2(y[c0]->d, y[c1]->d);
+            const __m512 dy2 = _mm512_permutexvar_ps(pg_kq_join(_mm256_set1_epi32(c0), _mm256_set1_epi32(c1)), dy);
             __m512i bs2 = _mm512_setzero_si512();
             if (T == PG_KG_Q2_K || T == PG_KG_Q3_K || T == PG_KG_Q6_K) {
                 bs2 = pg_kq_join(_mm256_loadu_si256((const __m256i *) y[c0]->bsums),
@@ -225,7 +230,7 @@ static inline __attribute__((always_inline)) void pg_kg_body(int64_t nb, const c
         for (int c = 0; c < NC; c++) {
             float v = pg_kq_hsum_ps(pg_kg_half(acc[r][c / 2], c % 2));
             if (T == PG_KG_Q2_K) v -= pg_kq_hsum_ps(pg_kg_half(accm[r][c / 2], c % 2));
-            if (T == PG_KG_Q4_K || T == PG_KG_Q5_K) v -= pg_kq_hsum_ps4(_mm512_extractf32x4_ps(accm[r][0], c));
+            if (T == PG_KG_Q4_K || T == PG_KG_Q5_K) v -= pg_kq_hsum_ps4(pg_kg_mins(accm[r][0], c));
             s[(size_t) c * lds + r] = v;
         }
     }
