@@ -37,6 +37,10 @@
  * weight register once for all of them, and vec_dot is the same kernel for one column, so every
  * column of a product has vec_dot's bits whatever N is; elsewhere vec_dot per column. IQ4_XS (its
  * block in quants-legacy.h) is dotted against Q8_K here too.
+ *
+ * vec_dot_tile (mul_mat's GEMM, AVX-512 only): isa/kgemm-x86.h's register tiles of two weight rows
+ * x four columns, each (row, column) pair with the integers and f32 steps of the one-row kernels
+ * above, so the GEMM's columns keep vec_dot's bits too.
  */
 #pragma once
 #include "vec.h"
@@ -837,7 +841,8 @@ PG_KQ_DOT_N(q5_K)
 PG_KQ_DOT_N(q6_K)
 
 /* vec_dot_tile (mul_mat's GEMM): with AVX-512 isa/kgemm-x86.h's tiles of two weight rows x four
- * columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes vec_dot_n row by row) */
+ * columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes vec_dot_n row by row: an
+ * AVX2 tile of the same form ran no faster than it, docs/benchmarks.md) */
 #if defined(PG_SIMD_AVX512)
 #include "isa/kgemm-x86.h"
 #define PG_KTILE_FN(T) pg_vec_dot_##T##_q8_K_tile

@@ -11,7 +11,7 @@
  *   vec_dot_n          vec_dot against up to four activation rows at once (mul_mat's integer GEMV and
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QT_MR weight rows x up to four activation rows in registers (x86, the 32-element
- *                      block types; mul_mat prefers it to vec_dot_n)
+ *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n)
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows

@@ -1,13 +1,15 @@
-/* The register-tiled K-quant products on AVX-512 (the ISA half of quants-k.h's vec_dot_tile, included
- * after isa/kquants-x86.h): PG_KG_MR weight rows x up to 4 Q8_K activation rows per pass, each weight
- * register decoded once for the tile's columns and each activation register loaded once for its rows.
+/* The register-tiled products of quants-k.h's types (Q2_K..Q6_K, IQ4_XS) against Q8_K on AVX-512:
+ * the ISA half of their vec_dot_tile, included after isa/kquants-x86.h. PG_KG_MR weight rows x up to
+ * 4 activation rows per pass, each weight register decoded once for the pass's columns and each
+ * activation register loaded once for its rows; a super-block is 4 chunks of 64 activations.
  *
  * A (row, column) pair gets exactly the integers and f32 steps of isa/kquants-x86.h's one-row kernels
  * (so the GEMM has the GEMV's bits): per super-block its 16 int32 lanes of scale * q * y (the same
  * products in the same lanes; VNNI's dpwssd is madd + add in one instruction, exact either way), folded
- * to 8, then the 8 f32 lanes += d_x*d_y * sum. The f32 steps of two columns share one register (lanes
- * 0-7 and 8-15), Q4_K/Q5_K's 4 min lanes of four columns one register: lane for lane the one-row
- * kernel's operations, fewer instructions. One row (mr = 1, the GEMV) runs the one-row kernel itself.
+ * to 8, then the 8 f32 lanes += d_x*d_y * sum (and the type's min or offset term, as that kernel has
+ * it). The f32 steps of two columns share one register (lanes 0-7 and 8-15), Q4_K/Q5_K's 4 min lanes
+ * of four columns one register: lane for lane the one-row kernel's operations, fewer instructions.
+ * A last odd row and one row alone (mr = 1, the GEMV) run the one-row kernel itself.
  */
 #pragma once
 
