@@ -583,11 +583,17 @@ static inline PG_KQ_EXACT void pg_row_q6_K_from_f32(const float * x, void * vy, 
     }
 }
 
+#if defined(PG_SIMD_AVX512)
+static inline void pg_kq_x86_quantize_q8_K(const float * x, pg_block_q8_K * y);   /* isa/kquants-x86.h */
+#endif
+
 static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, int64_t n) {
     pg_block_q8_K * y = (pg_block_q8_K *) vy;
     for (int64_t ib = 0; ib < n / PG_QK_K; ib++, x += PG_QK_K) {
 #if defined(PG_SIMD_NEON)
         pg_kq_neon_quantize_q8_K(x, &y[ib]);
+#elif defined(PG_SIMD_AVX512)
+        pg_kq_x86_quantize_q8_K(x, &y[ib]);
 #else
         float max = 0.0f, amax = 0.0f;
         for (int e = 0; e < PG_QK_K; e++) {
