@@ -59,8 +59,8 @@ def test_q8_k_reference_quantiser(ctx, rng):
 def test_q8_k_overflowing_scale_and_nan(ctx):
     """ggml's nearest_int (an addition of 1.5 * 2^23) wraps what it cannot round: in a block whose
     largest |x| is below 127 / FLT_MAX, iscale = -127/max is infinite, every product inf or NaN, and
-    they all store 0 (d = 1/inf = 0), on every build (NEON's quantiser rounds the same way, not with
-    a saturating conversion). A NaN is passed over by the max and stores 0."""
+    they all store 0 (d = 1/inf = 0), on every build (the NEON and AVX-512 quantisers round the same
+    way, not with a saturating conversion). A NaN is passed over by the max and stores 0."""
     x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
     x[0] *= np.float32(1e-40)
     x[1, 5] = np.nan

@@ -30,7 +30,7 @@
  * as d_x*d_y*sum - dmin_x*d_y*sum_min (the SIMD paths in 8 vector lanes, summed at the end, as ggml).
  * The unsigned-times-signed multiply needs q >= 0: the signed types (Q3_K, Q6_K) dot q + offset and
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
- * layer: no intrinsics here), the RVV ones (chosen at run time, the scalar loops' f32 steps) in
+ * layer: no intrinsics here; with AVX-512 also the Q8_K quantiser, the same bytes), the RVV ones (chosen at run time, the scalar loops' f32 steps) in
  * vec/quant-k-rvv.c; NEON builds run the scalar loops with NEON integer sums (above).
  *
  * vec_dot_n (several activation columns): on x86 the kernels take up to four columns, decoding each
