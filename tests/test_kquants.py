@@ -59,8 +59,8 @@ def test_q8_k_reference_quantiser(ctx, rng):
 def test_q8_k_overflowing_scale_and_nan(ctx):
     """ggml's nearest_int (an addition of 1.5 * 2^23) wraps what it cannot round: in a block whose
     largest |x| is below 127 / FLT_MAX, iscale = -127/max is infinite, every product inf or NaN, and
-    they all store 0 (d = 1/inf = 0), on every build (NEON's quantiser rounds the same way, not with
-    a saturating conversion). A NaN is passed over by the max and stores 0."""
+    they all store 0 (d = 1/inf = 0), on every build (the NEON and AVX-512 quantisers round the same
+    way, not with a saturating conversion). A NaN is passed over by the max and stores 0."""
     x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
     x[0] *= np.float32(1e-40)
     x[1, 5] = np.nan
@@ -144,24 +144,26 @@ def test_mul_mat(ctx, rng, typ, mn, n_threads):
         assert ref.nmse(out.to_numpy(), want) < 1e-10
 
 
+@pytest.mark.parametrize("m", [11, 6])
 @pytest.mark.parametrize("typ", DOT_TYPES)
-def test_columns_are_vec_dot_bits(ctx, rng, typ):
-    """every column of a product (2..5 columns: vec_dot_n with nc 2..4 and a remainder; 40: the
-    integer GEMM's tiles) has the bits of the same column alone (N = 1: one column per call)"""
-    m, k = 9, 512
+def test_columns_are_vec_dot_bits(ctx, rng, typ, m):
+    """every column of a product (2..5 columns: vec_dot_n with nc 2..4 and a remainder; 9..67: the
+    integer GEMM, on AVX-512 the register tiles of vec_dot_tile: four-row tiles of two-row passes,
+    M = 11 and 6 leaving three and two rows, N leaving 1, 2 and 3 columns of a four-column step) has
+    the bits of the same column alone (N = 1: the GEMV, one column per call)"""
+    k = 512
     a, _ = weights(ctx, rng, typ, m, k)
-    x = rng.standard_normal((40, k)).astype(np.float32)
+    x = rng.standard_normal((67, k)).astype(np.float32)
     alone = []
-    for j in range(8):
+    for j in range(len(x)):
         out = gg.mul_mat(a, ctx.from_numpy(x[j:j + 1]))
         run(out)
         alone.append(out.to_numpy()[0])
     alone = np.array(alone)
-    for n, nth in [(2, 1), (3, 2), (4, 1), (5, 2), (40, 1), (40, 2)]:
+    for n, nth in [(2, 1), (3, 2), (4, 1), (5, 2), (9, 1), (10, 2), (67, 1), (67, 2)]:
         out = gg.mul_mat(a, ctx.from_numpy(x[:n]))
         run(out, nth)
-        got = out.to_numpy()[:8]
-        np.testing.assert_array_equal(got.view(np.uint32), alone[:len(got)].view(np.uint32), err_msg=f"N={n}")
+        np.testing.assert_array_equal(out.to_numpy().view(np.uint32), alone[:n].view(np.uint32), err_msg=f"N={n}")
 
 
 def test_mul_mat_against_f32(ctx, rng):

@@ -30,13 +30,17 @@
  * as d_x*d_y*sum - dmin_x*d_y*sum_min (the SIMD paths in 8 vector lanes, summed at the end, as ggml).
  * The unsigned-times-signed multiply needs q >= 0: the signed types (Q3_K, Q6_K) dot q + offset and
  * take offset*scale*bsums back off, which is exact. The x86 kernels are in isa/kquants-x86.h (the ISA
- * layer: no intrinsics here), the RVV ones (chosen at run time, the scalar loops' f32 steps) in
+ * layer: no intrinsics here; with AVX-512 also the Q8_K quantiser, the same bytes), the RVV ones (chosen at run time, the scalar loops' f32 steps) in
  * vec/quant-k-rvv.c; NEON builds run the scalar loops with NEON integer sums (above).
  *
  * vec_dot_n (several activation columns): on x86 the kernels take up to four columns, decoding each
  * weight register once for all of them, and vec_dot is the same kernel for one column, so every
  * column of a product has vec_dot's bits whatever N is; elsewhere vec_dot per column. IQ4_XS (its
  * block in quants-legacy.h) is dotted against Q8_K here too.
+ *
+ * vec_dot_tile (mul_mat's GEMM, AVX-512 only): isa/kgemm-x86.h's register tiles of two weight rows
+ * x four columns, each (row, column) pair with the integers and f32 steps of the one-row kernels
+ * above, so the GEMM's columns keep vec_dot's bits too.
  */
 #pragma once
 #include "vec.h"
@@ -579,11 +583,17 @@ static inline PG_KQ_EXACT void pg_row_q6_K_from_f32(const float * x, void * vy, 
     }
 }
 
+#if defined(PG_SIMD_AVX512)
+static inline void pg_kq_x86_quantize_q8_K(const float * x, pg_block_q8_K * y);   /* isa/kquants-x86.h */
+#endif
+
 static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, int64_t n) {
     pg_block_q8_K * y = (pg_block_q8_K *) vy;
     for (int64_t ib = 0; ib < n / PG_QK_K; ib++, x += PG_QK_K) {
 #if defined(PG_SIMD_NEON)
         pg_kq_neon_quantize_q8_K(x, &y[ib]);
+#elif defined(PG_SIMD_AVX512)
+        pg_kq_x86_quantize_q8_K(x, &y[ib]);
 #else
         float max = 0.0f, amax = 0.0f;
         for (int e = 0; e < PG_QK_K; e++) {
@@ -835,6 +845,16 @@ PG_KQ_DOT_N(q3_K)
 PG_KQ_DOT_N(q4_K)
 PG_KQ_DOT_N(q5_K)
 PG_KQ_DOT_N(q6_K)
+
+/* vec_dot_tile (mul_mat's GEMM): with AVX-512 isa/kgemm-x86.h's tiles of two weight rows x four
+ * columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes vec_dot_n row by row: an
+ * AVX2 tile of the same form ran no faster than it, docs/benchmarks.md) */
+#if defined(PG_SIMD_AVX512)
+#include "isa/kgemm-x86.h"
+#define PG_KTILE_FN(T) pg_vec_dot_##T##_q8_K_tile
+#else
+#define PG_KTILE_FN(T) NULL
+#endif
 
 /* IQ4_XS against Q8_K: on x86 isa/kquants-x86.h's kernel (an integer sum per super-block, as
  * ggml's AVX2 one); elsewhere each block of 32 looked up in the IQ4_NL table (pg_q8x32_lut16: tbl

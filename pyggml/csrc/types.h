@@ -11,7 +11,7 @@
  *   vec_dot_n          vec_dot against up to four activation rows at once (mul_mat's integer GEMV and
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QT_MR weight rows x up to four activation rows in registers (x86, the 32-element
- *                      block types; mul_mat prefers it to vec_dot_n)
+ *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n)
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows
@@ -220,26 +220,31 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q2_K", .blck = PG_QK_K, .size = sizeof(pg_block_q2_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q2_K_to_f32, .from_float = pg_row_q2_K_from_f32,
         .vec_dot = pg_vec_dot_q2_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q2_K_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(q2_K),
     },
     [PG_TYPE_Q3_K] = {
         .name = "q3_K", .blck = PG_QK_K, .size = sizeof(pg_block_q3_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q3_K_to_f32, .from_float = pg_row_q3_K_from_f32,
         .vec_dot = pg_vec_dot_q3_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q3_K_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(q3_K),
     },
     [PG_TYPE_Q4_K] = {
         .name = "q4_K", .blck = PG_QK_K, .size = sizeof(pg_block_q4_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_K_to_f32, .from_float = pg_row_q4_K_from_f32,
         .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q4_K_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(q4_K),
     },
     [PG_TYPE_Q5_K] = {
         .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_K_to_f32, .from_float = pg_row_q5_K_from_f32,
         .vec_dot = pg_vec_dot_q5_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q5_K_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(q5_K),
     },
     [PG_TYPE_Q6_K] = {
         .name = "q6_K", .blck = PG_QK_K, .size = sizeof(pg_block_q6_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
         .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(q6_K),
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
@@ -284,6 +289,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "iq4_xs", .blck = PG_QK_IQ4_XS, .size = sizeof(pg_block_iq4_xs), .kind = PG_KIND_QUANT,
         .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,
         .vec_dot = pg_vec_dot_iq4_xs_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_iq4_xs_q8_K_n,
+        .vec_dot_tile = PG_KTILE_FN(iq4_xs),
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {

@@ -45,6 +45,43 @@ static inline __m512i pg_kq_join(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 #endif
+#if defined(PG_SIMD_AVX512)
+/* quants-k.h's Q8_K quantiser for one super-block, 16 lanes at a time with its float steps: the
+ * largest |x| (max_ps passes a NaN over, as the scalar comparison does), the first element with it,
+ * iscale = -127/max, q = min(127, nearest_int(iscale * x)) by the same product and 1.5 * 2^23
+ * addition (explicitly rounded intrinsics: never contracted to an fma), the low byte kept */
+static inline void pg_kq_x86_quantize_q8_K(const float * x, pg_block_q8_K * y) {
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 m = _mm512_setzero_ps();
+    for (int e = 0; e < PG_QK_K; e += 16) m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + e), sign), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    if (!amax) {
+        memset(y, 0, sizeof(*y));
+        return;
+    }
+    int first = 0;
+    for (int e = 0; e < PG_QK_K; e += 16) {
+        const __mmask16 k = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(x + e), sign), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (k) {
+            first = e + __builtin_ctz(k);
+            break;
+        }
+    }
+    const float iscale = -127.0f / x[first];
+    const __m512 vs = _mm512_set1_ps(iscale), magic = _mm512_set1_ps(12582912.0f);
+    const __m512i mant = _mm512_set1_epi32(0x007fffff), half = _mm512_set1_epi32(0x00400000), top = _mm512_set1_epi32(127);
+    for (int g = 0; g < PG_QK_K / 16; g++) {
+        const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        const __m512 v = _mm512_add_round_ps(_mm512_mul_round_ps(vs, _mm512_loadu_ps(x + 16 * g), r), magic, r);
+        const __m512i l = _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v), mant), half), top);
+        const __m128i q = _mm512_cvtepi32_epi8(l);
+        _mm_storeu_si128((__m128i *) (y->qs + 16 * g), q);
+        y->bsums[g] = (int16_t) _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q));
+    }
+    y->d = 1 / iscale;
+}
+#endif
+
 /* 16 int8 (or uint8 when zext) values as int16, both lanes: element 8h..8h+7 of each half h */
 static inline __m256i pg_kq_bcast8(const void * p, bool zext) {
     const __m128i v = _mm_loadl_epi64((const __m128i *) p);
