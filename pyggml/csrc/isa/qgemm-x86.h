@@ -9,6 +9,11 @@
  * With AVX-512 one zmm holds two blocks (the even one in the low 256 bits, the odd one in the high),
  * the even and odd accumulators of the one-column kernel (PG_QDOT) side by side: the sums are
  * vec_dot_n's bit for bit (Q4_1/Q5_1 add their m*s terms in vector lanes, not in vec_dot_n's order).
+ * AVX2 steps two blocks too, one ymm each; hadd folds each block's 8 int32 lanes to 4 and puts both
+ * blocks in one 8-lane f32 accumulator, so a step costs one conversion and one FMA per (row, column)
+ * (the one-block step waited on one FMA chain per row; its GEMV ran at about half ggml's speed for
+ * Q4_1/Q5_1), and Q4_1/Q5_1 add m*s off that chain. Each (row, column) has one accumulator whatever
+ * the tile, so a GEMM column equals the GEMV's bit for bit on every x86 build.
  *
  * The products are unsigned x signed with the weights the unsigned side, so the activations need no
  * per-pair sign transfer: Q4_1/Q5_1 codes are >= 0; Q4_0/Q5_0 codes are q + 8 / q + 16, and with VNNI
