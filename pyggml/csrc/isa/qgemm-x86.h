@@ -9,6 +9,11 @@
  * With AVX-512 one zmm holds two blocks (the even one in the low 256 bits, the odd one in the high),
  * the even and odd accumulators of the one-column kernel (PG_QDOT) side by side: the sums are
  * vec_dot_n's bit for bit (Q4_1/Q5_1 add their m*s terms in vector lanes, not in vec_dot_n's order).
+ * AVX2 steps two blocks too, one ymm each; hadd folds each block's 8 int32 lanes to 4 and puts both
+ * blocks in one 8-lane f32 accumulator, so a step costs one conversion and one FMA per (row, column)
+ * (the one-block step waited on one FMA chain per row; its GEMV ran at about half ggml's speed for
+ * Q4_1/Q5_1), and Q4_1/Q5_1 add m*s off that chain. Each (row, column) has one accumulator whatever
+ * the tile, so a GEMM column equals the GEMV's bit for bit on every x86 build.
  *
  * The products are unsigned x signed with the weights the unsigned side, so the activations need no
  * per-pair sign transfer: Q4_1/Q5_1 codes are >= 0; Q4_0/Q5_0 codes are q + 8 / q + 16, and with VNNI
@@ -20,7 +25,6 @@
 
 #if defined(PG_SIMD_AVX512)
 #define PG_QT_MR 4                 /* weight rows per tile: 16 accumulators + 4 rows' codes and scales */
-#define PG_QT_BPV 2                /* blocks per vector */
 typedef __m512i pg_qt_i;
 typedef __m512 pg_qt_f;
 #if defined(__AVX512VNNI__)
@@ -30,6 +34,10 @@ static inline pg_qt_i pg_qt_dot(pg_qt_i acc, pg_qt_i u, pg_qt_i s) { return _mm5
 #define PG_QT_VNNI 0
 static inline pg_qt_i pg_qt_dot(pg_qt_i acc, pg_qt_i u, pg_qt_i s) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+}
+static inline pg_qt_i pg_qt_ubs16(pg_qt_i u, pg_qt_i s) { return _mm512_maddubs_epi16(u, s); }
+static inline pg_qt_i pg_qt_sum16_sub(pg_qt_i a, pg_qt_i b) {
+    return _mm512_madd_epi16(_mm512_sub_epi16(a, b), _mm512_set1_epi16(1));
 }
 #endif
 static inline pg_qt_i pg_qt_zero_i(void) { return _mm512_setzero_si512(); }
@@ -73,53 +81,106 @@ static inline pg_qt_f pg_qt_zero_f(void) { return _mm512_setzero_ps(); }
 static inline pg_qt_f pg_qt_mul(pg_qt_f a, pg_qt_f b) { return _mm512_mul_ps(a, b); }
 static inline pg_qt_f pg_qt_fma(pg_qt_f a, pg_qt_f b, pg_qt_f c) { return _mm512_fmadd_ps(a, b, c); }
 static inline pg_qt_f pg_qt_cvt(pg_qt_i p) { return _mm512_cvtepi32_ps(p); }
+/* Q4_1/Q5_1 and Q8_1: the scales d (in every lane of a block) and m or s (in its first lane) of two
+ * blocks that start with the fp16 pair {d, m} ({d, s}); the twin's zero when !two */
+static inline void pg_qt_scales_dm(pg_qt_f * d, pg_qt_f * m, const void * b0, const void * b1, int two) {
+    const pg_fp16_t * h0 = (const pg_fp16_t *) b0, * h1 = (const pg_fp16_t *) b1;
+    *d = pg_qt_scales(h0[0], two ? h1[0] : 0);
+    *m = pg_qt_scales1(h0[1], two ? h1[1] : 0);
+}
+/* acc + d_x*d_y * v, then + m*s */
+static inline pg_qt_f pg_qt_acc_dm(pg_qt_f acc, pg_qt_f xd, pg_qt_f xm, pg_qt_f yd, pg_qt_f ys, pg_qt_f v) {
+    return _mm512_fmadd_ps(xm, ys, _mm512_fmadd_ps(_mm512_mul_ps(xd, yd), v, acc));
+}
 /* even + odd accumulator, then the 8 lanes: PG_QDOT's pg_qacc_sum(pg_qacc_merge(acc0, acc1)) */
 static inline float pg_qt_sum(pg_qt_f acc) {
     const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
     return pg_avx2_hsum(_mm256_add_ps(_mm512_castps512_ps256(acc), hi));
 }
 #else
-#define PG_QT_MR 2                 /* 16 registers: 8 accumulators + 2 rows' codes and scales */
-#define PG_QT_BPV 1
-typedef __m256i pg_qt_i;
+#define PG_QT_MR 2                 /* 8 accumulators + 2 rows' codes and scales (some in L1) */
+/* a step's even and odd block, one ymm each; pg_qt_cvt sums each block's 8 int32 lanes to 4 and
+ * puts the two blocks side by side in one f32 vector (lanes 0, 1, 4, 5 the even block, 2, 3, 6, 7
+ * the odd one), so a step costs one conversion and one FMA per accumulator, as with AVX-512 */
+typedef struct { __m256i e, o; } pg_qt_i;
 typedef __m256 pg_qt_f;
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
-#define PG_QT_VNNI 1
-static inline pg_qt_i pg_qt_dot(pg_qt_i acc, pg_qt_i u, pg_qt_i s) {
+static inline __m256i pg_qt_dot1(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
     return _mm256_dpbusd_epi32(acc, u, s);
-#else
+#elif defined(__AVXVNNI__)
     return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
+static inline pg_qt_i pg_qt_two(__m256i e, __m256i o) { pg_qt_i v = {e, o}; return v; }
+static inline pg_qt_i pg_qt_dot(pg_qt_i acc, pg_qt_i u, pg_qt_i s) {
+    return pg_qt_two(pg_qt_dot1(acc.e, u.e, s.e), pg_qt_dot1(acc.o, u.o, s.o));
+}
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define PG_QT_VNNI 1
 #else
 #define PG_QT_VNNI 0
-static inline pg_qt_i pg_qt_dot(pg_qt_i acc, pg_qt_i u, pg_qt_i s) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+static inline pg_qt_i pg_qt_ubs16(pg_qt_i u, pg_qt_i s) {
+    return pg_qt_two(_mm256_maddubs_epi16(u.e, s.e), _mm256_maddubs_epi16(u.o, s.o));
+}
+static inline pg_qt_i pg_qt_sum16_sub(pg_qt_i a, pg_qt_i b) {
+    const __m256i one = _mm256_set1_epi16(1);
+    return pg_qt_two(_mm256_madd_epi16(_mm256_sub_epi16(a.e, b.e), one), _mm256_madd_epi16(_mm256_sub_epi16(a.o, b.o), one));
 }
 #endif
-static inline pg_qt_i pg_qt_zero_i(void) { return _mm256_setzero_si256(); }
-static inline pg_qt_i pg_qt_neg(pg_qt_i v) { return _mm256_sub_epi32(_mm256_setzero_si256(), v); }
-static inline pg_qt_i pg_qt_set1_u8(int c) { return _mm256_set1_epi8((char) c); }
-static inline pg_qt_i pg_qt_xor80(pg_qt_i v) { return _mm256_xor_si256(v, _mm256_set1_epi8((char) 0x80)); }
-static inline pg_qt_i pg_qt_abs8(pg_qt_i x) { return _mm256_sign_epi8(x, x); }
-static inline pg_qt_i pg_qt_sign8(pg_qt_i y, pg_qt_i x) { return _mm256_sign_epi8(y, x); }
-static inline pg_qt_i pg_qt_load(const int8_t * q0, const int8_t * q1) { (void) q1; return pg_q8x32_load(q0); }
-static inline pg_qt_i pg_qt_nibbles(const uint8_t * q0, const uint8_t * q1) { (void) q1; return pg_q8x32_nibbles(q0); }
-static inline pg_qt_i pg_qt_add_bit4(pg_qt_i v, const uint8_t * h0, const uint8_t * h1) {
-    (void) h1;
-    return _mm256_or_si256(v, pg_q8x32_bit4(h0));
+static inline pg_qt_i pg_qt_zero_i(void) { return pg_qt_two(_mm256_setzero_si256(), _mm256_setzero_si256()); }
+static inline pg_qt_i pg_qt_neg(pg_qt_i v) {
+    return pg_qt_two(_mm256_sub_epi32(_mm256_setzero_si256(), v.e), _mm256_sub_epi32(_mm256_setzero_si256(), v.o));
 }
-static inline pg_qt_i pg_qt_lut16(pg_qt_i v, const int8_t * table) { return pg_q8x32_lut16(v, table); }
-static inline pg_qt_f pg_qt_scales(pg_fp16_t h0, pg_fp16_t h1) { (void) h1; return _mm256_set1_ps(pg_fp16_to_fp32(h0)); }
-static inline pg_qt_f pg_qt_scales1(pg_fp16_t h0, pg_fp16_t h1) {
-    (void) h1;
-    return _mm256_cvtph_ps(_mm_cvtsi32_si128(h0));
+static inline pg_qt_i pg_qt_set1_u8(int c) { return pg_qt_two(_mm256_set1_epi8((char) c), _mm256_set1_epi8((char) c)); }
+static inline pg_qt_i pg_qt_xor80(pg_qt_i v) {
+    const __m256i k = _mm256_set1_epi8((char) 0x80);
+    return pg_qt_two(_mm256_xor_si256(v.e, k), _mm256_xor_si256(v.o, k));
+}
+static inline pg_qt_i pg_qt_abs8(pg_qt_i x) { return pg_qt_two(_mm256_sign_epi8(x.e, x.e), _mm256_sign_epi8(x.o, x.o)); }
+static inline pg_qt_i pg_qt_sign8(pg_qt_i y, pg_qt_i x) {
+    return pg_qt_two(_mm256_sign_epi8(y.e, x.e), _mm256_sign_epi8(y.o, x.o));
+}
+static inline pg_qt_i pg_qt_load(const int8_t * q0, const int8_t * q1) { return pg_qt_two(pg_q8x32_load(q0), pg_q8x32_load(q1)); }
+static inline pg_qt_i pg_qt_nibbles(const uint8_t * q0, const uint8_t * q1) {
+    return pg_qt_two(pg_q8x32_nibbles(q0), pg_q8x32_nibbles(q1));
+}
+static inline pg_qt_i pg_qt_add_bit4(pg_qt_i v, const uint8_t * h0, const uint8_t * h1) {
+    return pg_qt_two(_mm256_or_si256(v.e, pg_q8x32_bit4(h0)), _mm256_or_si256(v.o, pg_q8x32_bit4(h1)));
+}
+static inline pg_qt_i pg_qt_lut16(pg_qt_i v, const int8_t * table) {
+    return pg_qt_two(pg_q8x32_lut16(v.e, table), pg_q8x32_lut16(v.o, table));
+}
+/* fp16 lanes h0 h0 h1 h1 (twice): the two blocks' scales in their f32 lanes */
+static inline pg_qt_f pg_qt_scales(pg_fp16_t h0, pg_fp16_t h1) {
+    return _mm256_cvtph_ps(_mm_blend_epi16(_mm_set1_epi16((short) h0), _mm_set1_epi16((short) h1), 0xcc));
 }
 static inline pg_qt_f pg_qt_zero_f(void) { return _mm256_setzero_ps(); }
 static inline pg_qt_f pg_qt_mul(pg_qt_f a, pg_qt_f b) { return _mm256_mul_ps(a, b); }
 static inline pg_qt_f pg_qt_fma(pg_qt_f a, pg_qt_f b, pg_qt_f c) { return _mm256_fmadd_ps(a, b, c); }
-static inline pg_qt_f pg_qt_cvt(pg_qt_i p) { return _mm256_cvtepi32_ps(p); }
+static inline pg_qt_f pg_qt_cvt(pg_qt_i p) {
+    return _mm256_cvtepi32_ps(_mm256_hadd_epi32(p.e, p.o));
+}
+/* Q4_1/Q5_1 and Q8_1: the fp16 pairs {d, m} ({d, s}) two blocks start with, as f32 d0 m0 d1 m1 in
+ * lanes 0..3 of d (m unused): one conversion per row and step, and per pair one product of both */
+static inline void pg_qt_scales_dm(pg_qt_f * d, pg_qt_f * m, const void * b0, const void * b1, int two) {
+    uint32_t h0, h1 = 0;
+    memcpy(&h0, b0, 4);
+    if (two) memcpy(&h1, b1, 4);
+    *d = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int) h0), (int) h1, 1)));
+    *m = _mm256_setzero_ps();
+}
+/* acc + (d_x*d_y * v + m*s): d_x*d_y spread to the blocks' lanes, m*s in lanes 1 (even block) and 3
+ * (odd), off the accumulator's chain */
+static inline pg_qt_f pg_qt_acc_dm(pg_qt_f acc, pg_qt_f xd, pg_qt_f xm, pg_qt_f yd, pg_qt_f ys, pg_qt_f v) {
+    (void) xm;
+    (void) ys;
+    const __m128 p = _mm_mul_ps(_mm256_castps256_ps128(xd), _mm256_castps256_ps128(yd));
+    const __m256 dd = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(p), _mm256_setr_epi32(0, 0, 2, 2, 0, 0, 2, 2));
+    const __m256 ms = _mm256_set_m128(_mm_setzero_ps(), _mm_blend_ps(_mm_setzero_ps(), p, 0xa));
+    return _mm256_add_ps(acc, _mm256_fmadd_ps(dd, v, ms));
+}
 static inline float pg_qt_sum(pg_qt_f acc) { return pg_avx2_hsum(acc); }
 #endif
 
@@ -127,7 +188,7 @@ static inline float pg_qt_sum(pg_qt_f acc) { return pg_avx2_hsum(acc); }
  * q + off (Q4_0, Q5_0), signed values (Q8_0, IQ4_NL) */
 enum { PG_QT_UNS, PG_QT_OFF, PG_QT_SIGNED };
 
-/* one step (PG_QT_BPV blocks) of a weight row: unsigned lanes u, the signed values s (sign trick
+/* one step (two blocks) of a weight row: unsigned lanes u, the signed values s (sign trick
  * only), d_x (and m) per block */
 typedef struct { pg_qt_i u, s; pg_qt_f d, m; } pg_qt_w;
 /* of an activation row: its int8 y, the correction -off*sum(y) per lane, d_y (and s) per block */
@@ -142,11 +203,19 @@ static inline __attribute__((always_inline)) pg_qt_w pg_qt_weights(pg_qt_i q, in
 }
 static inline __attribute__((always_inline)) pg_qt_i pg_qt_correction(pg_qt_i y, int mode, int off) {
     if (mode == PG_QT_UNS || (mode == PG_QT_SIGNED && !PG_QT_VNNI)) return pg_qt_zero_i();
+#if PG_QT_VNNI
     return pg_qt_neg(pg_qt_dot(pg_qt_zero_i(), pg_qt_set1_u8(mode == PG_QT_SIGNED ? 0x80 : off), y));
+#else
+    return pg_qt_ubs16(pg_qt_set1_u8(off), y);
+#endif
 }
-/* the 8 (16) int32 lanes of x . y */
+/* the int32 lanes of x . y; without VNNI the offset's share is taken off maddubs' int16 pair sums
+ * (|u.y| <= 2*31*128, exact), one madd for both */
 static inline __attribute__((always_inline)) pg_qt_i pg_qt_pair(const pg_qt_w * w, const pg_qt_y * a, int mode) {
-    if (mode == PG_QT_SIGNED && !PG_QT_VNNI) return pg_qt_dot(pg_qt_zero_i(), w->u, pg_qt_sign8(a->y, w->s));
+#if !PG_QT_VNNI
+    if (mode == PG_QT_SIGNED) return pg_qt_dot(pg_qt_zero_i(), w->u, pg_qt_sign8(a->y, w->s));
+    if (mode == PG_QT_OFF) return pg_qt_sum16_sub(pg_qt_ubs16(w->u, a->y), a->c);
+#endif
     return pg_qt_dot(a->c, w->u, a->y);
 }
 
@@ -168,6 +237,32 @@ static inline __attribute__((always_inline)) pg_qt_i pg_qt_pair(const pg_qt_w * 
  * the missing ones repeating the last (computed, not stored). An odd last block pairs with itself,
  * its twin's scales zero */
 #define PG_QTILE(NAME, TX, TY, DECODE, MODE, OFF, MIN)                                                 \
+static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * const * x, const TY * const * y, \
+                                                                   int64_t ib, const int two, const int MR, \
+                                                                   const int nc, pg_qt_f acc[PG_QT_MR][4]) { \
+    const int64_t i1 = two ? ib + 1 : ib;                                                              \
+    pg_qt_w w[PG_QT_MR];                                                                               \
+    _Pragma("GCC unroll 4")                                                                            \
+    for (int r = 0; r < MR; r++) {                                                                     \
+        const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                                   \
+        w[r] = pg_qt_weights(DECODE(b0, b1), MODE);                                                    \
+        MIN(pg_qt_scales_dm(&w[r].d, &w[r].m, b0, b1, two), w[r].d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
+    }                                                                                                  \
+    _Pragma("GCC unroll 4")                                                                            \
+    for (int c = 0; c < nc; c++) {                                                                     \
+        const TY * b0 = y[c] + ib, * b1 = y[c] + i1;                                                   \
+        pg_qt_y a;                                                                                     \
+        a.y = pg_qt_load(b0->qs, b1->qs);                                                              \
+        a.c = pg_qt_correction(a.y, MODE, OFF);                                                        \
+        MIN(pg_qt_scales_dm(&a.d, &a.s, b0, b1, two), a.d = pg_qt_scales(b0->d, two ? b1->d : 0));     \
+        _Pragma("GCC unroll 4")                                                                        \
+        for (int r = 0; r < MR; r++) {                                                                 \
+            const pg_qt_i p = pg_qt_pair(&w[r], &a, MODE);                                             \
+            MIN(acc[r][c] = pg_qt_acc_dm(acc[r][c], w[r].d, w[r].m, a.d, a.s, pg_qt_cvt(p)),          \
+                acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), pg_qt_cvt(p), acc[r][c]));               \
+        }                                                                                              \
+    }                                                                                                  \
+}                                                                                                      \
 static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, const void * vx, size_t bx, int mr, \
                                                                    const int MR, const void * vy, size_t by, \
                                                                    const int nc, float * s, size_t lds) { \
@@ -183,33 +278,9 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
         _Pragma("GCC unroll 4")                                                                        \
         for (int c = 0; c < nc; c++) acc[r][c] = pg_qt_zero_f();                                       \
     const int64_t nb = n / PG_QK;                                                                      \
-    for (int64_t ib = 0; ib < nb; ib += PG_QT_BPV) {                                                   \
-        const int two = ib + 1 < nb;                                                                   \
-        const int64_t i1 = PG_QT_BPV == 2 && two ? ib + 1 : ib;                                        \
-        pg_qt_w w[PG_QT_MR];                                                                           \
-        _Pragma("GCC unroll 4")                                                                        \
-        for (int r = 0; r < MR; r++) {                                                                 \
-            const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                               \
-            w[r] = pg_qt_weights(DECODE(b0, b1), MODE);                                                \
-            w[r].d = pg_qt_scales(b0->d, two ? b1->d : 0);                                             \
-            MIN(w[r].m = pg_qt_scales1(b0->m, two ? b1->m : 0));                                       \
-        }                                                                                              \
-        _Pragma("GCC unroll 4")                                                                        \
-        for (int c = 0; c < nc; c++) {                                                                 \
-            const TY * b0 = y[c] + ib, * b1 = y[c] + i1;                                               \
-            pg_qt_y a;                                                                                 \
-            a.y = pg_qt_load(b0->qs, b1->qs);                                                          \
-            a.c = pg_qt_correction(a.y, MODE, OFF);                                                    \
-            a.d = pg_qt_scales(b0->d, two ? b1->d : 0);                                                \
-            MIN(a.s = pg_qt_scales1(b0->s, two ? b1->s : 0));                                          \
-            _Pragma("GCC unroll 4")                                                                    \
-            for (int r = 0; r < MR; r++) {                                                             \
-                const pg_qt_i p = pg_qt_pair(&w[r], &a, MODE);                                         \
-                acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), pg_qt_cvt(p), acc[r][c]);                \
-                MIN(acc[r][c] = pg_qt_fma(w[r].m, a.s, acc[r][c]));                                    \
-            }                                                                                          \
-        }                                                                                              \
-    }                                                                                                  \
+    int64_t ib = 0;                                                                                    \
+    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc);                           \
+    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc);                                           \
     _Pragma("GCC unroll 4")                                                                            \
     for (int c = 0; c < nc; c++)                                                                       \
         _Pragma("GCC unroll 4")                                                                        \
@@ -221,8 +292,8 @@ static inline void NAME##_tile(int64_t n, const void * x, size_t bx, int mr, con
     else PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, y, by, nc, s, lds);                                  \
 }
 
-#define PG_QT_MIN(stmt) stmt
-#define PG_QT_NOMIN(stmt)
+#define PG_QT_MIN(with, without) with
+#define PG_QT_NOMIN(with, without) without
 #define PG_QT_DEC_Q8_0(b0, b1) pg_qt_load((b0)->qs, (b1)->qs)
 #define PG_QT_DEC_Q4(b0, b1) pg_qt_nibbles((b0)->qs, (b1)->qs)
 #define PG_QT_DEC_Q5(b0, b1) pg_qt_add_bit4(pg_qt_nibbles((b0)->qs, (b1)->qs), (b0)->qh, (b1)->qh)
