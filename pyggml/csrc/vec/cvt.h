@@ -86,16 +86,11 @@ static inline void pg_vec_cvt_f16_f32(int64_t n, const pg_fp16_t * x, float * y)
     for (; i < n; i++) y[i] = pg_fp16_to_fp32(x[i]);
 }
 
-/* x is prefetched 1 KB ahead: an F16 KV-cache write (set_rows of 512 rows of 1024 from L3) ran at
- * 25-29 us from run to run without it and 25-26 us with it (Zen 5, AVX2 and AVX-512) */
 static inline void pg_vec_cvt_f32_f16(int64_t n, const float * x, pg_fp16_t * y) {
     PG_RVV_DO(pg_rvv_cvt_f32_f16(n, x, y))
     int64_t i = 0;
 #if PG_HAVE_F32V
-    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
-        __builtin_prefetch((const char *) (x + i) + 1024);
-        PG_F32V_STORE_F16(y + i, PG_F32V_LOAD(x + i));
-    }
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) PG_F32V_STORE_F16(y + i, PG_F32V_LOAD(x + i));
 #endif
     for (; i < n; i++) y[i] = pg_fp32_to_fp16(x[i]);
 }
