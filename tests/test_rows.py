@@ -174,6 +174,32 @@ def test_set_rows_bad_index_writes_nothing(ctx, rng, bad, n, nth):
     np.testing.assert_array_equal(_rows(a, (1, 2, 7)), want)
 
 
+@pytest.mark.parametrize("nth", [1, 2, 3])
+@pytest.mark.parametrize("idx_type", ["I32", "I64"])
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("bad_at", [None, (0, 0), (5, 1), (12, 1)])
+def test_set_rows_index_check(ctx, rng, idx_type, packed, bad_at, nth):
+    """The check of every index before the writes, for packed indices (scanned branch-free) and
+    strided ones (c a transposed view: nb0 = 2 elements), two index rows of 13 shared out between
+    threads: a bad index is named and a left unchanged; without one the rows are written."""
+    n, R, C1 = 13, 40, 2
+    cn = np.stack([rng.permutation(R)[:n] for _ in range(C1)]).astype(IDX_DTYPE[idx_type])
+    a, b, _, before, want = _set_rows_case(ctx, rng, "F16", "F32", 32, R, n, 2, 1, C1, 1, c=cn[None])
+    if bad_at is not None:
+        cn[bad_at[1], bad_at[0]] = R
+    tc = ctx.from_numpy(cn) if packed else gg.transpose(ctx.from_numpy(np.ascontiguousarray(cn.T)))
+    assert tc.ne[:2] == (n, C1) and tc.is_contiguous() == packed
+    g = gg.CGraph()
+    g.build_forward_expand(gg.set_rows(a, b, tc))
+    if bad_at is None:
+        g.compute(nth)
+        np.testing.assert_array_equal(_rows(a, (1, 2, R)), want)
+        return
+    with pytest.raises(IndexError, match=rf"set_rows: index {R} at position \({bad_at[0]}, {bad_at[1]}, 0\) "):
+        g.compute(nth)
+    np.testing.assert_array_equal(_rows(a, (1, 2, R)), before)
+
+
 def test_set_rows_is_a_view_of_a(ctx, rng):
     a = ctx.new_tensor(gg.Type.F16, (32, 4))
     b = ctx.from_numpy(_values(rng, (2, 32)))

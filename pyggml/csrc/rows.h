@@ -49,6 +49,29 @@ static inline int64_t pg_rows_index(const pg_tensor * c, int64_t i, int64_t j, i
     return c->type == PG_TYPE_I64 ? *(const int64_t *) x : *(const int32_t *) x;
 }
 
+/* the first i in [i0, i1) whose index c[i, j, k] is outside [0, R), else i1. Packed indices are
+ * scanned branch-free first (the loop vectorises): checking a KV write's 512 indices one by one
+ * through pg_rows_index was 0.5 us of set_rows' 2.3 us for 512 rows of 16 (ggml: 1.7 us). */
+static inline int64_t pg_rows_first_bad(const pg_tensor * c, int64_t i0, int64_t i1, int64_t j, int64_t k, int64_t R) {
+    const char * base = (const char *) c->data + j * c->nb[1] + k * c->nb[2];
+    int bad = 1;
+    if (c->type == PG_TYPE_I64 && c->nb[0] == sizeof(int64_t)) {
+        const int64_t * x = (const int64_t *) base;
+        bad = 0;
+        for (int64_t i = i0; i < i1; i++) bad |= (uint64_t) x[i] >= (uint64_t) R;
+    } else if (c->type == PG_TYPE_I32 && c->nb[0] == sizeof(int32_t)) {
+        const int32_t * x = (const int32_t *) base;
+        bad = 0;
+        for (int64_t i = i0; i < i1; i++) bad |= (uint64_t) (int64_t) x[i] >= (uint64_t) R;
+    }
+    if (!bad) return i1;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = pg_rows_index(c, i, j, k);
+        if (r < 0 || r >= R) return i;
+    }
+    return i1;
+}
+
 /* ---- get_rows ---- */
 
 static inline void pg_compute_get_rows(const pg_params * p, pg_tensor * dst) {
@@ -158,21 +181,17 @@ static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const 
     const int64_t E = dst->ne[0], R = dst->ne[1];
     const int64_t n = b->ne[1], A2 = b->ne[2], A3 = b->ne[3], C1 = c->ne[1], C2 = c->ne[2];
 
-    /* 1. every index checked before anything is written */
+    /* 1. every index checked before anything is written, k = ki + n * (kj + C1 * kk), by index rows */
     int64_t k0, k1;
     pg_split_rows(n * C1 * C2, p->ith, p->nth, &k0, &k1);
-    /* k = ki + n * (kj + C1 * kk), the three carried instead of divided out per index */
-    int64_t ki = k0 % n, kj = k0 / n % C1, kk = k0 / (n * C1);
-    for (int64_t k = k0; k < k1; k++) {
-        const int64_t r = pg_rows_index(c, ki, kj, kk);
-        if (r < 0 || r >= R) {
-            pg_report_error(p, dst, k, r);
+    for (int64_t k = k0; k < k1;) {
+        const int64_t row = k / n, ki = k - row * n, ke = PG_MIN(k1 - row * n, n);
+        const int64_t bad = pg_rows_first_bad(c, ki, ke, row % C1, row / C1, R);
+        if (bad < ke) {
+            pg_report_error(p, dst, row * n + bad, pg_rows_index(c, bad, row % C1, row / C1));
             break;
         }
-        if (++ki == n) {
-            ki = 0;
-            if (++kj == C1) kj = 0, kk++;
-        }
+        k = row * n + ke;
     }
     if (rope) {
         pg_rope r;
