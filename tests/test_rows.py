@@ -90,20 +90,22 @@ def test_set_rows_broadcast(ctx, rng, C1, C2, nth):
 @pytest.mark.parametrize("nth", [1, 2, 3])
 @pytest.mark.parametrize("typ", ["F16", "Q8_0"])
 @pytest.mark.parametrize("order", ["consecutive", "rising", "one_row_falls"])
-def test_set_rows_rising_indices(ctx, rng, typ, order, nth):
+@pytest.mark.parametrize("C1,C2,A3", [(2, 1, 2), (2, 3, 3)])
+def test_set_rows_rising_indices(ctx, rng, typ, order, C1, C2, A3, nth):
     """Indices that rise along every index row (a KV cache write: each thread takes a contiguous
     range of source rows) and ones where a single index row falls (rows dealt out by destination),
-    broadcast over dims 2 and 3, an odd number of rows per matrix."""
-    n, R, C1, C2 = 7, 20, 2, 1
+    broadcast over dims 2 and 3 (the index matrix of a row carried from row to row, a thread's range
+    starting inside a matrix), an odd number of rows per matrix."""
+    n, R = 7, 20
     if order == "consecutive":
         c = np.broadcast_to(np.arange(5, 5 + n), (C2, C1, n))
     else:
         c = np.stack([np.stack([np.sort(rng.permutation(R)[:n]) for _ in range(C1)]) for _ in range(C2)])
         if order == "one_row_falls":
             c[0, 1, [2, 3]] = c[0, 1, [3, 2]]
-    a, b, tc, _, want = _set_rows_case(ctx, rng, typ, "F32", 64, R, n, 4, 2, C1, C2, c=c.astype(np.int64))
+    a, b, tc, _, want = _set_rows_case(ctx, rng, typ, "F32", 64, R, n, 4, A3, C1, C2, c=c.astype(np.int64))
     run(gg.set_rows(a, b, tc), nth)
-    np.testing.assert_array_equal(_rows(a, (2, 4, R)), want)
+    np.testing.assert_array_equal(_rows(a, (A3, 4, R)), want)
 
 
 @pytest.mark.parametrize("nth", THREADS)
@@ -170,6 +172,32 @@ def test_set_rows_bad_index_writes_nothing(ctx, rng, bad, n, nth):
     c.numpy()[0, 1, n - 1] = good
     g.compute(nth)
     np.testing.assert_array_equal(_rows(a, (1, 2, 7)), want)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+@pytest.mark.parametrize("idx_type", ["I32", "I64"])
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("bad_at", [None, (0, 0), (5, 1), (12, 1)])
+def test_set_rows_index_check(ctx, rng, idx_type, packed, bad_at, nth):
+    """The check of every index before the writes, for packed indices (scanned branch-free) and
+    strided ones (c a transposed view: nb0 = 2 elements), two index rows of 13 shared out between
+    threads: a bad index is named and a left unchanged; without one the rows are written."""
+    n, R, C1 = 13, 40, 2
+    cn = np.stack([rng.permutation(R)[:n] for _ in range(C1)]).astype(IDX_DTYPE[idx_type])
+    a, b, _, before, want = _set_rows_case(ctx, rng, "F16", "F32", 32, R, n, 2, 1, C1, 1, c=cn[None])
+    if bad_at is not None:
+        cn[bad_at[1], bad_at[0]] = R
+    tc = ctx.from_numpy(cn) if packed else gg.transpose(ctx.from_numpy(np.ascontiguousarray(cn.T)))
+    assert tc.ne[:2] == (n, C1) and tc.is_contiguous() == packed
+    g = gg.CGraph()
+    g.build_forward_expand(gg.set_rows(a, b, tc))
+    if bad_at is None:
+        g.compute(nth)
+        np.testing.assert_array_equal(_rows(a, (1, 2, R)), want)
+        return
+    with pytest.raises(IndexError, match=rf"set_rows: index {R} at position \({bad_at[0]}, {bad_at[1]}, 0\) "):
+        g.compute(nth)
+    np.testing.assert_array_equal(_rows(a, (1, 2, R)), before)
 
 
 def test_set_rows_is_a_view_of_a(ctx, rng):

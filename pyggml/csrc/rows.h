@@ -49,6 +49,29 @@ static inline int64_t pg_rows_index(const pg_tensor * c, int64_t i, int64_t j, i
     return c->type == PG_TYPE_I64 ? *(const int64_t *) x : *(const int32_t *) x;
 }
 
+/* the first i in [i0, i1) whose index c[i, j, k] is outside [0, R), else i1. Packed indices are
+ * scanned branch-free first (the loop vectorises): checking a KV write's 512 indices one by one
+ * through pg_rows_index was 0.2 us of set_rows' 2.25 us for 512 rows of 16 (ggml: 1.75 us). */
+static inline int64_t pg_rows_first_bad(const pg_tensor * c, int64_t i0, int64_t i1, int64_t j, int64_t k, int64_t R) {
+    const char * base = (const char *) c->data + j * c->nb[1] + k * c->nb[2];
+    int bad = 1;
+    if (c->type == PG_TYPE_I64 && c->nb[0] == sizeof(int64_t)) {
+        const int64_t * x = (const int64_t *) base;
+        bad = 0;
+        for (int64_t i = i0; i < i1; i++) bad |= (uint64_t) x[i] >= (uint64_t) R;
+    } else if (c->type == PG_TYPE_I32 && c->nb[0] == sizeof(int32_t)) {
+        const int32_t * x = (const int32_t *) base;
+        bad = 0;
+        for (int64_t i = i0; i < i1; i++) bad |= (uint64_t) (int64_t) x[i] >= (uint64_t) R;
+    }
+    if (!bad) return i1;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = pg_rows_index(c, i, j, k);
+        if (r < 0 || r >= R) return i;
+    }
+    return i1;
+}
+
 /* ---- get_rows ---- */
 
 static inline void pg_compute_get_rows(const pg_params * p, pg_tensor * dst) {
@@ -117,8 +140,9 @@ static inline void pg_rope_source_row(pg_rows_rope * rr, int64_t ir, int64_t E, 
 static inline void pg_set_row(const pg_tensor * dst, pg_rows_rope * rr, int64_t r, int64_t i, int64_t i2,
                               int64_t i3, int64_t e0, int64_t e1, float * buf) {
     const pg_tensor * b = dst->src[0];
-    const char * x = pg_row(b, i, i2, i3) + pg_row_size(b->type, e0);
-    char * y = pg_row(dst, r, i2, i3) + pg_row_size(dst->type, e0);
+    /* whole rows (e0 = 0) skip pg_row_size's two divisions: ~6% of an F16 row of 1024 on AVX2 */
+    const char * x = pg_row(b, i, i2, i3) + (e0 ? pg_row_size(b->type, e0) : 0);
+    char * y = pg_row(dst, r, i2, i3) + (e0 ? pg_row_size(dst->type, e0) : 0);
     const int64_t m = e1 - e0;
     if (rr) {
         pg_rope_source_row(rr, i + b->ne[1] * (i2 + b->ne[2] * i3), dst->ne[0], buf);
@@ -157,21 +181,17 @@ static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const 
     const int64_t E = dst->ne[0], R = dst->ne[1];
     const int64_t n = b->ne[1], A2 = b->ne[2], A3 = b->ne[3], C1 = c->ne[1], C2 = c->ne[2];
 
-    /* 1. every index checked before anything is written */
+    /* 1. every index checked before anything is written, k = ki + n * (kj + C1 * kk), by index rows */
     int64_t k0, k1;
     pg_split_rows(n * C1 * C2, p->ith, p->nth, &k0, &k1);
-    /* k = ki + n * (kj + C1 * kk), the three carried instead of divided out per index */
-    int64_t ki = k0 % n, kj = k0 / n % C1, kk = k0 / (n * C1);
-    for (int64_t k = k0; k < k1; k++) {
-        const int64_t r = pg_rows_index(c, ki, kj, kk);
-        if (r < 0 || r >= R) {
-            pg_report_error(p, dst, k, r);
+    for (int64_t k = k0; k < k1;) {
+        const int64_t row = k / n, ki = k - row * n, ke = PG_MIN(k1 - row * n, n);
+        const int64_t bad = pg_rows_first_bad(c, ki, ke, row % C1, row / C1, R);
+        if (bad < ke) {
+            pg_report_error(p, dst, row * n + bad, pg_rows_index(c, bad, row % C1, row / C1));
             break;
         }
-        if (++ki == n) {
-            ki = 0;
-            if (++kj == C1) kj = 0, kk++;
-        }
+        k = row * n + ke;
     }
     if (rope) {
         pg_rope r;
@@ -200,13 +220,27 @@ static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const 
     if (nr >= p->nth && (p->nth == 1 || pg_set_rows_rising(c, n, C1, C2))) {
         int64_t s0, s1;
         pg_split_rows(nr, p->ith, p->nth, &s0, &s1);
-        int64_t i = s0 % n, i2 = s0 / n % A2, i3 = s0 / (n * A2);
-        for (int64_t s = s0; s < s1; s++) {
-            pg_set_row(dst, prr, pg_rows_index(c, i, i2 % C1, i3 % C2), i, i2, i3, 0, E, buf);
-            if (++i == n) {
-                i = 0;
-                if (++i2 == A2) i2 = 0, i3++;
+        /* by runs of rows of one matrix (i2, i3). f32 source rows (a KV-cache write) go straight to
+         * the converter with the row and index pointers carried, without pg_set_row's call and frame:
+         * 512 rows of 16 into F16 on AVX2 2.04 -> 1.41 us (ggml: 1.77), rows of 1024 27.7 -> 27.2 */
+        const pg_from_float_fn from_float = !prr && b->type == PG_TYPE_F32 ? pg_traits[dst->type].from_float : NULL;
+        const size_t bx = b->nb[1], by = dst->nb[1], bc = c->nb[0];
+        const bool c64 = c->type == PG_TYPE_I64;
+        int64_t s = s0, i = s0 % n, i2 = s0 / n % A2, i3 = s0 / (n * A2);
+        while (s < s1) {
+            const int64_t ie = PG_MIN(n, i + (s1 - s)), j2 = i2 % C1, j3 = i3 % C2;
+            if (from_float) {
+                const char * x = pg_row(b, i, i2, i3);
+                const char * ci = (const char *) c->data + i * bc + j2 * c->nb[1] + j3 * c->nb[2];
+                char * y = pg_row(dst, 0, i2, i3);
+                for (int64_t k = i; k < ie; k++, x += bx, ci += bc)
+                    from_float((const float *) x, y + (c64 ? *(const int64_t *) ci : *(const int32_t *) ci) * by, E);
+            } else {
+                for (int64_t k = i; k < ie; k++) pg_set_row(dst, prr, pg_rows_index(c, k, j2, j3), k, i2, i3, 0, E, buf);
             }
+            s += ie - i;
+            i = 0;
+            if (++i2 == A2) i2 = 0, i3++;
         }
     } else if (nr >= p->nth) {
         for (int64_t i3 = 0; i3 < A3; i3++) {
