@@ -65,8 +65,8 @@ def test_bytes_are_the_quantised_f32_weights(ctx, files):
         assert t.tobytes() == want, name
 
 
-def _run(path, ids, n_threads=2):
-    m = models.load(path, n_ctx=64, n_threads=n_threads, kv_type=gg.Type.F32)
+def _run(path, ids, n_threads=2, flash_attn=True):
+    m = models.load(path, n_ctx=64, n_threads=n_threads, kv_type=gg.Type.F32, flash_attn=flash_attn)
     out = [m.eval(ids[:7])] + [m.eval([t]) for t in ids[7:]]
     return np.concatenate(out)
 
@@ -80,8 +80,13 @@ def test_logits(files):
     got = _run(files["q4_k_m"], ids)
     assert _rel_err(got, _run(files["dequantised"], ids)) < BOUND_DEQUANTISED
     assert _rel_err(got, _run(files["f32"], ids)) < BOUND_F32
-    one = _run(files["q4_k_m"], ids, n_threads=1)
-    assert float(np.abs(one - got).max() / np.abs(got).max()) < 1e-5
+    # the thread count does not change the K-quant products (each row's sums are fixed): compared with
+    # the mul_mat attention, whose rows are thread-independent too. Flash attention's split-KV decode
+    # sums each thread's keys apart, which differs in the last bits, and this random 4-bit model
+    # turns 1e-7 there into ~1% within two steps (the activations' Q8_K rounding flips)
+    one, two = (_run(files["q4_k_m"], ids, n_threads=n, flash_attn=False) for n in (1, 2))
+    assert float(np.abs(one - two).max() / np.abs(two).max()) < 1e-5
+    assert _rel_err(two, _run(files["dequantised"], ids)) < BOUND_DEQUANTISED
 
 
 @pytest.mark.subprocess
