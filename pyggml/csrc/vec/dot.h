@@ -91,11 +91,10 @@ PG_ALWAYS_INLINE void pg_dot2_kernel(int64_t n, const void * x, size_t bx, const
     s0 = PG_F32V_REDUCE(PG_F32V_ADD(PG_F32V_ADD(a0, a1), PG_F32V_ADD(a2, a3)));
     s1 = PG_F32V_REDUCE(PG_F32V_ADD(PG_F32V_ADD(b0, b1), PG_F32V_ADD(b2, b3)));
 #endif
-    for (; i < n; i++) {
-        const float yv = pg_row_load_1(ty, y, i);
-        s0 += pg_row_load_1(tx, x, i) * yv;
-        s1 += pg_row_load_1(tx, x1, i) * yv;
-    }
+    /* the rest one row at a time, each loop the one-row kernel's statement: two sums in one loop
+     * may be paired into a vector by the compiler and rounded apart from it (an fma or not) */
+    for (int64_t k = i; k < n; k++) s0 += pg_row_load_1(tx, x, k) * pg_row_load_1(ty, y, k);
+    for (int64_t k = i; k < n; k++) s1 += pg_row_load_1(tx, x1, k) * pg_row_load_1(ty, y, k);
     s[0] = s0;
     s[1] = s1;
 }
