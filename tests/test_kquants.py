@@ -148,9 +148,10 @@ def test_mul_mat(ctx, rng, typ, mn, n_threads):
 @pytest.mark.parametrize("typ", DOT_TYPES)
 def test_columns_are_vec_dot_bits(ctx, rng, typ, m):
     """every column of a product (2..5 columns: vec_dot_n with nc 2..4 and a remainder; 9..67: the
-    integer GEMM, on AVX-512 the register tiles of vec_dot_tile: four-row tiles of two-row passes,
-    M = 11 and 6 leaving three and two rows, N leaving 1, 2 and 3 columns of a four-column step) has
-    the bits of the same column alone (N = 1: the GEMV, one column per call)"""
+    integer GEMM, on AVX-512 the register tiles of vec_dot_tile: four-row tiles of two-row passes of
+    up to eight columns, M = 11 and 6 leaving three and two rows, N leaving 1..7 columns of an
+    eight-column step and 1..3 of a four-column one) has the bits of the same column alone (N = 1:
+    the GEMV, one column per call)"""
     k = 512
     a, _ = weights(ctx, rng, typ, m, k)
     x = rng.standard_normal((67, k)).astype(np.float32)
@@ -160,7 +161,7 @@ def test_columns_are_vec_dot_bits(ctx, rng, typ, m):
         run(out)
         alone.append(out.to_numpy()[0])
     alone = np.array(alone)
-    for n, nth in [(2, 1), (3, 2), (4, 1), (5, 2), (9, 1), (10, 2), (67, 1), (67, 2)]:
+    for n, nth in [(2, 1), (3, 2), (4, 1), (5, 2), (9, 1), (10, 2), (21, 1), (23, 2), (30, 1), (67, 1), (67, 2)]:
         out = gg.mul_mat(a, ctx.from_numpy(x[:n]))
         run(out, nth)
         np.testing.assert_array_equal(out.to_numpy().view(np.uint32), alone[:n].view(np.uint32), err_msg=f"N={n}")

@@ -122,10 +122,11 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
 }
 
 /* phase 2, types with vec_dot_n: weight rows [i0, i1) of matrix (i12, i13) against columns [j0, j1),
- * mr rows x 4 columns per vec_dot_tile call (each row dotted with four columns per vec_dot_n call
- * without one); a column's sums are the same whatever the columns around it. The GEMV takes one row
- * per call: reading several rows side by side from memory ran at about half the bandwidth of one
- * stream on the Zen 5 test machine (docs/benchmarks.md), and few columns leave little to share */
+ * mr rows x the type's tile_nc columns per vec_dot_tile call (each row dotted with four columns per
+ * vec_dot_n call without one); a column's sums are the same whatever the columns around it. The
+ * GEMV takes one row per call: reading several rows side by side from memory ran at about half the
+ * bandwidth of one stream on the Zen 5 test machine (docs/benchmarks.md), and few columns leave
+ * little to share */
 static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, const char * conv, int64_t i12, int64_t i13,
                                    int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t mr) {
     const pg_tensor * a = dst->src[0];
@@ -134,10 +135,11 @@ static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, cons
     const pg_type_traits * tr = &pg_traits[a->type];
     const size_t lds = dst->nb[1] / sizeof(float);
     if (!tr->vec_dot_tile) mr = 1;
+    const int64_t step = tr->vec_dot_tile ? tr->tile_nc : 4;
     for (int64_t i = i0; i < i1; i += mr) {
         const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
-        for (int64_t j = j0; j < j1; j += 4) {
-            const int nc = (int) PG_MIN(4, j1 - j);
+        for (int64_t j = j0; j < j1; j += step) {
+            const int nc = (int) PG_MIN(step, j1 - j);
             const char * brow = pg_mm_brow(b, l, conv, j, i12, i13);
             float * y = (float *) pg_row(dst, j, i12, i13) + i;
             if (tr->vec_dot_tile) {

@@ -847,13 +847,15 @@ PG_KQ_DOT_N(q5_K)
 PG_KQ_DOT_N(q6_K)
 
 /* vec_dot_tile (mul_mat's GEMM): with AVX-512 isa/kgemm-x86.h's tiles of two weight rows x four
- * columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes vec_dot_n row by row: an
- * AVX2 tile of the same form ran no faster than it, docs/benchmarks.md) */
+ * (Q3_K, IQ4_XS: eight) columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes
+ * vec_dot_n row by row: an AVX2 tile of the same form ran no faster than it, docs/benchmarks.md) */
 #if defined(PG_SIMD_AVX512)
 #include "isa/kgemm-x86.h"
 #define PG_KTILE_FN(T) pg_vec_dot_##T##_q8_K_tile
+#define PG_KTILE_NC(T) pg_vec_dot_##T##_q8_K_tile_nc
 #else
 #define PG_KTILE_FN(T) NULL
+#define PG_KTILE_NC(T) 0
 #endif
 
 /* IQ4_XS against Q8_K: on x86 isa/kquants-x86.h's kernel (an integer sum per super-block, as

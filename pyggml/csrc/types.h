@@ -37,8 +37,9 @@ typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
 /* s[j] = dot(x, y_j) for j < nc (1 <= nc <= 4): one weight row x of this type against nc activation
  * rows of vec_dot_type, y_j = (const char *) y + j * by; the weight row is decoded once for all nc */
 typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
-/* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= PG_QT_MR), c < nc (1 <= nc <= 4): mr weight rows
- * x_r = x + r*bx against nc activation rows as vec_dot_n's, all in registers at once */
+/* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= PG_QT_MR), c < nc (1 <= nc <= the type's
+ * tile_nc): mr weight rows x_r = x + r*bx against nc activation rows as vec_dot_n's, all in
+ * registers at once */
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                    float * s, size_t lds);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
@@ -61,6 +62,7 @@ typedef struct pg_type_traits {
     int vec_dot_type;
     pg_vec_dot_n_fn vec_dot_n;   /* NULL: mul_mat calls vec_dot per column */
     pg_vec_dot_tile_fn vec_dot_tile;  /* NULL: mul_mat calls vec_dot_n per weight row */
+    int tile_nc;                 /* the most columns a vec_dot_tile call takes */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
     pg_dot2_fn dot2_f32;         /* y: f32 */
@@ -206,6 +208,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
         .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q8_0_n,
         .vec_dot_tile = PG_QTILE_FN(q8_0),
+        .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
     },
     [PG_TYPE_Q4_0] = {
@@ -213,6 +216,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
         .vec_dot_tile = PG_QTILE_FN(q4_0),
+        .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
     /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
@@ -221,30 +225,35 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q2_K_to_f32, .from_float = pg_row_q2_K_from_f32,
         .vec_dot = pg_vec_dot_q2_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q2_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q2_K),
+        .tile_nc = PG_KTILE_NC(q2_K),
     },
     [PG_TYPE_Q3_K] = {
         .name = "q3_K", .blck = PG_QK_K, .size = sizeof(pg_block_q3_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q3_K_to_f32, .from_float = pg_row_q3_K_from_f32,
         .vec_dot = pg_vec_dot_q3_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q3_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q3_K),
+        .tile_nc = PG_KTILE_NC(q3_K),
     },
     [PG_TYPE_Q4_K] = {
         .name = "q4_K", .blck = PG_QK_K, .size = sizeof(pg_block_q4_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_K_to_f32, .from_float = pg_row_q4_K_from_f32,
         .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q4_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q4_K),
+        .tile_nc = PG_KTILE_NC(q4_K),
     },
     [PG_TYPE_Q5_K] = {
         .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_K_to_f32, .from_float = pg_row_q5_K_from_f32,
         .vec_dot = pg_vec_dot_q5_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q5_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q5_K),
+        .tile_nc = PG_KTILE_NC(q5_K),
     },
     [PG_TYPE_Q6_K] = {
         .name = "q6_K", .blck = PG_QK_K, .size = sizeof(pg_block_q6_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
         .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q6_K),
+        .tile_nc = PG_KTILE_NC(q6_K),
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
@@ -256,6 +265,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_1_to_f32, .from_float = pg_row_q4_1_from_f32,
         .vec_dot = pg_type_dot_q4_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q4_1_n,
         .vec_dot_tile = PG_QTILE_FN(q4_1),
+        .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q4_1, .attn_acc = pg_type_attn_acc_q4_1,
     },
     [PG_TYPE_Q5_0] = {
@@ -263,6 +273,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q5_0_to_f32, .from_float = pg_row_q5_0_from_f32,
         .vec_dot = pg_type_dot_q5_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q5_0_n,
         .vec_dot_tile = PG_QTILE_FN(q5_0),
+        .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q5_0, .attn_acc = pg_type_attn_acc_q5_0,
     },
     [PG_TYPE_Q5_1] = {
@@ -270,6 +281,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q5_1_to_f32, .from_float = pg_row_q5_1_from_f32,
         .vec_dot = pg_type_dot_q5_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q5_1_n,
         .vec_dot_tile = PG_QTILE_FN(q5_1),
+        .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q5_1, .attn_acc = pg_type_attn_acc_q5_1,
     },
     /* Q8_1: only the activations of Q4_1/Q5_1 (ggml has no vec_dot for it either) */
@@ -282,6 +294,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_iq4_nl_to_f32, .from_float = pg_row_iq4_nl_from_f32,
         .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
         .vec_dot_tile = PG_QTILE_FN(iq4_nl),
+        .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },
     /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h); no KV cache type in ggml */
@@ -290,6 +303,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,
         .vec_dot = pg_vec_dot_iq4_xs_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_iq4_xs_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(iq4_xs),
+        .tile_nc = PG_KTILE_NC(iq4_xs),
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {

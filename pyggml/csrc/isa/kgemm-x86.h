@@ -1,7 +1,11 @@
 /* The register-tiled products of quants-k.h's types (Q2_K..Q6_K, IQ4_XS) against Q8_K on AVX-512:
  * the ISA half of their vec_dot_tile, included after isa/kquants-x86.h. PG_KG_MR weight rows x up to
- * 4 activation rows per pass, each weight register decoded once for the pass's columns and each
- * activation register loaded once for its rows; a super-block is 4 chunks of 64 activations.
+ * PG_KG_NC activation rows per pass, each weight register decoded once for the pass's columns and
+ * each activation register loaded once for its rows; a super-block is 4 chunks of 64 activations.
+ * Eight columns per pass rather than four halve the per-row work (the scales' unpacking, the codes'
+ * decoding) per product: 12-15% faster through mul_mat for Q3_K and IQ4_XS, whose row work is most,
+ * though a few accumulators spill; the others ran as fast or slower that way (Q6_K 7-9% slower) and
+ * keep four (docs/benchmarks.md).
  *
  * A (row, column) pair gets exactly the integers and f32 steps of isa/kquants-x86.h's one-row kernels
  * (so the GEMM has the GEMV's bits): per super-block its 16 int32 lanes of scale * q * y (the same
@@ -13,7 +17,8 @@
  */
 #pragma once
 
-#define PG_KG_MR 2                 /* rows per pass: 2 x 4 int32 sums + 2 x 2 f32 accumulators + codes */
+#define PG_KG_MR 2                 /* rows per pass: 2 x 8 int32 sums + 2 x 4 f32 accumulators + codes */
+#define PG_KG_NC 8                 /* columns per pass, at most */
 
 static inline __m512i pg_kg_dot16(__m512i acc, __m512i p, __m512i sc) {
 #if defined(__AVX512VNNI__)
@@ -148,27 +153,28 @@ static inline __attribute__((always_inline)) pg_kg_chunk pg_kg_decode(const pg_k
     return v;
 }
 
-/* MR rows of type T (blocks bx bytes, rows bx_row apart from xb) x NC columns: s[c*lds + r] */
+/* MR rows of type T (blocks bx bytes, rows bx_row apart from xb) x nc <= NC columns: s[c*lds + r]
+ * (columns nc..NC-1, if any, compute the last column again and are not stored) */
 static inline __attribute__((always_inline)) void pg_kg_body(int64_t nb, const char * xb, size_t bx_row, size_t bx,
                                                              const void * vy, size_t by, const int MR, const int NC,
-                                                             float * s, size_t lds, const int T) {
+                                                             int nc, float * s, size_t lds, const int T) {
     /* acc: lanes 0-7 and 8-15 the 8 f32 lanes of two columns; accm: Q2_K's min lanes in the same
-     * form, Q4_K/Q5_K's 4 min lanes of each column in a 128-bit lane of accm[r][0] */
-    __m512 acc[PG_KG_MR][2], accm[PG_KG_MR][2];
+     * form, Q4_K/Q5_K's 4 min lanes of each column c in a 128-bit lane of accm[r][c / 4] */
+    __m512 acc[PG_KG_MR][PG_KG_NC / 2], accm[PG_KG_MR][PG_KG_NC / 2];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < MR; r++)
-        _Pragma("GCC unroll 2")
-        for (int p = 0; p < 2; p++) acc[r][p] = accm[r][p] = _mm512_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        const pg_block_q8_K * y[4];
         _Pragma("GCC unroll 4")
-        for (int c = 0; c < 4; c++) y[c] = pg_kq_col(vy, by, PG_MIN(c, NC - 1), ib);
+        for (int p = 0; p < PG_KG_NC / 2; p++) acc[r][p] = accm[r][p] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const pg_block_q8_K * y[PG_KG_NC];
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < PG_KG_NC; c++) y[c] = pg_kq_col(vy, by, PG_MIN(c, nc - 1), ib);
         pg_kg_row w[PG_KG_MR];
-        __m512i sumi[PG_KG_MR][4];
+        __m512i sumi[PG_KG_MR][PG_KG_NC];
         _Pragma("GCC unroll 4")
         for (int r = 0; r < MR; r++) {
             w[r] = pg_kg_prep(xb + (size_t) r * bx_row + (size_t) ib * bx, T);
-            _Pragma("GCC unroll 4")
+            _Pragma("GCC unroll 8")
             for (int c = 0; c < NC; c++) sumi[r][c] = _mm512_setzero_si512();
         }
         _Pragma("GCC unroll 4")
@@ -176,7 +182,7 @@ static inline __attribute__((always_inline)) void pg_kg_body(int64_t nb, const c
             pg_kg_chunk v[PG_KG_MR];
             _Pragma("GCC unroll 4")
             for (int r = 0; r < MR; r++) v[r] = pg_kg_decode(&w[r], t, T);
-            _Pragma("GCC unroll 4")
+            _Pragma("GCC unroll 8")
             for (int c = 0; c < NC; c++) {
                 const __m512i yv = _mm512_loadu_si512((const void *) (y[c]->qs + 64 * t));
                 _Pragma("GCC unroll 4")
@@ -186,24 +192,29 @@ static inline __attribute__((always_inline)) void pg_kg_body(int64_t nb, const c
                 }
             }
         }
-        /* the columns' d_y in the four lanes of dy, then spread (permutexvar) as each sum needs */
-        const __m512 dy = _mm512_castps128_ps512(_mm_setr_ps(y[0]->d, y[1]->d, y[2]->d, y[3]->d));
-        if (T == PG_KG_Q4_K || T == PG_KG_Q5_K) {
-            /* the bsums added in pairs (sub-blocks of 32), two columns per 256 bits: value i of
-             * column c (of 4 per column, pg_kq_k4_body's min lanes) in int32 lane pg_kg_min_lane */
-            const __m256i h01 = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *) y[0]->bsums),
-                                                  _mm256_loadu_si256((const __m256i *) y[1]->bsums));
-            const __m256i h23 = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *) y[2]->bsums),
-                                                  _mm256_loadu_si256((const __m256i *) y[3]->bsums));
+        /* the columns' d_y in the eight lanes of dy, then spread (permutexvar) as each sum needs */
+        const __m512 dy = _mm512_castps256_ps512(_mm256_setr_ps(y[0]->d, y[1]->d, y[2]->d, y[3]->d,
+                                                                y[4]->d, y[5]->d, y[6]->d, y[7]->d));
+        _Pragma("GCC unroll 2")
+        for (int g = 0; g < (NC + 3) / 4 && (T == PG_KG_Q4_K || T == PG_KG_Q5_K); g++) {
+            /* columns 4g..4g+3: the bsums added in pairs (sub-blocks of 32), two columns per 256
+             * bits: value i of column c (of 4 per column, pg_kq_k4_body's min lanes) in the lanes
+             * of pg_kg_mins */
+            const pg_block_q8_K * const * yg = y + 4 * g;
+            const __m256i h01 = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *) yg[0]->bsums),
+                                                  _mm256_loadu_si256((const __m256i *) yg[1]->bsums));
+            const __m256i h23 = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *) yg[2]->bsums),
+                                                  _mm256_loadu_si256((const __m256i *) yg[3]->bsums));
             const __m512i bs4 = pg_kq_join(h01, h23);
-            const __m512 dy4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3), dy);
+            const __m512 dy4 = _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(4 * g),
+                                                                   _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3)), dy);
             _Pragma("GCC unroll 4")
             for (int r = 0; r < MR; r++) {
                 const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(w[r].sb, bs4));
-                accm[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(w[r].dmx), dy4), m, accm[r][0]);
+                accm[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(w[r].dmx), dy4), m, accm[r][g]);
             }
         }
-        _Pragma("GCC unroll 2")
+        _Pragma("GCC unroll 4")
         for (int p = 0; p < PG_KG_PAIRS(NC); p++) {
             const int c0 = 2 * p, c1 = PG_KG_TWIN(2 * p, NC);
             const __m512 dy2 = _mm512_permutexvar_ps(pg_kq_join(_mm256_set1_epi32(c0), _mm256_set1_epi32(c1)), dy);
@@ -228,41 +239,50 @@ static inline __attribute__((always_inline)) void pg_kg_body(int64_t nb, const c
     }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < MR; r++) {
-        _Pragma("GCC unroll 4")
+        _Pragma("GCC unroll 8")
         for (int c = 0; c < NC; c++) {
             float v = pg_kq_hsum_ps(pg_kg_half(acc[r][c / 2], c % 2));
             if (T == PG_KG_Q2_K) v -= pg_kq_hsum_ps(pg_kg_half(accm[r][c / 2], c % 2));
-            if (T == PG_KG_Q4_K || T == PG_KG_Q5_K) v -= pg_kq_hsum_ps4(pg_kg_mins(accm[r][0], c));
-            s[(size_t) c * lds + r] = v;
+            if (T == PG_KG_Q4_K || T == PG_KG_Q5_K) v -= pg_kq_hsum_ps4(pg_kg_mins(accm[r][c / 4], c % 4));
+            if (c < nc) s[(size_t) c * lds + r] = v;
         }
     }
 }
 
-/* vec_dot_tile (types.h's pg_vec_dot_tile_fn): rows in passes of PG_KG_MR, a last odd row and the
- * GEMV through the one-row kernel (pg_kq_x86_<T>_n) */
-#define PG_KG_TILE(T, KIND, BLOCK)                                                                     \
+/* vec_dot_tile (types.h's pg_vec_dot_tile_fn) taking up to NCMAX columns (the type's tile_nc): rows
+ * in passes of PG_KG_MR, a last odd row and the GEMV through the one-row kernel (pg_kq_x86_<T>_n,
+ * four columns a call) */
+#define PG_KG_TILE(T, KIND, BLOCK, NCMAX)                                                              \
+enum { pg_vec_dot_##T##_q8_K_tile_nc = NCMAX };                                                      \
 static inline void pg_vec_dot_##T##_q8_K_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, \
                                               int nc, float * s, size_t lds) {                         \
     const int64_t nb = n / PG_QK_K;                                                                    \
     int r = 0;                                                                                         \
     for (; r + PG_KG_MR <= mr; r += PG_KG_MR) {                                                        \
         const char * xr = (const char *) x + (size_t) r * bx;                                          \
+        if (NCMAX > 4 && nc > 4) {                                                                     \
+            pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, PG_KG_NC, nc, s + r, lds, KIND);     \
+            continue;                                                                                  \
+        }                                                                                              \
         switch (nc) {                                                                                  \
-        case 1: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 1, s + r, lds, KIND); break;   \
-        case 2: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 2, s + r, lds, KIND); break;   \
-        case 3: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 3, s + r, lds, KIND); break;   \
-        default: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 4, s + r, lds, KIND); break;  \
+        case 1: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 1, 1, s + r, lds, KIND); break; \
+        case 2: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 2, 2, s + r, lds, KIND); break; \
+        case 3: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 3, 3, s + r, lds, KIND); break; \
+        default: pg_kg_body(nb, xr, bx, sizeof(BLOCK), y, by, PG_KG_MR, 4, 4, s + r, lds, KIND); break; \
         }                                                                                              \
     }                                                                                                  \
     for (; r < mr; r++) {                                                                              \
-        float s4[4];                                                                                   \
-        pg_kq_x86_##T##_n(nb, (const char *) x + (size_t) r * bx, y, by, nc, s4);                      \
-        for (int c = 0; c < nc; c++) s[(size_t) c * lds + r] = s4[c];                                  \
+        for (int c0 = 0; c0 < nc; c0 += 4) {                                                           \
+            float s4[4];                                                                               \
+            const int n4 = PG_MIN(4, nc - c0);                                                         \
+            pg_kq_x86_##T##_n(nb, (const char *) x + (size_t) r * bx, (const char *) y + (size_t) c0 * by, by, n4, s4); \
+            for (int c = 0; c < n4; c++) s[(size_t) (c0 + c) * lds + r] = s4[c];                       \
+        }                                                                                              \
     }                                                                                                  \
 }
-PG_KG_TILE(q2_K, PG_KG_Q2_K, pg_block_q2_K)
-PG_KG_TILE(q3_K, PG_KG_Q3_K, pg_block_q3_K)
-PG_KG_TILE(q4_K, PG_KG_Q4_K, pg_block_q4_K)
-PG_KG_TILE(q5_K, PG_KG_Q5_K, pg_block_q5_K)
-PG_KG_TILE(q6_K, PG_KG_Q6_K, pg_block_q6_K)
-PG_KG_TILE(iq4_xs, PG_KG_IQ4_XS, pg_block_iq4_xs)
+PG_KG_TILE(q2_K, PG_KG_Q2_K, pg_block_q2_K, 4)
+PG_KG_TILE(q3_K, PG_KG_Q3_K, pg_block_q3_K, PG_KG_NC)
+PG_KG_TILE(q4_K, PG_KG_Q4_K, pg_block_q4_K, 4)
+PG_KG_TILE(q5_K, PG_KG_Q5_K, pg_block_q5_K, 4)
+PG_KG_TILE(q6_K, PG_KG_Q6_K, pg_block_q6_K, 4)
+PG_KG_TILE(iq4_xs, PG_KG_IQ4_XS, pg_block_iq4_xs, PG_KG_NC)
