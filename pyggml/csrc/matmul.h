@@ -168,7 +168,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         int64_t i0 = r0 % M;
         r0 += i1 - i0;
-        if (l->idot) {
+        if (l->idot && !(N == 1 && tr->vec_dot2)) {
             pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
             continue;
         }

@@ -796,9 +796,25 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
 #endif
 }
 
+/* AVX-512: the one-column GEMV kernels of isa/kgemv-x86.h (the same bits as pg_kq_dot_k4), one row
+ * and two rows bx bytes apart (vec_dot2) */
+#if defined(PG_SIMD_AVX512)
+#include "isa/kgemv-x86.h"
+static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_kgv_q4_K_body(n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);
+    return s;
+}
+static inline void pg_vec_dot2_q4_K_q8_K(int64_t n, const void * x, size_t bx, const void * y, float * s) {
+    pg_kgv_q4_K_body(n / PG_QK_K, (const char *) x, bx, (const pg_block_q8_K *) y, 2, s);
+}
+#define PG_KDOT2_FN(T) pg_vec_dot2_##T##_q8_K
+#else
 static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
     return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q4_K), (const pg_block_q8_K *) y, false);
 }
+#define PG_KDOT2_FN(T) NULL
+#endif
 
 static inline float pg_vec_dot_q5_K_q8_K(int64_t n, const void * x, const void * y) {
     return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q5_K), (const pg_block_q8_K *) y, true);
