@@ -246,6 +246,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
         .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q6_K),
+        .vec_dot2 = PG_KDOT2_FN(q6_K),
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,

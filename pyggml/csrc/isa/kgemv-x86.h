@@ -23,14 +23,10 @@ static inline __m128i pg_kgv_k4_scales(const void * b) {
 /* 32 bytes at p: their low nibbles in the lower 256 bits, their high nibbles in the upper */
 static inline __m512i pg_kgv_nibbles(const uint8_t * p) {
     const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) p));
-#if defined(__GFNI__)
     /* bit i of a result byte is the parity of (matrix byte 7 - i) & the source byte */
     const __m512i m = _mm512_setr_epi64(0x0102040800000000, 0x0102040800000000, 0x0102040800000000, 0x0102040800000000,
                                         0x1020408000000000, 0x1020408000000000, 0x1020408000000000, 0x1020408000000000);
     return _mm512_gf2p8affine_epi64_epi8(z, m, 0);
-#else
-    return _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xffff0000u, z, 4), _mm512_set1_epi8(0xf));
-#endif
 }
 
 /* R rows of Q4_K (x + r * bx) against one Q8_K row: s[r] */
@@ -48,14 +44,26 @@ static inline __attribute__((always_inline)) void pg_kgv_q4_K_body(int64_t nb, c
         __m128i sm[2];
         __m512i sumi[2];
         for (int r = 0; r < R; r++) sm[r] = pg_kgv_k4_scales(x + (size_t) r * bx);
+        /* chunk k (sub-blocks 2k | 2k + 1): its 16 int32 lanes of q . y (4 elements each, |sum| < 2^15),
+         * chunks 2t and 2t + 1 then paired in the int16 halves of one register and scaled by one dpwssd:
+         * lanes 0-7 by (s[4t], s[4t + 2]), lanes 8-15 by (s[4t + 1], s[4t + 3]) */
+        __m512i raw[2][4];
         for (int k = 0; k < 4; k++) {
-            const __m512i ctl = pg_kq_join(_mm256_set1_epi16((short) (0xff00 | (2 * k))), _mm256_set1_epi16((short) (0xff00 | (2 * k + 1))));
             const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 64 * k));
             for (int r = 0; r < R; r++) {
                 const pg_block_q4_K * b = (const pg_block_q4_K *) (x + (size_t) r * bx);
-                const __m512i p = _mm512_maddubs_epi16(pg_kgv_nibbles(b->qs + 32 * k), yv);
-                const __m512i sc = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(sm[r]), ctl);
-                sumi[r] = k ? _mm512_dpwssd_epi32(sumi[r], p, sc) : _mm512_madd_epi16(p, sc);
+                raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pg_kgv_nibbles(b->qs + 32 * k), yv);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const __m512i sv = _mm512_broadcast_i32x4(sm[r]);
+            for (int t = 0; t < 2; t++) {
+                const __m512i ctl = pg_kq_join(_mm256_set1_epi32((int) (0x80008000u | (4 * t + 2) << 16 | (4 * t))),
+                                               _mm256_set1_epi32((int) (0x80008000u | (4 * t + 3) << 16 | (4 * t + 1))));
+                const __m512i pair = _mm512_ternarylogic_epi32(raw[r][2 * t], _mm512_set1_epi32(0xffff),
+                                                               _mm512_slli_epi32(raw[r][2 * t + 1], 16), 0xea);
+                const __m512i sc = _mm512_shuffle_epi8(sv, ctl);
+                sumi[r] = t ? _mm512_dpwssd_epi32(sumi[r], pair, sc) : _mm512_madd_epi16(pair, sc);
             }
         }
         const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) y[ib].bsums),
@@ -71,4 +79,47 @@ static inline __attribute__((always_inline)) void pg_kgv_q4_K_body(int64_t nb, c
         }
     }
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]) - pg_kq_hsum_ps4(accm[r]);
+}
+
+/* R rows of Q6_K against one Q8_K row: s[r]. The values q (0..63) are dotted as pg_kq_q6_block
+ * does, the 32 * sum(scale * bsums) of the -32 offset starting the lower 8 int32 lanes (its value
+ * lane for lane, so the fold gives pg_kq_x86_offset_cols' integers); the two high bits of each q
+ * moved from qh to bits 4-5 by one affine byte transform per register */
+static inline __attribute__((always_inline)) void pg_kgv_q6_K_body(int64_t nb, const char * x, size_t bx,
+                                                                   const pg_block_q8_K * y, const int R, float * s) {
+    __m256 acc[2];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0xf);
+    /* quarters 0 | 1 and 2 | 3 of a half: qh bits 2j, 2j + 1 to bits 4, 5 (matrix bytes 3 and 2) */
+    const __m512i h01 = _mm512_setr_epi64(0x01020000, 0x01020000, 0x01020000, 0x01020000, 0x04080000, 0x04080000, 0x04080000, 0x04080000);
+    const __m512i h23 = _mm512_setr_epi64(0x10200000, 0x10200000, 0x10200000, 0x10200000, 0x40800000, 0x40800000, 0x40800000, 0x40800000);
+    for (int64_t ib = 0; ib < nb; ib++, x += sizeof(pg_block_q6_K)) {
+        const __m256i nbs = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *) y[ib].bsums));
+        __m512i sc16[2], sumi[2];
+        for (int r = 0; r < R; r++) {
+            const pg_block_q6_K * b = (const pg_block_q6_K *) (x + (size_t) r * bx);
+            const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) b->scales));
+            sc16[r] = _mm512_castsi256_si512(s);
+            sumi[r] = _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_slli_epi16(s, 5), nbs));
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m512i ya = _mm512_loadu_si512((const void *) (y[ib].qs + 128 * h));
+            const __m512i yb = _mm512_loadu_si512((const void *) (y[ib].qs + 128 * h + 64));
+            for (int r = 0; r < R; r++) {
+                const pg_block_q6_K * b = (const pg_block_q6_K *) (x + (size_t) r * bx);
+                const __m512i ql = _mm512_loadu_si512((const void *) (b->ql + 64 * h));
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (b->qh + 32 * h)));
+                const __m512i va = _mm512_ternarylogic_epi32(ql, m4, _mm512_gf2p8affine_epi64_epi8(qh, h01, 0), 0xea);
+                const __m512i vb = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), m4,
+                                                             _mm512_gf2p8affine_epi64_epi8(qh, h23, 0), 0xea);
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(va, ya), pg_kq_scales4(sc16[r], 8 * h));
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(vb, yb), pg_kq_scales4(sc16[r], 8 * h + 4));
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const float d = pg_fp16_to_fp32(((const pg_block_q6_K *) (x + (size_t) r * bx))->d) * y[ib].d;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(pg_kq_fold(sumi[r])), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
