@@ -646,7 +646,7 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
 #endif
-/* AVX-512 with VNNI and GFNI: the one-column GEMV kernels of Q4_K and Q6_K (isa/kgemv-x86.h, the
+/* AVX-512 with VNNI and GFNI: the one-column GEMV kernels of Q4_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, the
  * bits of the kernels above), one row (vec_dot) and two rows bx bytes apart (vec_dot2, the GEMV's
  * two read streams); elsewhere no vec_dot2 (mul_mat's GEMV takes vec_dot_n row by row) */
 #if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
@@ -895,9 +895,20 @@ PG_KQ_DOT_N(q6_K)
 static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
     pg_kq_x86_iq4_xs_n(n / PG_QK_K, x, y, by, nc, s);
 }
+#if defined(PG_KGV)
+static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_kgv_iq4_xs_body(n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);
+    return s;
+}
+static inline void pg_vec_dot2_iq4_xs_q8_K(int64_t n, const void * x, size_t bx, const void * y, float * s) {
+    pg_kgv_iq4_xs_body(n / PG_QK_K, (const char *) x, bx, (const pg_block_q8_K *) y, 2, s);
+}
+#else
 static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
     return pg_kq_x86_dot_iq4_xs(n / PG_QK_K, (const pg_block_iq4_xs *) x, (const pg_block_q8_K *) y);
 }
+#endif
 #else
 static inline __attribute__((always_inline)) void pg_kq_iq4_xs_body(int64_t n, const void * vx, const void * vy,
                                                                     size_t by, const int nc, float * s) {

@@ -292,6 +292,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,
         .vec_dot = pg_vec_dot_iq4_xs_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_iq4_xs_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(iq4_xs),
+        .vec_dot2 = PG_KDOT2_FN(iq4_xs),
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {

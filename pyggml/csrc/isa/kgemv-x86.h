@@ -1,12 +1,15 @@
-/* The one-column GEMV of Q4_K against Q8_K on AVX-512: the vec_dot of quants-k.h and a two-row
- * vec_dot2, included after isa/kquants-x86.h. Each (row, column) pair gets exactly the integers and
- * f32 steps of that file's pg_kq_x86_k4_body (so the GEMV keeps the bits of every other path): per
- * super-block 8 int32 lanes, lane j the sum over the 8 sub-blocks of scale * (elements 4j..4j+3 of
- * the sub-block) * y, then acc += d_x*d_y * lane and the 4 min lanes accm += dmin_x*d_y * (mins .
- * bsum pairs), summed at the end. What differs is the instruction count per super-block (the integer
- * kernel, not the read, bounded the GEMV): the scales unpacked in one register, the nibbles of 32 bytes
- * split into both halves of a register by one affine byte transform (GFNI) of a broadcast load, VNNI's
- * dpwssd in place of madd + add, d and dmin converted and scaled together.
+/* The one-column GEMV of Q4_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI: quants-k.h's
+ * vec_dot of those types and their two-row vec_dot2 (rows bx bytes apart: mul_mat's GEMV dots row i
+ * and row i + h of a thread's range together, two read streams, the activation loads shared). Each
+ * (row, column) pair gets exactly the integers and f32 steps of isa/kquants-x86.h's kernels (so the
+ * GEMV keeps the bits of the multi-column and tile paths): per super-block 8 int32 lanes, lane j the
+ * sum over the groups of scale * (elements 4j..4j+3 of the group) * y, less Q6_K's offset term, then
+ * acc += d_x*d_y * lane (Q4_K: and the 4 min lanes += dmin_x*d_y * mins . bsum pairs), summed at the
+ * end. What differs is the instruction count per super-block, which bounds the one-column GEMV at one
+ * thread (the weights are read once and the kernel issues ~45 vector instructions per 144-210 bytes):
+ * the Q4_K and IQ4_XS scales unpacked in one register, nibbles and Q6_K's high bit pairs moved into place by one
+ * affine byte transform (GFNI) of a broadcast load, VNNI's dpbusd/dpwssd in place of madd + add, d and
+ * dmin converted and scaled together.
  */
 #pragma once
 
@@ -118,6 +121,50 @@ static inline __attribute__((always_inline)) void pg_kgv_q6_K_body(int64_t nb, c
         }
         for (int r = 0; r < R; r++) {
             const float d = pg_fp16_to_fp32(((const pg_block_q6_K *) (x + (size_t) r * bx))->d) * y[ib].d;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(pg_kq_fold(sumi[r])), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
+}
+
+/* R rows of IQ4_XS against one Q8_K row: s[r]. As pg_kq_x86_iq4_xs_body: |value| (a table of
+ * pg_iq4nl_values' magnitudes) times y negated where the value is negative (codes 0-7), the blocks'
+ * scales (ls - 32) on the int16 pairs; the 8 scales of a super-block taken from scales_l/scales_h by
+ * two multishifts (bit 32 + 4 ib: the low 4 bits, bit 16 + 2 ib: the high 2, moved to bits 4-5) */
+static inline __attribute__((always_inline)) void pg_kgv_iq4_xs_body(int64_t nb, const char * x, size_t bx,
+                                                                     const pg_block_q8_K * y, const int R, float * s) {
+    __m256 acc[2];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_abs_epi8(_mm_loadu_si128((const __m128i *) pg_iq4nl_values)));
+    const __m512i nib = _mm512_setr_epi64(0x0102040800000000, 0x0102040800000000, 0x1020408000000000, 0x1020408000000000,
+                                          0x0102040800000000, 0x0102040800000000, 0x1020408000000000, 0x1020408000000000);
+    const __m128i lo = _mm_set1_epi64x(0x3c3834302c282420), hi = _mm_set1_epi64x(0x1a18161412100e0c);
+    for (int64_t ib = 0; ib < nb; ib++, x += sizeof(pg_block_iq4_xs)) {
+        __m512i sc16[2], sumi[2];
+        for (int r = 0; r < R; r++) {
+            const __m128i v = _mm_loadl_epi64((const __m128i *) (x + (size_t) r * bx));
+            const __m128i ls = _mm_ternarylogic_epi32(_mm_multishift_epi64_epi8(lo, v), _mm_set1_epi8(0xf),
+                                                      _mm_and_si128(_mm_multishift_epi64_epi8(hi, v), _mm_set1_epi8(0x30)), 0xea);
+            sc16[r] = _mm512_broadcast_i32x4(_mm_sub_epi16(_mm_cvtepu8_epi16(ls), _mm_set1_epi16(32)));
+            sumi[r] = _mm512_setzero_si512();
+        }
+        for (int k = 0; k < 4; k++) {
+            const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 64 * k));
+            /* int16 lanes: scale 2k in the lower 256 bits, 2k + 1 in the upper */
+            const __m512i ctl = pg_kq_join(_mm256_set1_epi16((short) ((4 * k + 1) << 8 | (4 * k))),
+                                           _mm256_set1_epi16((short) ((4 * k + 3) << 8 | (4 * k + 2))));
+            for (int r = 0; r < R; r++) {
+                const pg_block_iq4_xs * b = (const pg_block_iq4_xs *) (x + (size_t) r * bx);
+                const __m512i q = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *) (b->qs + 32 * k)));
+                /* bytes 0-15 | 0-15 | 16-31 | 16-31: their low, high, low, high nibbles (the elements in order) */
+                const __m512i c = _mm512_gf2p8affine_epi64_epi8(_mm512_shuffle_i64x2(q, q, 0x50), nib, 0);
+                const __m512i ys = _mm512_mask_sub_epi8(yv, _mm512_testn_epi8_mask(c, _mm512_set1_epi8(8)), _mm512_setzero_si512(), yv);
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(_mm512_shuffle_epi8(lut, c), ys),
+                                              _mm512_shuffle_epi8(sc16[r], ctl));
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const float d = pg_fp16_to_fp32(((const pg_block_iq4_xs *) (x + (size_t) r * bx))->d) * y[ib].d;
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(pg_kq_fold(sumi[r])), acc[r]);
         }
     }
