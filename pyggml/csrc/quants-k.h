@@ -806,20 +806,13 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
 #endif
 }
 
+static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
 #if defined(PG_KGV)
-static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
-    float s;
-    pg_kgv_q4_K_body(n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);
-    return s;
-}
-static inline void pg_vec_dot2_q4_K_q8_K(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_kgv_q4_K_body(n / PG_QK_K, (const char *) x, bx, (const pg_block_q8_K *) y, 2, s);
-}
+    return pg_kgv_dot_q4_K(n, x, y);
 #else
-static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
     return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q4_K), (const pg_block_q8_K *) y, false);
-}
 #endif
+}
 
 static inline float pg_vec_dot_q5_K_q8_K(int64_t n, const void * x, const void * y) {
     return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q5_K), (const pg_block_q8_K *) y, true);
@@ -833,9 +826,7 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
 #if defined(PG_KGV)
-    float s;
-    pg_kgv_q6_K_body(nb, (const char *) x, 0, y, 1, &s);
-    return s;
+    return pg_kgv_dot_q6_K(n, x, y);
 #elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q6_K(nb, x, y);
 #else
@@ -848,11 +839,6 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
     return sumf;
 #endif
 }
-#if defined(PG_KGV)
-static inline void pg_vec_dot2_q6_K_q8_K(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_kgv_q6_K_body(n / PG_QK_K, (const char *) x, bx, (const pg_block_q8_K *) y, 2, s);
-}
-#endif
 
 
 /* ---- several columns: vec_dot_n (types.h's pg_vec_dot_n_fn) ---- */
@@ -895,20 +881,13 @@ PG_KQ_DOT_N(q6_K)
 static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
     pg_kq_x86_iq4_xs_n(n / PG_QK_K, x, y, by, nc, s);
 }
+static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
 #if defined(PG_KGV)
-static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
-    float s;
-    pg_kgv_iq4_xs_body(n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);
-    return s;
-}
-static inline void pg_vec_dot2_iq4_xs_q8_K(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_kgv_iq4_xs_body(n / PG_QK_K, (const char *) x, bx, (const pg_block_q8_K *) y, 2, s);
-}
+    return pg_kgv_dot_iq4_xs(n, x, y);
 #else
-static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
     return pg_kq_x86_dot_iq4_xs(n / PG_QK_K, (const pg_block_iq4_xs *) x, (const pg_block_q8_K *) y);
-}
 #endif
+}
 #else
 static inline __attribute__((always_inline)) void pg_kq_iq4_xs_body(int64_t n, const void * vx, const void * vy,
                                                                     size_t by, const int nc, float * s) {

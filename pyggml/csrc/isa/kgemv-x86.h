@@ -170,3 +170,17 @@ static inline __attribute__((always_inline)) void pg_kgv_iq4_xs_body(int64_t nb,
     }
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
+
+/* pg_kgv_dot_<T>: vec_dot (one row); pg_vec_dot2_<T>_q8_K: vec_dot2 (rows x and x + bx) */
+#define PG_KGV_DOTS(T)                                                                                 \
+static inline float pg_kgv_dot_##T(int64_t n, const void * x, const void * y) {                       \
+    float s;                                                                                           \
+    pg_kgv_##T##_body(n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);             \
+    return s;                                                                                          \
+}                                                                                                      \
+static inline void pg_vec_dot2_##T##_q8_K(int64_t n, const void * x, size_t bx, const void * y, float * s) { \
+    pg_kgv_##T##_body(n / PG_QK_K, (const char *) x, bx, (const pg_block_q8_K *) y, 2, s);             \
+}
+PG_KGV_DOTS(q4_K)
+PG_KGV_DOTS(q6_K)
+PG_KGV_DOTS(iq4_xs)
