@@ -10,6 +10,12 @@ ggml_graph_compute() on a graph planned once (ggml_graph_plan; a disposable thre
 OpenMP region per call, as llama.cpp's CPU backend does). The header prints what a bare ctypes call
 costs, which the tiny-graph rows of ggml include. --load repeats the tiny-graph cases with a busy
 process competing for the cores.
+
+The GEMV rows also time a read of pyggml's weight tensor (pyggml._vec.stream_read_f32 over its bytes,
+on the same threads, alternated with the two sides): the read column is that bandwidth, and pg/read
+the fraction of it the GEMV reaches (read time / pyggml time; 1.0 = the GEMV streams its weights as
+fast as a plain read does). The 4096x4096 weights stay in the 32 MB L3 of the test machine; the
+[4096, 32768] rows (75-110 MB) do not.
 """
 import argparse
 import time
@@ -30,9 +36,11 @@ class Pyggml:
 
     def __init__(self):
         self.ctx = gg.Context()
+        self.leaves = []
 
     def tensor(self, array, type=None):
-        return self.ctx.from_numpy(array, type=type)
+        self.leaves.append(self.ctx.from_numpy(array, type=type))
+        return self.leaves[-1]
 
     def new(self, type, ne):
         return self.ctx.new_tensor(type, ne)
@@ -126,9 +134,9 @@ def swiglu(b, rng):
     return b.op("swiglu", b.tensor(rng.standard_normal((512, 2 * 11008), dtype=np.float32)))
 
 
-def mul_mat(typ, n):
+def mul_mat(typ, n, m=4096):
     def build(b, rng):
-        w = b.tensor(rng.standard_normal((4096, 4096), dtype=np.float32), typ)
+        w = b.tensor(rng.standard_normal((m, 4096), dtype=np.float32), typ)
         return b.op("mul_mat", w, b.tensor(rng.standard_normal((n, 4096), dtype=np.float32)))
     return build
 
@@ -187,6 +195,7 @@ CASES = [
     ("GEMV F16 4096x4096", mul_mat(F16, 1), 1e-6, 48, None),
     ("GEMV Q8_0 4096x4096", mul_mat(Q8_0, 1), 1e-6, 32, None),
     *[(f"GEMV {t.name} 4096x4096", mul_mat(t, 1), 1e-6, 32, None) for t in KQUANTS],
+    *[(f"GEMV {t.name} [4096, 32768] (DRAM)", mul_mat(t, 1, 32768), 1e-6, 160, None) for t in (gg.Type.Q4_K, gg.Type.Q6_K)],
     *QUANT_MUL_MAT,
     ("set_rows F32->F16 512x1024", set_rows(F16, False), 1e-7, 16, None),
     ("set_rows F32->F16 512x1024 after an add", set_rows(F16, True), 1e-7, 24, None),
@@ -230,20 +239,32 @@ def alternate(fns, min_time):
     return best
 
 
+def weight_reader(side, n_threads):
+    """A stream_read_f32 of the largest leaf pyggml built (a GEMV's weights), on n_threads"""
+    from pyggml._vec import stream_read_f32
+    w = max(side.leaves, key=lambda t: t.nbytes)
+    return lambda: stream_read_f32([w.data_ptr], [w.nbytes // 4], n_threads)
+
+
 class Prepared:
-    """One case built in both libraries, checked, with a compute callable per thread count."""
+    """One case built in both libraries, checked, with a compute callable per thread count (and a
+    read of the weights for a GEMV: times pyggml, ggml[, read])."""
 
     def __init__(self, ggml, case, threads, seed=0):
         self.name, build, bound, mem_mib, self.per_node = case
         self.sides = [Pyggml(), Ggml(ggml, mem_mib)]
         outs = [build(s, np.random.default_rng(seed)) for s in self.sides]
         self.runs = {nth: [s.computer(o, nth) for s, o in zip(self.sides, outs)] for nth in threads}
-        for f in self.runs[threads[0]]:
+        if self.name.startswith("GEMV"):
+            for nth in threads:
+                self.runs[nth].append(weight_reader(self.sides[0], nth))
+            self.nbytes = max(t.nbytes for t in self.sides[0].leaves)
+        for f in self.runs[threads[0]][:2]:
             f()
         self.nmse = nmse(self.sides[0].read(outs[0]), self.sides[1].read(outs[1]))
         if not self.nmse <= bound:
             raise AssertionError(f"{self.name}: pyggml and ggml differ, NMSE {self.nmse:.3g} > {bound:g}")
-        self.best = {nth: [float("inf")] * 2 for nth in threads}
+        self.best = {nth: [float("inf")] * len(fns) for nth, fns in self.runs.items()}
 
     def time(self, min_time):
         for nth, fns in self.runs.items():
@@ -273,13 +294,14 @@ def table(ggml, cases, threads, min_time, runs):
         for _ in range(runs):
             for p in prepared:
                 p.time(min_time / runs)
-        print("| case | threads | pyggml | ggml | ggml/pyggml | NMSE |")
-        print("|---|---|---|---|---|---|")
+        print("| case | threads | pyggml | ggml | ggml/pyggml | NMSE | read | pg/read |")
+        print("|---|---|---|---|---|---|---|---|")
         for p in prepared:
             div, unit = (p.per_node, " per node") if p.per_node else (1, "")
-            for nth, (t_pg, t_gg) in p.best.items():
+            for nth, (t_pg, t_gg, *t_read) in p.best.items():
+                read = f" {p.nbytes / t_read[0] / 1e9:.1f} GB/s | {t_read[0] / t_pg:.2f} |" if t_read else " | |"
                 print(f"| {p.name} | {nth} | {t_pg / div * 1e6:.3f} us{unit} | {t_gg / div * 1e6:.3f} us{unit} | "
-                      f"{t_gg / t_pg:.2f} | {p.nmse:.1e} |", flush=True)
+                      f"{t_gg / t_pg:.2f} | {p.nmse:.1e} |{read}", flush=True)
     finally:
         for p in prepared:
             p.close()

@@ -20,7 +20,7 @@
  *     widened back to f32 once per thread for them, which is exact; a single column longer than
  *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
  *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
- *     read streams), quantized ones with the
+ *     read streams; so do the types with a vec_dot2: AVX-512 Q4_K, Q6_K, IQ4_XS), quantized ones with the
  *     integer vec_dot_tile (x86: one weight row x four columns in registers per call) or vec_dot_n
  *     (four columns per decoded weight row), the others with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
@@ -124,9 +124,9 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
 /* phase 2, types with vec_dot_n: weight rows [i0, i1) of matrix (i12, i13) against columns [j0, j1),
  * mr rows x the type's tile_nc columns per vec_dot_tile call (each row dotted with four columns per
  * vec_dot_n call without one); a column's sums are the same whatever the columns around it. The
- * GEMV takes one row per call: reading several rows side by side from memory ran at about half the
+ * GEMV takes one row per call: reading adjacent rows side by side from memory ran at about half the
  * bandwidth of one stream on the Zen 5 test machine (docs/benchmarks.md), and few columns leave
- * little to share */
+ * little to share (one column with a vec_dot2 goes to pg_mm_dot_rows' far-apart row pairs instead) */
 static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, const char * conv, int64_t i12, int64_t i13,
                                    int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t mr) {
     const pg_tensor * a = dst->src[0];
@@ -170,7 +170,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         int64_t i0 = r0 % M;
         r0 += i1 - i0;
-        if (l->idot) {
+        if (l->idot && !(N == 1 && tr->vec_dot2)) {
             pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
             continue;
         }

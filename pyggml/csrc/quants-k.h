@@ -646,6 +646,16 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
 #endif
+/* AVX-512 with VNNI and GFNI: the one-column GEMV kernels of Q4_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, the
+ * bits of the kernels above), one row (vec_dot) and two rows bx bytes apart (vec_dot2, the GEMV's
+ * two read streams); elsewhere no vec_dot2 (mul_mat's GEMV takes vec_dot_n row by row) */
+#if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
+#define PG_KGV 1
+#include "isa/kgemv-x86.h"
+#define PG_KDOT2_FN(T) pg_vec_dot2_##T##_q8_K
+#else
+#define PG_KDOT2_FN(T) NULL
+#endif
 
 /* the super-block loops of Q2_K and Q3_K around a 2-bit integer dot of pg_kq_dot_2bit's
  * form (that one, or vec/quant-k-rvv.c's on RVV: the same f32 steps either way) */
@@ -797,7 +807,11 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
 }
 
 static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
+#if defined(PG_KGV)
+    return pg_kgv_dot_q4_K(n, x, y);
+#else
     return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q4_K), (const pg_block_q8_K *) y, false);
+#endif
 }
 
 static inline float pg_vec_dot_q5_K_q8_K(int64_t n, const void * x, const void * y) {
@@ -811,7 +825,9 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q6_K * x = (const pg_block_q6_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#if defined(PG_KGV)
+    return pg_kgv_dot_q6_K(n, x, y);
+#elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q6_K(nb, x, y);
 #else
     PG_RVV_RETURN(pg_rvv_dot_q6_K_q8_K(nb, x, y))
@@ -868,7 +884,11 @@ static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const voi
     pg_kq_x86_iq4_xs_n(n / PG_QK_K, x, y, by, nc, s);
 }
 static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
+#if defined(PG_KGV)
+    return pg_kgv_dot_iq4_xs(n, x, y);
+#else
     return pg_kq_x86_dot_iq4_xs(n / PG_QK_K, (const pg_block_iq4_xs *) x, (const pg_block_q8_K *) y);
+#endif
 }
 #else
 static inline __attribute__((always_inline)) void pg_kq_iq4_xs_body(int64_t n, const void * vx, const void * vy,

@@ -240,6 +240,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q4_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q4_K),
         .tile_nc = PG_KTILE_NC(q4_K),
+        .vec_dot2 = PG_KDOT2_FN(q4_K),
     },
     [PG_TYPE_Q5_K] = {
         .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,
@@ -254,6 +255,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q6_K),
         .tile_nc = PG_KTILE_NC(q6_K),
+        .vec_dot2 = PG_KDOT2_FN(q6_K),
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
@@ -304,6 +306,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .vec_dot = pg_vec_dot_iq4_xs_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_iq4_xs_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(iq4_xs),
         .tile_nc = PG_KTILE_NC(iq4_xs),
+        .vec_dot2 = PG_KDOT2_FN(iq4_xs),
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {
