@@ -242,12 +242,42 @@ static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * 
 #define PG_QT_COLS(NAME, n, x, bx, mr, MR, y, by, nc, s, lds)                                          \
     do {                                                                                               \
         switch (nc) {                                                                                  \
-        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds); break;                           \
-        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds); break;                           \
-        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds); break;                           \
-        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds); break;                          \
+        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds, NULL); break;                     \
+        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds, NULL); break;                     \
+        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds, NULL); break;                     \
+        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds, NULL); break;                    \
         }                                                                                              \
     } while (0)
+
+/* NAME##_rows (AVX2, mul_mat's one-column GEMV): s[r] = x_r . y for r < nr, x_r = vx + r*bx; the
+ * column's d_y (and s) vectors converted once for all rows (up to PG_QT_ROWS_STEPS steps: a row of
+ * 32K elements), then each row as the one-row tile with them, so the sums are the tile's bit for
+ * bit. Each row's step spent about one vector op in seven building d_y (two broadcasts, a blend and
+ * a conversion), the same for every row. AVX-512 keeps one tile call per row (none defined) */
+#if defined(PG_SIMD_AVX512)
+#define PG_QT_ROWS(NAME, TY, MIN)
+#else
+#define PG_QT_ROWS_STEPS 512
+#define PG_QT_ROWS(NAME, TY, MIN)                                                                      \
+static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy, float * s) { \
+    const int64_t nb = n / PG_QK, nstep = (nb + 1) / 2;                                                \
+    if (nstep > PG_QT_ROWS_STEPS) {                                                                    \
+        for (int64_t r = 0; r < nr; r++) NAME##_tile(n, (const char *) vx + (size_t) r * bx, bx, 1, vy, 0, 1, s + r, 1); \
+        return;                                                                                        \
+    }                                                                                                  \
+    pg_qt_f yd[PG_QT_ROWS_STEPS];                                                                      \
+    const TY * y = (const TY *) vy;                                                                    \
+    for (int64_t k = 0; k < nstep; k++) {                                                              \
+        const int two = 2 * k + 1 < nb;                                                                \
+        const TY * b0 = y + 2 * k, * b1 = two ? b0 + 1 : b0;                                           \
+        pg_qt_f m;                                                                                     \
+        MIN(pg_qt_scales_dm(&yd[k], &m, b0, b1, two), yd[k] = pg_qt_scales(b0->d, two ? b1->d : 0));  \
+        (void) m;                                                                                      \
+    }                                                                                                  \
+    for (int64_t r = 0; r < nr; r++)                                                                   \
+        NAME##_tile_body(n, (const char *) vx + (size_t) r * bx, bx, 1, 1, vy, 0, 1, s + r, 1, yd);    \
+}
+#endif
 
 /* NAME##_tile: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QT_MR), c < nc (<= 4); x_r = vx + r*bx (rows
  * of TX), y_c = vy + c*by (rows of TY). DECODE(b0, b1): the lanes of blocks b0 and b1 (b1 unused with
@@ -258,7 +288,8 @@ static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * 
 #define PG_QTILE(NAME, TX, TY, DECODE, MODE, OFF, MIN)                                                 \
 static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * const * x, const TY * const * y, \
                                                                    int64_t ib, const int two, const int MR, \
-                                                                   const int nc, pg_qt_f acc[PG_QT_MR][4]) { \
+                                                                   const int nc, pg_qt_f acc[PG_QT_MR][4], \
+                                                                   const pg_qt_f * yd) {                \
     const int64_t i1 = two ? ib + 1 : ib;                                                              \
     pg_qt_w w[PG_QT_MR];                                                                               \
     _Pragma("GCC unroll 4")                                                                            \
@@ -273,7 +304,8 @@ static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * co
         pg_qt_y a;                                                                                     \
         a.y = pg_qt_load(b0->qs, b1->qs);                                                              \
         a.c = pg_qt_correction(a.y, MODE, OFF);                                                        \
-        MIN(pg_qt_scales_dm(&a.d, &a.s, b0, b1, two), a.d = pg_qt_scales(b0->d, two ? b1->d : 0));     \
+        if (yd) a.d = yd[ib / 2], a.s = pg_qt_zero_f();                                                \
+        else MIN(pg_qt_scales_dm(&a.d, &a.s, b0, b1, two), a.d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
         _Pragma("GCC unroll 4")                                                                        \
         for (int r = 0; r < MR; r++) {                                                                 \
             const pg_qt_f p = pg_qt_pair(&w[r], &a, MODE);                                             \
@@ -284,7 +316,8 @@ static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * co
 }                                                                                                      \
 static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, const void * vx, size_t bx, int mr, \
                                                                    const int MR, const void * vy, size_t by, \
-                                                                   const int nc, float * s, size_t lds) { \
+                                                                   const int nc, float * s, size_t lds,  \
+                                                                   const pg_qt_f * yd) {                \
     const TX * x[PG_QT_MR];                                                                            \
     const TY * y[4];                                                                                   \
     _Pragma("GCC unroll 4")                                                                            \
@@ -298,8 +331,8 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
         for (int c = 0; c < nc; c++) acc[r][c] = pg_qt_zero_f();                                       \
     const int64_t nb = n / PG_QK;                                                                      \
     int64_t ib = 0;                                                                                    \
-    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc);                           \
-    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc);                                           \
+    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc, yd);                       \
+    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc, yd);                                       \
     _Pragma("GCC unroll 4")                                                                            \
     for (int c = 0; c < nc; c++)                                                                       \
         _Pragma("GCC unroll 4")                                                                        \
@@ -309,7 +342,8 @@ static inline void NAME##_tile(int64_t n, const void * x, size_t bx, int mr, con
                                float * s, size_t lds) {                                                \
     if (mr == 1) PG_QT_COLS(NAME, n, x, bx, mr, 1, y, by, nc, s, lds);                                 \
     else PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, y, by, nc, s, lds);                                  \
-}
+}                                                                                                      \
+PG_QT_ROWS(NAME, TY, MIN)
 
 #define PG_QT_MIN(with, without) with
 #define PG_QT_NOMIN(with, without) without
