@@ -153,7 +153,8 @@ static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, cons
     }
 }
 
-/* phase 2, GEMV and few columns: contiguous ranges of weight rows, each streamed once */
+/* phase 2, GEMV and few columns: contiguous ranges of weight rows, each streamed once (one column of
+ * an integer type with vec_dot_rows: the whole range in one call) */
 static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
@@ -171,7 +172,11 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         int64_t i0 = r0 % M;
         r0 += i1 - i0;
         if (l->idot && !(N == 1 && tr->vec_dot2)) {
-            pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
+            if (N == 1 && tr->vec_dot_rows)
+                tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
+                                 (float *) pg_row(dst, 0, i12, i13) + i0);
+            else
+                pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
             continue;
         }
         for (int64_t j = 0; j < N; j++) {

@@ -172,13 +172,18 @@ PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMI
 PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL)
 
 /* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86;
- * elsewhere none, and mul_mat takes vec_dot_n row by row */
+ * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV): AVX2 */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/qgemm-x86.h"
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
 #else
 #define PG_QT_MR 1
 #define PG_QTILE_FN(NAME) NULL
+#endif
+#if defined(PG_SIMD_AVX2)
+#define PG_QROWS_FN(NAME) pg_vec_dot_##NAME##_rows
+#else
+#define PG_QROWS_FN(NAME) NULL
 #endif
 
 /* one column (test_vec.py calls these two by name; Q8_0 and Q4_0 through vec/dot-rvv.c when it runs) */

@@ -17,6 +17,9 @@
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows
  *   dot2_f32, vec_dot2 two rows of this type (bx bytes apart) against one f32 / vec_dot_type row,
  *                      each sum bit for bit dot_f32's / vec_dot's: the one-column GEMV's row pairs
+ *   vec_dot_rows       nr rows (bx bytes apart) against one vec_dot_type row, each sum bit for bit
+ *                      vec_dot_tile's: mul_mat's one-column integer GEMV (AVX2, the 32-element block
+ *                      types: the column's scales converted once for all rows)
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
  *
@@ -46,6 +49,8 @@ typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
 typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
 /* s[r] = dot(x + r * bx, y) for r < 2 */
 typedef void (*pg_dot2_fn)(int64_t n, const void * x, size_t bx, const void * y, float * s);
+/* s[r] = dot(x + r * bx, y) for r < nr */
+typedef void (*pg_vec_dot_rows_fn)(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s);
 typedef void (*pg_attn_dot_fn)(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
                                int64_t lds, float * tmp);
 typedef void (*pg_attn_acc_fn)(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
@@ -67,6 +72,7 @@ typedef struct pg_type_traits {
     pg_dot4_f32_fn dot4_f32;
     pg_dot2_fn dot2_f32;         /* y: f32 */
     pg_dot2_fn vec_dot2;         /* y: vec_dot_type */
+    pg_vec_dot_rows_fn vec_dot_rows;  /* NULL: mul_mat's one-column GEMV calls vec_dot_tile per row */
     pg_attn_dot_fn attn_dot;
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
@@ -207,7 +213,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q8_0", .blck = PG_QK8_0, .size = sizeof(pg_block_q8_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
         .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q8_0_n,
-        .vec_dot_tile = PG_QTILE_FN(q8_0),
+        .vec_dot_tile = PG_QTILE_FN(q8_0), .vec_dot_rows = PG_QROWS_FN(q8_0),
         .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
     },
@@ -215,7 +221,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q4_0", .blck = PG_QK4_0, .size = sizeof(pg_block_q4_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
-        .vec_dot_tile = PG_QTILE_FN(q4_0),
+        .vec_dot_tile = PG_QTILE_FN(q4_0), .vec_dot_rows = PG_QROWS_FN(q4_0),
         .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
@@ -266,7 +272,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q4_1", .blck = PG_QK, .size = sizeof(pg_block_q4_1), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_1_to_f32, .from_float = pg_row_q4_1_from_f32,
         .vec_dot = pg_type_dot_q4_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q4_1_n,
-        .vec_dot_tile = PG_QTILE_FN(q4_1),
+        .vec_dot_tile = PG_QTILE_FN(q4_1), .vec_dot_rows = PG_QROWS_FN(q4_1),
         .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q4_1, .attn_acc = pg_type_attn_acc_q4_1,
     },
@@ -274,7 +280,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q5_0", .blck = PG_QK, .size = sizeof(pg_block_q5_0), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_0_to_f32, .from_float = pg_row_q5_0_from_f32,
         .vec_dot = pg_type_dot_q5_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q5_0_n,
-        .vec_dot_tile = PG_QTILE_FN(q5_0),
+        .vec_dot_tile = PG_QTILE_FN(q5_0), .vec_dot_rows = PG_QROWS_FN(q5_0),
         .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q5_0, .attn_acc = pg_type_attn_acc_q5_0,
     },
@@ -282,7 +288,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q5_1", .blck = PG_QK, .size = sizeof(pg_block_q5_1), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_1_to_f32, .from_float = pg_row_q5_1_from_f32,
         .vec_dot = pg_type_dot_q5_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q5_1_n,
-        .vec_dot_tile = PG_QTILE_FN(q5_1),
+        .vec_dot_tile = PG_QTILE_FN(q5_1), .vec_dot_rows = PG_QROWS_FN(q5_1),
         .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_q5_1, .attn_acc = pg_type_attn_acc_q5_1,
     },
@@ -295,7 +301,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "iq4_nl", .blck = PG_QK, .size = sizeof(pg_block_iq4_nl), .kind = PG_KIND_QUANT,
         .to_float = pg_row_iq4_nl_to_f32, .from_float = pg_row_iq4_nl_from_f32,
         .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
-        .vec_dot_tile = PG_QTILE_FN(iq4_nl),
+        .vec_dot_tile = PG_QTILE_FN(iq4_nl), .vec_dot_rows = PG_QROWS_FN(iq4_nl),
         .tile_nc = 4,
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },

@@ -12,8 +12,9 @@
  * AVX2 steps two blocks too, one ymm each; hadd folds each block's 8 int32 lanes to 4 and puts both
  * blocks in one 8-lane f32 accumulator, so a step costs one conversion and one FMA per (row, column)
  * (the one-block step waited on one FMA chain per row; its GEMV ran at about half ggml's speed for
- * Q4_1/Q5_1), and Q4_1/Q5_1 add m*s off that chain. Each (row, column) has one accumulator whatever
- * the tile, so a GEMM column equals the GEMV's bit for bit on every x86 build.
+ * Q4_1/Q5_1), and Q4_1/Q5_1 add m*s off that chain. Without VNNI the 4- and 5-bit types fold maddubs'
+ * int16 pair sums of both blocks into hadd's lanes before their one madd. Each (row, column) has one
+ * accumulator whatever the tile, so a GEMM column equals the GEMV's bit for bit on every x86 build.
  *
  * The products are unsigned x signed with the weights the unsigned side, so the activations need no
  * per-pair sign transfer: Q4_1/Q5_1 codes are >= 0; Q4_0/Q5_0 codes are q + 8 / q + 16, and with VNNI
@@ -36,9 +37,9 @@ static inline pg_qt_i pg_qt_dot(pg_qt_i acc, pg_qt_i u, pg_qt_i s) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
 }
 static inline pg_qt_i pg_qt_ubs16(pg_qt_i u, pg_qt_i s) { return _mm512_maddubs_epi16(u, s); }
-static inline pg_qt_i pg_qt_sum16_sub(pg_qt_i a, pg_qt_i b) {
-    return _mm512_madd_epi16(_mm512_sub_epi16(a, b), _mm512_set1_epi16(1));
-}
+static inline pg_qt_i pg_qt_sub16(pg_qt_i a, pg_qt_i b) { return _mm512_sub_epi16(a, b); }
+/* int16 pair sums to f32 lanes */
+static inline __m512 pg_qt_cvt16(pg_qt_i p) { return _mm512_cvtepi32_ps(_mm512_madd_epi16(p, _mm512_set1_epi16(1))); }
 #endif
 static inline pg_qt_i pg_qt_zero_i(void) { return _mm512_setzero_si512(); }
 static inline pg_qt_i pg_qt_neg(pg_qt_i v) { return _mm512_sub_epi32(_mm512_setzero_si512(), v); }
@@ -124,9 +125,8 @@ static inline pg_qt_i pg_qt_dot(pg_qt_i acc, pg_qt_i u, pg_qt_i s) {
 static inline pg_qt_i pg_qt_ubs16(pg_qt_i u, pg_qt_i s) {
     return pg_qt_two(_mm256_maddubs_epi16(u.e, s.e), _mm256_maddubs_epi16(u.o, s.o));
 }
-static inline pg_qt_i pg_qt_sum16_sub(pg_qt_i a, pg_qt_i b) {
-    const __m256i one = _mm256_set1_epi16(1);
-    return pg_qt_two(_mm256_madd_epi16(_mm256_sub_epi16(a.e, b.e), one), _mm256_madd_epi16(_mm256_sub_epi16(a.o, b.o), one));
+static inline pg_qt_i pg_qt_sub16(pg_qt_i a, pg_qt_i b) {
+    return pg_qt_two(_mm256_sub_epi16(a.e, b.e), _mm256_sub_epi16(a.o, b.o));
 }
 #endif
 static inline pg_qt_i pg_qt_zero_i(void) { return pg_qt_two(_mm256_setzero_si256(), _mm256_setzero_si256()); }
@@ -143,8 +143,14 @@ static inline pg_qt_i pg_qt_sign8(pg_qt_i y, pg_qt_i x) {
     return pg_qt_two(_mm256_sign_epi8(y.e, x.e), _mm256_sign_epi8(y.o, x.o));
 }
 static inline pg_qt_i pg_qt_load(const int8_t * q0, const int8_t * q1) { return pg_qt_two(pg_q8x32_load(q0), pg_q8x32_load(q1)); }
+/* pg_q8x32_nibbles with the 16 bytes loaded into both halves and the high one shifted by 4
+ * (vpsrlvq): one vector op fewer than a shift and an insert */
+static inline __m256i pg_qt_nibbles1(const uint8_t * q) {
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) q));
+    return _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0f));
+}
 static inline pg_qt_i pg_qt_nibbles(const uint8_t * q0, const uint8_t * q1) {
-    return pg_qt_two(pg_q8x32_nibbles(q0), pg_q8x32_nibbles(q1));
+    return pg_qt_two(pg_qt_nibbles1(q0), pg_qt_nibbles1(q1));
 }
 static inline pg_qt_i pg_qt_add_bit4(pg_qt_i v, const uint8_t * h0, const uint8_t * h1) {
     return pg_qt_two(_mm256_or_si256(v.e, pg_q8x32_bit4(h0)), _mm256_or_si256(v.o, pg_q8x32_bit4(h1)));
@@ -162,6 +168,17 @@ static inline pg_qt_f pg_qt_fma(pg_qt_f a, pg_qt_f b, pg_qt_f c) { return _mm256
 static inline pg_qt_f pg_qt_cvt(pg_qt_i p) {
     return _mm256_cvtepi32_ps(_mm256_hadd_epi32(p.e, p.o));
 }
+#if !PG_QT_VNNI
+/* int16 pair sums (|.| <= 2*31*128, so two still fit) added in hadd's lane order, int32 lanes 0, 2
+ * of e, 0, 2 of o (4, 6 of e, 4, 6 of o) plus lanes 1, 3 (5, 7), then one madd: one shuffle pair and
+ * madd fewer than two madds and hadd, the same int32 sums */
+static inline pg_qt_f pg_qt_cvt16(pg_qt_i p) {
+    const __m256 e = _mm256_castsi256_ps(p.e), o = _mm256_castsi256_ps(p.o);
+    const __m256i s = _mm256_add_epi16(_mm256_castps_si256(_mm256_shuffle_ps(e, o, _MM_SHUFFLE(2, 0, 2, 0))),
+                                       _mm256_castps_si256(_mm256_shuffle_ps(e, o, _MM_SHUFFLE(3, 1, 3, 1))));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+}
+#endif
 /* Q4_1/Q5_1 and Q8_1: the fp16 pairs {d, m} ({d, s}) two blocks start with, as f32 d0 m0 d1 m1 in
  * lanes 0..3 of d (m unused): one conversion per row and step, and per pair one product of both */
 static inline void pg_qt_scales_dm(pg_qt_f * d, pg_qt_f * m, const void * b0, const void * b1, int two) {
@@ -209,26 +226,58 @@ static inline __attribute__((always_inline)) pg_qt_i pg_qt_correction(pg_qt_i y,
     return pg_qt_ubs16(pg_qt_set1_u8(off), y);
 #endif
 }
-/* the int32 lanes of x . y; without VNNI the offset's share is taken off maddubs' int16 pair sums
- * (|u.y| <= 2*31*128, exact), one madd for both */
-static inline __attribute__((always_inline)) pg_qt_i pg_qt_pair(const pg_qt_w * w, const pg_qt_y * a, int mode) {
+/* the f32 lanes of x . y; without VNNI the unsigned types stay in maddubs' int16 pair sums (the
+ * offset's share taken off there: |u.y| <= 2*31*128, exact) until pg_qt_cvt16 widens them */
+static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * w, const pg_qt_y * a, int mode) {
 #if !PG_QT_VNNI
-    if (mode == PG_QT_SIGNED) return pg_qt_dot(pg_qt_zero_i(), w->u, pg_qt_sign8(a->y, w->s));
-    if (mode == PG_QT_OFF) return pg_qt_sum16_sub(pg_qt_ubs16(w->u, a->y), a->c);
+    if (mode == PG_QT_SIGNED) return pg_qt_cvt(pg_qt_dot(pg_qt_zero_i(), w->u, pg_qt_sign8(a->y, w->s)));
+    const pg_qt_i p = pg_qt_ubs16(w->u, a->y);
+    return pg_qt_cvt16(mode == PG_QT_OFF ? pg_qt_sub16(p, a->c) : p);
+#else
+    return pg_qt_cvt(pg_qt_dot(a->c, w->u, a->y));
 #endif
-    return pg_qt_dot(a->c, w->u, a->y);
 }
 
 /* the body instantiated for nc = 1..4 columns and MR rows */
 #define PG_QT_COLS(NAME, n, x, bx, mr, MR, y, by, nc, s, lds)                                          \
     do {                                                                                               \
         switch (nc) {                                                                                  \
-        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds); break;                           \
-        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds); break;                           \
-        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds); break;                           \
-        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds); break;                          \
+        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds, NULL); break;                     \
+        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds, NULL); break;                     \
+        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds, NULL); break;                     \
+        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds, NULL); break;                    \
         }                                                                                              \
     } while (0)
+
+/* NAME##_rows (AVX2, mul_mat's one-column GEMV): s[r] = x_r . y for r < nr, x_r = vx + r*bx; the
+ * column's d_y (and s) vectors converted once for all rows (up to PG_QT_ROWS_STEPS steps: a row of
+ * 32K elements), then each row as the one-row tile with them, so the sums are the tile's bit for
+ * bit. Each row's step spent about one vector op in seven building d_y (two broadcasts, a blend and
+ * a conversion), the same for every row. AVX-512 keeps one tile call per row (none defined) */
+#if defined(PG_SIMD_AVX512)
+#define PG_QT_ROWS(NAME, TY, MIN)
+#else
+#define PG_QT_ROWS_STEPS 512
+#define PG_QT_ROWS(NAME, TY, MIN)                                                                      \
+static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy, float * s) { \
+    const int64_t nb = n / PG_QK, nstep = (nb + 1) / 2;                                                \
+    if (nstep > PG_QT_ROWS_STEPS) {                                                                    \
+        for (int64_t r = 0; r < nr; r++) NAME##_tile(n, (const char *) vx + (size_t) r * bx, bx, 1, vy, 0, 1, s + r, 1); \
+        return;                                                                                        \
+    }                                                                                                  \
+    pg_qt_f yd[PG_QT_ROWS_STEPS];                                                                      \
+    const TY * y = (const TY *) vy;                                                                    \
+    for (int64_t k = 0; k < nstep; k++) {                                                              \
+        const int two = 2 * k + 1 < nb;                                                                \
+        const TY * b0 = y + 2 * k, * b1 = two ? b0 + 1 : b0;                                           \
+        pg_qt_f m;                                                                                     \
+        MIN(pg_qt_scales_dm(&yd[k], &m, b0, b1, two), yd[k] = pg_qt_scales(b0->d, two ? b1->d : 0));  \
+        (void) m;                                                                                      \
+    }                                                                                                  \
+    for (int64_t r = 0; r < nr; r++)                                                                   \
+        NAME##_tile_body(n, (const char *) vx + (size_t) r * bx, bx, 1, 1, vy, 0, 1, s + r, 1, yd);    \
+}
+#endif
 
 /* NAME##_tile: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QT_MR), c < nc (<= 4); x_r = vx + r*bx (rows
  * of TX), y_c = vy + c*by (rows of TY). DECODE(b0, b1): the lanes of blocks b0 and b1 (b1 unused with
@@ -239,7 +288,8 @@ static inline __attribute__((always_inline)) pg_qt_i pg_qt_pair(const pg_qt_w * 
 #define PG_QTILE(NAME, TX, TY, DECODE, MODE, OFF, MIN)                                                 \
 static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * const * x, const TY * const * y, \
                                                                    int64_t ib, const int two, const int MR, \
-                                                                   const int nc, pg_qt_f acc[PG_QT_MR][4]) { \
+                                                                   const int nc, pg_qt_f acc[PG_QT_MR][4], \
+                                                                   const pg_qt_f * yd) {                \
     const int64_t i1 = two ? ib + 1 : ib;                                                              \
     pg_qt_w w[PG_QT_MR];                                                                               \
     _Pragma("GCC unroll 4")                                                                            \
@@ -254,18 +304,20 @@ static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * co
         pg_qt_y a;                                                                                     \
         a.y = pg_qt_load(b0->qs, b1->qs);                                                              \
         a.c = pg_qt_correction(a.y, MODE, OFF);                                                        \
-        MIN(pg_qt_scales_dm(&a.d, &a.s, b0, b1, two), a.d = pg_qt_scales(b0->d, two ? b1->d : 0));     \
+        if (yd) a.d = yd[ib / 2], a.s = pg_qt_zero_f();                                                \
+        else MIN(pg_qt_scales_dm(&a.d, &a.s, b0, b1, two), a.d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
         _Pragma("GCC unroll 4")                                                                        \
         for (int r = 0; r < MR; r++) {                                                                 \
-            const pg_qt_i p = pg_qt_pair(&w[r], &a, MODE);                                             \
-            MIN(acc[r][c] = pg_qt_acc_dm(acc[r][c], w[r].d, w[r].m, a.d, a.s, pg_qt_cvt(p)),          \
-                acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), pg_qt_cvt(p), acc[r][c]));               \
+            const pg_qt_f p = pg_qt_pair(&w[r], &a, MODE);                                             \
+            MIN(acc[r][c] = pg_qt_acc_dm(acc[r][c], w[r].d, w[r].m, a.d, a.s, p),                      \
+                acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), p, acc[r][c]));                          \
         }                                                                                              \
     }                                                                                                  \
 }                                                                                                      \
 static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, const void * vx, size_t bx, int mr, \
                                                                    const int MR, const void * vy, size_t by, \
-                                                                   const int nc, float * s, size_t lds) { \
+                                                                   const int nc, float * s, size_t lds,  \
+                                                                   const pg_qt_f * yd) {                \
     const TX * x[PG_QT_MR];                                                                            \
     const TY * y[4];                                                                                   \
     _Pragma("GCC unroll 4")                                                                            \
@@ -279,8 +331,8 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
         for (int c = 0; c < nc; c++) acc[r][c] = pg_qt_zero_f();                                       \
     const int64_t nb = n / PG_QK;                                                                      \
     int64_t ib = 0;                                                                                    \
-    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc);                           \
-    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc);                                           \
+    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc, yd);                       \
+    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc, yd);                                       \
     _Pragma("GCC unroll 4")                                                                            \
     for (int c = 0; c < nc; c++)                                                                       \
         _Pragma("GCC unroll 4")                                                                        \
@@ -290,7 +342,8 @@ static inline void NAME##_tile(int64_t n, const void * x, size_t bx, int mr, con
                                float * s, size_t lds) {                                                \
     if (mr == 1) PG_QT_COLS(NAME, n, x, bx, mr, 1, y, by, nc, s, lds);                                 \
     else PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, y, by, nc, s, lds);                                  \
-}
+}                                                                                                      \
+PG_QT_ROWS(NAME, TY, MIN)
 
 #define PG_QT_MIN(with, without) with
 #define PG_QT_NOMIN(with, without) without
