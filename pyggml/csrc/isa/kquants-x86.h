@@ -241,23 +241,26 @@ static inline __attribute__((always_inline)) void pg_kq_q6_block(const pg_block_
     }
     for (int c = 0; c < nc; c++) out[c] = pg_kq_fold(sumi[c]);
 #else
-    const __m256i m4 = _mm256_set1_epi8(0xf), m3 = _mm256_set1_epi8(3);
+    /* qh's bits 2j, 2j + 1 shifted straight to bits 4-5; the scales widened once (as the row body
+     * does for its offset term: the same value) */
+    const __m256i m4 = _mm256_set1_epi8(0xf), m30 = _mm256_set1_epi8(0x30);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
     for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i s = pg_kq_bcast8(x->scales + 8 * h, false);
+        const __m256i s = _mm256_permute4x64_epi64(s16, h ? 0xee : 0x44);
         const __m256i a = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h));
         const __m256i b = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h + 32));
-        __m256i hb = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
         const __m256i low[4] = {_mm256_and_si256(a, m4), _mm256_and_si256(b, m4),
                                 _mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)};
+        const __m256i high[4] = {_mm256_slli_epi16(hb, 4), _mm256_slli_epi16(hb, 2), hb, _mm256_srli_epi16(hb, 2)};
         for (int j = 0; j < 4; j++) {
-            const __m256i v = _mm256_or_si256(low[j], _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+            const __m256i v = _mm256_or_si256(low[j], _mm256_and_si256(high[j], m30));
             const __m256i sc = pg_kq_pair(s, j);
             for (int c = 0; c < nc; c++) {
                 const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[c] + 128 * h + 32 * j)));
                 out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(p, sc));
             }
-            hb = _mm256_srli_epi16(hb, 2);
         }
     }
 #endif
