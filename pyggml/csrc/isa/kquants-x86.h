@@ -84,9 +84,48 @@ static inline void pg_kq_x86_quantize_q8_K(const float * x, pg_block_q8_K * y) {
 
 /* 16 int8 (or uint8 when zext) values as int16, both lanes: element 8h..8h+7 of each half h */
 static inline __m256i pg_kq_bcast8(const void * p, bool zext) {
-    const __m128i v = _mm_loadl_epi64((const __m128i *) p);
-    return _mm256_broadcastsi128_si256(zext ? _mm_cvtepu8_epi16(v) : _mm_cvtepi8_epi16(v));
+    int64_t v;
+    memcpy(&v, p, sizeof(v));
+    const __m128i b = _mm_set1_epi64x(v);
+    return zext ? _mm256_cvtepu8_epi16(b) : _mm256_cvtepi8_epi16(b);
 }
+
+#if !defined(PG_SIMD_AVX512)
+/* two consecutive fp16 (d, dmin) as the two low f32 lanes, one conversion */
+static inline __m128 pg_kq_avx2_fp16x2(const pg_fp16_t * p) {
+    int32_t v;
+    memcpy(&v, p, sizeof(v));
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+}
+
+/* pg_kq_dot_2bit_simd on AVX2: each field shifted out of the loaded qs (bits 2j), hm's bit 4h + j
+ * shifted straight to bit 2 (both byte-local in a 16-bit shift), the 16 scales widened once */
+static inline __attribute__((always_inline)) void pg_kq_avx2_2bit(const uint8_t * qs, const uint8_t * hm, const bool high,
+                                                                  const int8_t * sc16, const int8_t * const * y,
+                                                                  const int nc, __m256i * out) {
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    const __m256i hb = high ? _mm256_loadu_si256((const __m256i *) hm) : _mm256_setzero_si256();
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) sc16));
+    for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i s = _mm256_permute4x64_epi64(s16, h ? 0xee : 0x44);
+        const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
+        for (int j = 0; j < 4; j++) {
+            __m256i v = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
+            if (high) {
+                const int b = 4 * h + j;
+                const __m256i t = b > 2 ? _mm256_srli_epi16(hb, b - 2) : b < 2 ? _mm256_slli_epi16(hb, 2 - b) : hb;
+                v = _mm256_or_si256(v, _mm256_and_si256(t, m4));
+            }
+            const __m256i sc = pg_kq_pair(s, j);
+            for (int c = 0; c < nc; c++) {
+                const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[c] + 128 * h + 32 * j)));
+                out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(p, sc));
+            }
+        }
+    }
+}
+#endif
 
 /* the same as 8 int32 lanes (their sum is the scalar's) for each of nc columns: out[c] for the 256
  * activations y[c]; sc16 the scales as int8. Each weight register is decoded once for all columns */
@@ -117,24 +156,9 @@ static inline __attribute__((always_inline)) void pg_kq_dot_2bit_simd(const uint
     }
     for (int c = 0; c < nc; c++) out[c] = pg_kq_fold(acc[c]);
 #else
-    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-    __m256i hb = hm ? _mm256_loadu_si256((const __m256i *) hm) : _mm256_setzero_si256();
-    for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        const __m256i s = pg_kq_bcast8(sc16 + 8 * h, false);
-        __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
-        for (int j = 0; j < 4; j++) {
-            __m256i v = _mm256_and_si256(q, m3);
-            if (hm) v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(hb, m1), 2));
-            const __m256i sc = pg_kq_pair(s, j);
-            for (int c = 0; c < nc; c++) {
-                const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[c] + 128 * h + 32 * j)));
-                out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(p, sc));
-            }
-            q = _mm256_srli_epi16(q, 2);
-            hb = _mm256_srli_epi16(hb, 1);
-        }
-    }
+    /* hm's NULL test once per block: a body per case (the test cannot be hoisted out of the loop) */
+    if (hm) pg_kq_avx2_2bit(qs, hm, true, sc16, y, nc, out);
+    else pg_kq_avx2_2bit(qs, NULL, false, sc16, y, nc, out);
 #endif
 }
 
@@ -184,8 +208,7 @@ static inline __attribute__((always_inline)) void pg_kq_k4_block(const uint8_t *
         for (int c = 0; c < nc; c++) {
             const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *) (y[c] + 64 * k)));
             const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *) (y[c] + 64 * k + 32)));
-            out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(pl, sl));
-            out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(ph, sh));
+            out[c] = _mm256_add_epi32(out[c], _mm256_add_epi32(_mm256_madd_epi16(pl, sl), _mm256_madd_epi16(ph, sh)));
         }
     }
 #endif
@@ -218,23 +241,26 @@ static inline __attribute__((always_inline)) void pg_kq_q6_block(const pg_block_
     }
     for (int c = 0; c < nc; c++) out[c] = pg_kq_fold(sumi[c]);
 #else
-    const __m256i m4 = _mm256_set1_epi8(0xf), m3 = _mm256_set1_epi8(3);
+    /* qh's bits 2j, 2j + 1 shifted straight to bits 4-5; the scales widened once (as the row body
+     * does for its offset term: the same value) */
+    const __m256i m4 = _mm256_set1_epi8(0xf), m30 = _mm256_set1_epi8(0x30);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
     for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i s = pg_kq_bcast8(x->scales + 8 * h, false);
+        const __m256i s = _mm256_permute4x64_epi64(s16, h ? 0xee : 0x44);
         const __m256i a = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h));
         const __m256i b = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h + 32));
-        __m256i hb = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
         const __m256i low[4] = {_mm256_and_si256(a, m4), _mm256_and_si256(b, m4),
                                 _mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)};
+        const __m256i high[4] = {_mm256_slli_epi16(hb, 4), _mm256_slli_epi16(hb, 2), hb, _mm256_srli_epi16(hb, 2)};
         for (int j = 0; j < 4; j++) {
-            const __m256i v = _mm256_or_si256(low[j], _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+            const __m256i v = _mm256_or_si256(low[j], _mm256_and_si256(high[j], m30));
             const __m256i sc = pg_kq_pair(s, j);
             for (int c = 0; c < nc; c++) {
                 const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[c] + 128 * h + 32 * j)));
                 out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(p, sc));
             }
-            hb = _mm256_srli_epi16(hb, 2);
         }
     }
 #endif
@@ -261,6 +287,7 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q2_K_body(int64_t nb
         __m256i sumi[4];
         for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
         pg_kq_dot_2bit_simd(x[ib].qs, NULL, sc, yq, nc, sumi);
+#if defined(PG_SIMD_AVX512)
         const float dx = pg_fp16_to_fp32(x[ib].d), dmx = pg_fp16_to_fp32(x[ib].dmin);
         for (int c = 0; c < nc; c++) {
             const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
@@ -268,6 +295,16 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q2_K_body(int64_t nb
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
             accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmx * y->d), _mm256_cvtepi32_ps(summ), accm[c]);
         }
+#else
+        const __m128 dd = pg_kq_avx2_fp16x2(&x[ib].d);
+        for (int c = 0; c < nc; c++) {
+            const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
+            const __m256i summ = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *) y->bsums));
+            const __m128 f = _mm_mul_ps(dd, _mm_set1_ps(y->d));
+            acc[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+            accm[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(summ), accm[c]);
+        }
+#endif
     }
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]) - pg_kq_hsum_ps(accm[c]);
 }
@@ -285,16 +322,33 @@ static inline __attribute__((always_inline)) void pg_kq_x86_offset_cols(__m256 *
     }
 }
 
+#if !defined(PG_SIMD_AVX512)
+/* pg_kq_unpack_q3 in one register (a scalar unpack stored and reloaded as a vector stalls the
+ * load): words w0, w1, w0 >> 4, w1 >> 4 give the low 4 bits, w2 >> 0, 2, 4, 6 the top 2 */
+static inline __m128i pg_kq_avx2_q3_scales(const uint8_t * s) {
+    int32_t w2;
+    memcpy(&w2, s + 8, sizeof(w2));
+    const __m128i lo = _mm_shuffle_epi32(_mm_loadl_epi64((const __m128i *) s), _MM_SHUFFLE(1, 0, 1, 0));
+    const __m128i l4 = _mm_and_si128(_mm_srlv_epi32(lo, _mm_setr_epi32(0, 0, 4, 4)), _mm_set1_epi8(0xf));
+    const __m128i h2 = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(w2), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    return _mm_or_si128(l4, _mm_slli_epi32(h2, 4));
+}
+#endif
+
 static inline __attribute__((always_inline)) void pg_kq_x86_q3_K_body(int64_t nb, const void * vx, const void * vy,
                                                                       size_t by, const int nc, float * s) {
     const pg_block_q3_K * x = (const pg_block_q3_K *) vx;
     __m256 acc[4];
     for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        uint8_t raw[16];
         int8_t sc[16];
+#if defined(PG_SIMD_AVX512)
+        uint8_t raw[16];
         pg_kq_unpack_q3(x[ib].scales, raw);
         const __m128i sc8 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *) raw), _mm_set1_epi8(32));
+#else
+        const __m128i sc8 = _mm_sub_epi8(pg_kq_avx2_q3_scales(x[ib].scales), _mm_set1_epi8(32));
+#endif
         _mm_storeu_si128((__m128i *) sc, sc8);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         const int8_t * yq[4];
@@ -305,6 +359,23 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q3_K_body(int64_t nb
     }
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
 }
+
+#if !defined(PG_SIMD_AVX512)
+/* pg_kq_unpack_k4 on 64-bit words, out[0] the 8 scales, out[1] the 8 mins: the vector pipes bound
+ * the AVX2 GEMV, so the unpack stays in the integer ones and enters them as two 64-bit moves.
+ * a = w0 | w1 << 32 gives scales 0-3 | mins 0-3 (6 bits) and, >> 2, their top 2 bits (as bits
+ * 4-5) for scales 4-7 | mins 4-7, whose low 4 bits are w2 | (w2 >> 4) << 32 */
+static inline void pg_kq_avx2_k4_words(const uint8_t * q, uint64_t * out) {
+    uint64_t a;
+    uint32_t w2;
+    memcpy(&a, q, sizeof(a));
+    memcpy(&w2, q + 8, sizeof(w2));
+    const uint64_t lo = a & 0x3f3f3f3f3f3f3f3fu;
+    const uint64_t hi = ((a >> 2) & 0x3030303030303030u) | ((w2 | (uint64_t) (w2 >> 4) << 32) & 0x0f0f0f0f0f0f0f0fu);
+    out[0] = (lo & 0xffffffffu) | hi << 32;
+    out[1] = lo >> 32 | (hi & 0xffffffff00000000u);
+}
+#endif
 
 /* Q4_K (q5 false) and Q5_K blocks of bx bytes; off_qs: where qs starts in a block */
 static inline __attribute__((always_inline)) void pg_kq_x86_k4_body(int64_t nb, const char * xb, size_t bx, size_t off_qs,
@@ -320,20 +391,37 @@ static inline __attribute__((always_inline)) void pg_kq_x86_k4_body(int64_t nb, 
         const pg_block_q4_K * b = (const pg_block_q4_K *) xb;        /* d, dmin, scales are common */
         const uint8_t * qs = (const uint8_t *) xb + off_qs;
         uint8_t sm[16];
+#if defined(PG_SIMD_AVX512)
         pg_kq_unpack_k4(b->scales, sm);
         const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) (sm + 8)));
+#else
+        uint64_t sw[2];
+        pg_kq_avx2_k4_words(b->scales, sw);
+        memcpy(sm, sw, sizeof(sw));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((int64_t) sw[1]));
+#endif
         const uint8_t * qh = q5 ? ((const pg_block_q5_K *) xb)->qh : NULL;
         const int8_t * yq[4];
         __m256i sumi[4];
         for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
         pg_kq_k4_block(qs, qh, sm, yq, nc, sumi);
+#if defined(PG_SIMD_AVX512)
         const float dx = pg_fp16_to_fp32(b->d), dmx = pg_fp16_to_fp32(b->dmin);
+#else
+        const __m128 dd = pg_kq_avx2_fp16x2(&b->d);
+#endif
         for (int c = 0; c < nc; c++) {
             const pg_block_q8_K * y = pg_kq_col(vy, by, c, ib);
             const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) y->bsums),
                                               _mm_loadu_si128((const __m128i *) (y->bsums + 8)));
+#if defined(PG_SIMD_AVX512)
             accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmx * y->d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs)), accm[c]);
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+#else
+            const __m128 f = _mm_mul_ps(dd, _mm_set1_ps(y->d));
+            accm[c] = _mm_fmadd_ps(_mm_permute_ps(f, 0x55), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs)), accm[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+#endif
         }
     }
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]) - pg_kq_hsum_ps4(accm[c]);
