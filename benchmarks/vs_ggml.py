@@ -239,10 +239,9 @@ def alternate(fns, min_time):
     return best
 
 
-def weight_reader(side, n_threads):
-    """A stream_read_f32 of the largest leaf pyggml built (a GEMV's weights), on n_threads"""
+def weight_reader(w, n_threads):
+    """A stream_read_f32 of tensor w (a GEMV's weights) on n_threads"""
     from pyggml._vec import stream_read_f32
-    w = max(side.leaves, key=lambda t: t.nbytes)
     return lambda: stream_read_f32([w.data_ptr], [w.nbytes // 4], n_threads)
 
 
@@ -256,9 +255,10 @@ class Prepared:
         outs = [build(s, np.random.default_rng(seed)) for s in self.sides]
         self.runs = {nth: [s.computer(o, nth) for s, o in zip(self.sides, outs)] for nth in threads}
         if self.name.startswith("GEMV"):
+            w = max(self.sides[0].leaves, key=lambda t: t.nbytes)     # the largest leaf: the weights
             for nth in threads:
-                self.runs[nth].append(weight_reader(self.sides[0], nth))
-            self.nbytes = max(t.nbytes for t in self.sides[0].leaves)
+                self.runs[nth].append(weight_reader(w, nth))
+            self.nbytes = w.nbytes
         for f in self.runs[threads[0]][:2]:
             f()
         self.nmse = nmse(self.sides[0].read(outs[0]), self.sides[1].read(outs[1]))
