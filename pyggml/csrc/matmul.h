@@ -20,9 +20,10 @@
  *     widened back to f32 once per thread for them, which is exact; a single column longer than
  *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
  *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
- *     read streams; so do the types with a vec_dot2: AVX-512 Q4_K, Q6_K, IQ4_XS), quantized ones with the
- *     integer vec_dot_tile (x86: one weight row x four columns in registers per call) or vec_dot_n
- *     (four columns per decoded weight row), the others with vec_dot.
+ *     read streams), quantized ones with the integer vec_dot_tile (x86: one weight row x four
+ *     columns in registers per call) or vec_dot_n (four columns per decoded weight row), one column
+ *     of a type with a vec_dot_rows with that (the thread's whole range in one call), the others
+ *     with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
  *     PG_MM_IC columns from the chunk counter, the integer tiles of the GEMV path with PG_QT_MR
  *     weight rows per call (each activation block loaded once for them), so a
@@ -126,7 +127,7 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
  * vec_dot_n call without one); a column's sums are the same whatever the columns around it. The
  * GEMV takes one row per call: reading adjacent rows side by side from memory ran at about half the
  * bandwidth of one stream on the Zen 5 test machine (docs/benchmarks.md), and few columns leave
- * little to share (one column with a vec_dot2 goes to pg_mm_dot_rows' far-apart row pairs instead) */
+ * little to share (one column of a type with a vec_dot_rows goes to that instead) */
 static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, const char * conv, int64_t i12, int64_t i13,
                                    int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t mr) {
     const pg_tensor * a = dst->src[0];
@@ -171,7 +172,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         int64_t i0 = r0 % M;
         r0 += i1 - i0;
-        if (l->idot && !(N == 1 && tr->vec_dot2)) {
+        if (l->idot) {
             if (N == 1 && tr->vec_dot_rows)
                 tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
                                  (float *) pg_row(dst, 0, i12, i13) + i0);
@@ -191,7 +192,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         const bool f32_dot = tr->dot_f32 && (l->widen || l->vt == PG_TYPE_F32);
         const pg_dot2_fn dot2 = N > 1 ? NULL : f32_dot ? tr->dot2_f32 : tr->vec_dot2;
         if (dot2) {
-            /* one column: rows i and i + h together, two read streams (vec/dot.h pg_dot2_kernel) */
+            /* one column of float weights: rows i and i + h together, two read streams (vec/dot.h pg_dot2_kernel) */
             const int64_t h = (i1 - i0) / 2;
             float * d = (float *) pg_row(dst, 0, i12, i13);
             const void * y = f32_dot ? (const void *) bf32[0] : brows[0];

@@ -646,16 +646,36 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
 #endif
-/* AVX-512 with VNNI and GFNI: the one-column GEMV kernels of Q4_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, the
- * bits of the kernels above), one row (vec_dot) and two rows bx bytes apart (vec_dot2, the GEMV's
- * two read streams); elsewhere no vec_dot2 (mul_mat's GEMV takes vec_dot_n row by row) */
+/* vec_dot_rows (mul_mat's one-column GEMV: nr rows bx bytes apart against one Q8_K row, each sum
+ * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> where an ISA defines one,
+ * else NULL (the GEMV then takes vec_dot_tile / vec_dot_n row by row). AVX-512 with VNNI and GFNI:
+ * Q4_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, which also has their one-row vec_dot) */
 #if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
 #define PG_KGV 1
 #include "isa/kgemv-x86.h"
-#define PG_KDOT2_FN(T) pg_vec_dot2_##T##_q8_K
-#else
-#define PG_KDOT2_FN(T) NULL
+#define PG_KROWS_q4_K pg_vec_dot_q4_K_q8_K_rows
+#define PG_KROWS_q6_K pg_vec_dot_q6_K_q8_K_rows
+#define PG_KROWS_iq4_xs pg_vec_dot_iq4_xs_q8_K_rows
 #endif
+#ifndef PG_KROWS_q2_K
+#define PG_KROWS_q2_K NULL
+#endif
+#ifndef PG_KROWS_q3_K
+#define PG_KROWS_q3_K NULL
+#endif
+#ifndef PG_KROWS_q4_K
+#define PG_KROWS_q4_K NULL
+#endif
+#ifndef PG_KROWS_q5_K
+#define PG_KROWS_q5_K NULL
+#endif
+#ifndef PG_KROWS_q6_K
+#define PG_KROWS_q6_K NULL
+#endif
+#ifndef PG_KROWS_iq4_xs
+#define PG_KROWS_iq4_xs NULL
+#endif
+#define PG_KROWS_FN(T) PG_KROWS_##T
 
 /* the super-block loops of Q2_K and Q3_K around a 2-bit integer dot of pg_kq_dot_2bit's
  * form (that one, or vec/quant-k-rvv.c's on RVV: the same f32 steps either way) */

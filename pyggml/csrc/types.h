@@ -15,11 +15,15 @@
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows
- *   dot2_f32, vec_dot2 two rows of this type (bx bytes apart) against one f32 / vec_dot_type row,
- *                      each sum bit for bit dot_f32's / vec_dot's: the one-column GEMV's row pairs
- *   vec_dot_rows       nr rows (bx bytes apart) against one vec_dot_type row, each sum bit for bit
- *                      vec_dot_tile's: mul_mat's one-column integer GEMV (AVX2, the 32-element block
- *                      types: the column's scales converted once for all rows)
+ *   dot2_f32, vec_dot2 float types: two rows of this type (bx bytes apart) against one f32 /
+ *                      vec_dot_type row, each sum bit for bit dot_f32's / vec_dot's: the one-column
+ *                      GEMV's row pairs
+ *   vec_dot_rows       integer types: nr rows (bx bytes apart) against one vec_dot_type row, each sum
+ *                      bit for bit vec_dot_tile's (vec_dot_n's without a tile): mul_mat's one-column
+ *                      GEMV, a thread's whole row range per call (AVX2, the 32-element block types:
+ *                      the column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
+ *                      Q4_K, Q6_K and IQ4_XS: rows i and i + nr/2 side by side, two read streams);
+ *                      NULL: the GEMV calls vec_dot_tile (or vec_dot_n) per row
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
  *
@@ -70,9 +74,9 @@ typedef struct pg_type_traits {
     int tile_nc;                 /* the most columns a vec_dot_tile call takes */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
-    pg_dot2_fn dot2_f32;         /* y: f32 */
-    pg_dot2_fn vec_dot2;         /* y: vec_dot_type */
-    pg_vec_dot_rows_fn vec_dot_rows;  /* NULL: mul_mat's one-column GEMV calls vec_dot_tile per row */
+    pg_dot2_fn dot2_f32;         /* float types, y: f32 */
+    pg_dot2_fn vec_dot2;         /* float types, y: vec_dot_type */
+    pg_vec_dot_rows_fn vec_dot_rows;  /* integer types; NULL: the one-column GEMV calls vec_dot_tile per row */
     pg_attn_dot_fn attn_dot;
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
@@ -231,37 +235,35 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q2_K_to_f32, .from_float = pg_row_q2_K_from_f32,
         .vec_dot = pg_vec_dot_q2_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q2_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q2_K),
-        .tile_nc = PG_KTILE_NC(q2_K),
+        .tile_nc = PG_KTILE_NC(q2_K), .vec_dot_rows = PG_KROWS_FN(q2_K),
     },
     [PG_TYPE_Q3_K] = {
         .name = "q3_K", .blck = PG_QK_K, .size = sizeof(pg_block_q3_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q3_K_to_f32, .from_float = pg_row_q3_K_from_f32,
         .vec_dot = pg_vec_dot_q3_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q3_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q3_K),
-        .tile_nc = PG_KTILE_NC(q3_K),
+        .tile_nc = PG_KTILE_NC(q3_K), .vec_dot_rows = PG_KROWS_FN(q3_K),
     },
     [PG_TYPE_Q4_K] = {
         .name = "q4_K", .blck = PG_QK_K, .size = sizeof(pg_block_q4_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_K_to_f32, .from_float = pg_row_q4_K_from_f32,
         .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q4_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q4_K),
-        .tile_nc = PG_KTILE_NC(q4_K),
-        .vec_dot2 = PG_KDOT2_FN(q4_K),
+        .tile_nc = PG_KTILE_NC(q4_K), .vec_dot_rows = PG_KROWS_FN(q4_K),
     },
     [PG_TYPE_Q5_K] = {
         .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_K_to_f32, .from_float = pg_row_q5_K_from_f32,
         .vec_dot = pg_vec_dot_q5_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q5_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q5_K),
-        .tile_nc = PG_KTILE_NC(q5_K),
+        .tile_nc = PG_KTILE_NC(q5_K), .vec_dot_rows = PG_KROWS_FN(q5_K),
     },
     [PG_TYPE_Q6_K] = {
         .name = "q6_K", .blck = PG_QK_K, .size = sizeof(pg_block_q6_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
         .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(q6_K),
-        .tile_nc = PG_KTILE_NC(q6_K),
-        .vec_dot2 = PG_KDOT2_FN(q6_K),
+        .tile_nc = PG_KTILE_NC(q6_K), .vec_dot_rows = PG_KROWS_FN(q6_K),
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
@@ -311,8 +313,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,
         .vec_dot = pg_vec_dot_iq4_xs_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_iq4_xs_q8_K_n,
         .vec_dot_tile = PG_KTILE_FN(iq4_xs),
-        .tile_nc = PG_KTILE_NC(iq4_xs),
-        .vec_dot2 = PG_KDOT2_FN(iq4_xs),
+        .tile_nc = PG_KTILE_NC(iq4_xs), .vec_dot_rows = PG_KROWS_FN(iq4_xs),
     },
     /* I32: to_float and from_float for get_rows and the tensor conversions */
     [PG_TYPE_I32] = {

@@ -1,6 +1,6 @@
 /* The one-column GEMV of Q4_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI: quants-k.h's
- * vec_dot of those types and their two-row vec_dot2 (rows bx bytes apart: mul_mat's GEMV dots row i
- * and row i + h of a thread's range together, two read streams, the activation loads shared). Each
+ * vec_dot of those types and their vec_dot_rows (mul_mat's GEMV: a thread's whole row range in one
+ * call, row i and row i + h of it dotted together, two read streams, the activation loads shared). Each
  * (row, column) pair gets exactly the integers and f32 steps of isa/kquants-x86.h's kernels (so the
  * GEMV keeps the bits of the multi-column and tile paths): per super-block 8 int32 lanes, lane j the
  * sum over the groups of scale * (elements 4j..4j+3 of the group) * y, less Q6_K's offset term, then
@@ -171,15 +171,27 @@ static inline __attribute__((always_inline)) void pg_kgv_iq4_xs_body(int64_t nb,
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
 
-/* pg_kgv_dot_<T>: vec_dot (one row); pg_vec_dot2_<T>_q8_K: vec_dot2 (rows x and x + bx) */
+/* pg_kgv_dot_<T>: vec_dot (one row); pg_vec_dot_<T>_q8_K_rows: vec_dot_rows (mul_mat's one-column
+ * GEMV over a thread's nr rows): row i and row i + nr/2 per body call, two read streams sharing the
+ * activation loads, an odd last row alone (each sum the bits of the one-row body) */
 #define PG_KGV_DOTS(T)                                                                                 \
 static inline float pg_kgv_dot_##T(int64_t n, const void * x, const void * y) {                       \
     float s;                                                                                           \
     pg_kgv_##T##_body(n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);             \
     return s;                                                                                          \
 }                                                                                                      \
-static inline void pg_vec_dot2_##T##_q8_K(int64_t n, const void * x, size_t bx, const void * y, float * s) { \
-    pg_kgv_##T##_body(n / PG_QK_K, (const char *) x, bx, (const pg_block_q8_K *) y, 2, s);             \
+static inline void pg_vec_dot_##T##_q8_K_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy, \
+                                              float * s) {                                             \
+    const char * x = (const char *) vx;                                                                \
+    const pg_block_q8_K * y = (const pg_block_q8_K *) vy;                                              \
+    const int64_t nb = n / PG_QK_K, h = nr / 2;                                                        \
+    for (int64_t i = 0; i < h; i++) {                                                                  \
+        float s2[2];                                                                                   \
+        pg_kgv_##T##_body(nb, x + (size_t) i * bx, (size_t) h * bx, y, 2, s2);                         \
+        s[i] = s2[0];                                                                                  \
+        s[i + h] = s2[1];                                                                              \
+    }                                                                                                  \
+    if (nr & 1) pg_kgv_##T##_body(nb, x + (size_t) (2 * h) * bx, 0, y, 1, s + 2 * h);                  \
 }
 PG_KGV_DOTS(q4_K)
 PG_KGV_DOTS(q6_K)
