@@ -143,13 +143,15 @@ def test_quant_columns_independent_of_n(ctx, rng, typ, n_threads):
     np.testing.assert_array_equal(full.to_numpy(), np.concatenate([c.to_numpy() for c in cols]))
 
 
-@pytest.mark.parametrize("typ", ["Q8_0", "Q5_0", "Q4_1"])
+@pytest.mark.parametrize("typ", ["Q8_0", "Q4_0", "Q5_0", "Q4_1"])
 def test_quant_gemv_long_rows(ctx, rng, typ):
-    """the one-column GEMV of the 32-element block types converts the column's scales once for all
-    rows (AVX2) up to rows of 32K elements, and past that takes the rows one tile call each: both
-    bit for bit the GEMM's column, with an odd last block"""
+    """the one-column GEMV of the 32-element block types prepares the column once for all rows up
+    to rows of 32K elements (AVX2: its scales) or 16K (AVX-512 Q8_0/Q4_0: its blocks, corrections
+    and scales), and past that takes the rows one tile call each: both bit for bit the GEMM's
+    column, with an odd last block and an odd number of rows (AVX-512: a row left over from the
+    row pairs)"""
     m = 3
-    for k in [32768 - 32, 32768 + 96]:
+    for k in [16384 - 32, 16384 + 96, 32768 - 32, 32768 + 96]:
         a = ctx.from_numpy(rng.standard_normal((m, k)).astype(np.float32), type=T[typ])
         x = rng.standard_normal((5, k)).astype(np.float32)
         one = gg.mul_mat(a, ctx.from_numpy(x[:1]))

@@ -172,7 +172,9 @@ PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMI
 PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL)
 
 /* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86;
- * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV): AVX2 */
+ * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV, the
+ * tile's bits): AVX2, every type here (isa/qgemm-x86.h); AVX-512 with VNNI and GFNI, Q8_0 and Q4_0
+ * (isa/qgemv-x86.h); PG_QROWS_FN(NAME) is NULL for a type without one */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/qgemm-x86.h"
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
@@ -182,6 +184,15 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 #endif
 #if defined(PG_SIMD_AVX2)
 #define PG_QROWS_FN(NAME) pg_vec_dot_##NAME##_rows
+#elif defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
+#include "isa/qgemv-x86.h"
+#define PG_QROWS_FN(NAME) PG_QROWS_##NAME
+#define PG_QROWS_q8_0 pg_vec_dot_q8_0_rows
+#define PG_QROWS_q4_0 pg_vec_dot_q4_0_rows
+#define PG_QROWS_q4_1 NULL
+#define PG_QROWS_q5_0 NULL
+#define PG_QROWS_q5_1 NULL
+#define PG_QROWS_iq4_nl NULL
 #else
 #define PG_QROWS_FN(NAME) NULL
 #endif

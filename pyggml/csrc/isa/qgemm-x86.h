@@ -253,7 +253,7 @@ static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * 
  * column's d_y (and s) vectors converted once for all rows (up to PG_QT_ROWS_STEPS steps: a row of
  * 32K elements), then each row as the one-row tile with them, so the sums are the tile's bit for
  * bit. Each row's step spent about one vector op in seven building d_y (two broadcasts, a blend and
- * a conversion), the same for every row. AVX-512 keeps one tile call per row (none defined) */
+ * a conversion), the same for every row. AVX-512: isa/qgemv-x86.h (none here) */
 #if defined(PG_SIMD_AVX512)
 #define PG_QT_ROWS(NAME, TY, MIN)
 #else
