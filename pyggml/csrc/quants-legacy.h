@@ -173,8 +173,8 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 
 /* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86;
  * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV, the
- * tile's bits): AVX2, every type here (isa/qgemm-x86.h); AVX-512 with VNNI and GFNI, Q8_0 and Q4_0
- * (isa/qgemv-x86.h); PG_QROWS_FN(NAME) is NULL for a type without one */
+ * tile's bits): AVX2, every type here (isa/qgemm-x86.h); AVX-512 with VNNI and GFNI, the types
+ * dotted against Q8_0 (isa/qgemv-x86.h); PG_QROWS_FN(NAME) is NULL for a type without one */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/qgemm-x86.h"
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
@@ -190,9 +190,9 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 #define PG_QROWS_q8_0 pg_vec_dot_q8_0_rows
 #define PG_QROWS_q4_0 pg_vec_dot_q4_0_rows
 #define PG_QROWS_q4_1 NULL
-#define PG_QROWS_q5_0 NULL
+#define PG_QROWS_q5_0 pg_vec_dot_q5_0_rows
 #define PG_QROWS_q5_1 NULL
-#define PG_QROWS_iq4_nl NULL
+#define PG_QROWS_iq4_nl pg_vec_dot_iq4_nl_rows
 #else
 #define PG_QROWS_FN(NAME) NULL
 #endif

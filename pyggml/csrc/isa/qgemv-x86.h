@@ -1,5 +1,5 @@
-/* The one-column GEMV of the 32-element block types against Q8_0 on AVX-512 with VNNI and GFNI: their
- * vec_dot_rows (mul_mat's GEMV, a thread's nr rows in one call). Each (row, column) pair gets exactly
+/* The one-column GEMV of the 32-element block types dotted against Q8_0 (Q8_0, Q4_0, Q5_0, IQ4_NL)
+ * on AVX-512 with VNNI and GFNI: their vec_dot_rows (mul_mat's GEMV, a thread's nr rows in one call). Each (row, column) pair gets exactly
  * the integers and f32 steps of the one-row, one-column tile of isa/qgemm-x86.h (so the GEMV keeps the
  * bits of the GEMM): per step of two blocks 16 int32 lanes (the even block in the low 8, the odd one
  * in the high 8, lane j the exact sum of elements 4j..4j+3 of x times y), converted to f32 and added
@@ -14,10 +14,12 @@
  *  - rows i and i + nr/2 go side by side (two read streams, the column's loads shared): the four
  *    fp16 d_x of a step gathered in one 64-bit word, converted and multiplied by d_y in one xmm, then
  *    spread to each row's 16 lanes by one permute;
- *  - Q4_0's nibbles are split by one affine byte transform (GFNI) of the two blocks' bytes placed in
- *    the four 128-bit lanes by a broadcast load and a masked one.
+ *  - the nibbles of Q4_0, Q5_0 and IQ4_NL are split by one affine byte transform (GFNI) of the two
+ *    blocks' bytes placed in the four 128-bit lanes by a broadcast load and a masked one; IQ4_NL's
+ *    table lookup gives its values xor 0x80 directly.
  * The codes enter dpbusd's unsigned side as in the tile: Q4_0's nibbles are q + 8 (correction
- * -8*sum(y)), Q8_0's values xor 0x80 are q + 128 (correction -128*sum(y)).
+ * -8*sum(y)), Q5_0's codes q + 16, Q8_0's and IQ4_NL's values xor 0x80 are q + 128 (correction
+ * -128*sum(y)).
  */
 #pragma once
 
@@ -55,14 +57,27 @@ static inline __m128 pg_qgv_dx(const void * a0, const void * a1, const void * b0
 static inline __m512i pg_qgv_u_q8_0(const pg_block_q8_0 * b0, const pg_block_q8_0 * b1) {
     return pg_qt_xor80(pg_qt_load(b0->qs, b1->qs));
 }
-/* 128-bit lanes: low nibbles of b0, high of b0, low of b1, high of b1 (pg_qt_nibbles' lanes) */
-static inline __m512i pg_qgv_u_q4_0(const pg_block_q4_0 * b0, const pg_block_q4_0 * b1) {
-    const __m512i z = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) b0->qs)),
-                                                  0xff00, _mm_loadu_si128((const __m128i *) b1->qs));
+/* the 16 code bytes q0, q1 of two blocks in 128-bit lanes: low nibbles of q0, high of q0, low of q1,
+ * high of q1 (pg_qt_nibbles' lanes) */
+static inline __m512i pg_qgv_nibbles(const uint8_t * q0, const uint8_t * q1) {
+    const __m512i z = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) q0)),
+                                                  0xff00, _mm_loadu_si128((const __m128i *) q1));
     /* bit i of a result byte is the parity of (matrix byte 7 - i) & the source byte */
     const __m512i m = _mm512_setr_epi64(0x0102040800000000, 0x0102040800000000, 0x1020408000000000, 0x1020408000000000,
                                         0x0102040800000000, 0x0102040800000000, 0x1020408000000000, 0x1020408000000000);
     return _mm512_gf2p8affine_epi64_epi8(z, m, 0);
+}
+static inline __m512i pg_qgv_u_q4_0(const pg_block_q4_0 * b0, const pg_block_q4_0 * b1) {
+    return pg_qgv_nibbles(b0->qs, b1->qs);
+}
+static inline __m512i pg_qgv_u_q5_0(const pg_block_q5_0 * b0, const pg_block_q5_0 * b1) {
+    return pg_qt_add_bit4(pg_qgv_nibbles(b0->qs, b1->qs), b0->qh, b1->qh);
+}
+/* the table's values xor 0x80 (q + 128) looked up */
+static inline __m512i pg_qgv_u_iq4_nl(const pg_block_iq4_nl * b0, const pg_block_iq4_nl * b1) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *) pg_iq4nl_values),
+                                                             _mm_set1_epi8((char) 0x80)));
+    return _mm512_shuffle_epi8(lut, pg_qgv_nibbles(b0->qs, b1->qs));
 }
 
 /* NAME##_rows: s[r] = x_r . y for r < nr, x_r = vx + r*bx (rows of TX), y a Q8_0 row; U: the unsigned
@@ -110,3 +125,5 @@ static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr
 
 PG_QGV(pg_vec_dot_q8_0, pg_block_q8_0, pg_qgv_u_q8_0, 0x80)
 PG_QGV(pg_vec_dot_q4_0, pg_block_q4_0, pg_qgv_u_q4_0, 8)
+PG_QGV(pg_vec_dot_q5_0, pg_block_q5_0, pg_qgv_u_q5_0, 16)
+PG_QGV(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_qgv_u_iq4_nl, 0x80)
