@@ -173,8 +173,7 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 
 /* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86;
  * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV, the
- * tile's bits): AVX2, every type here (isa/qgemm-x86.h); AVX-512 with VNNI and GFNI, the types
- * dotted against Q8_0 (isa/qgemv-x86.h); PG_QROWS_FN(NAME) is NULL for a type without one */
+ * tile's bits): AVX2 (isa/qgemm-x86.h) and AVX-512 with VNNI and GFNI (isa/qgemv-x86.h) */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/qgemm-x86.h"
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
@@ -182,17 +181,11 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 #define PG_QT_MR 1
 #define PG_QTILE_FN(NAME) NULL
 #endif
-#if defined(PG_SIMD_AVX2)
-#define PG_QROWS_FN(NAME) pg_vec_dot_##NAME##_rows
-#elif defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
+#if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
 #include "isa/qgemv-x86.h"
-#define PG_QROWS_FN(NAME) PG_QROWS_##NAME
-#define PG_QROWS_q8_0 pg_vec_dot_q8_0_rows
-#define PG_QROWS_q4_0 pg_vec_dot_q4_0_rows
-#define PG_QROWS_q4_1 NULL
-#define PG_QROWS_q5_0 pg_vec_dot_q5_0_rows
-#define PG_QROWS_q5_1 NULL
-#define PG_QROWS_iq4_nl pg_vec_dot_iq4_nl_rows
+#endif
+#if defined(PG_SIMD_AVX2) || (defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__))
+#define PG_QROWS_FN(NAME) pg_vec_dot_##NAME##_rows
 #else
 #define PG_QROWS_FN(NAME) NULL
 #endif

@@ -1,41 +1,60 @@
-/* The one-column GEMV of the 32-element block types dotted against Q8_0 (Q8_0, Q4_0, Q5_0, IQ4_NL)
- * on AVX-512 with VNNI and GFNI: their vec_dot_rows (mul_mat's GEMV, a thread's nr rows in one call). Each (row, column) pair gets exactly
- * the integers and f32 steps of the one-row, one-column tile of isa/qgemm-x86.h (so the GEMV keeps the
- * bits of the GEMM): per step of two blocks 16 int32 lanes (the even block in the low 8, the odd one
+/* The one-column GEMV of the 32-element block types on AVX-512 with VNNI and GFNI: their vec_dot_rows
+ * (mul_mat's GEMV, a thread's nr rows against one Q8_0 or Q8_1 row in one call). Each (row, column)
+ * pair gets exactly the integers and f32 steps of the one-row, one-column tile of isa/qgemm-x86.h (so
+ * the GEMV keeps the bits of the GEMM): per step of two blocks 16 int32 lanes (the even block in the low 8, the odd one
  * in the high 8, lane j the exact sum of elements 4j..4j+3 of x times y), converted to f32 and added
  * times d_x*d_y into 16 f32 lanes, the two halves and then the 8 lanes summed at the end (pg_qt_sum);
  * an odd last block pairs with itself, its twin's d zero.
  *
  * What differs is the work per step, which bounds the GEMV at one thread (the weights are read once):
  *  - the column is prepared once per call, not once per row: its int8 blocks of each step in one
- *    register, the offset correction -off*sum(y) per lane (the dot's starting value) and d_y of both
- *    blocks as f32, kept on the stack (rows of up to PG_QGV_STEPS steps; longer ones take the tile
- *    row by row);
+ *    register, the offset correction -off*sum(y) per lane (the dot's starting value; Q8_1: s_y in
+ *    lanes 0 and 8, the terms Q4_1/Q5_1 add times m_x) and d_y of both blocks as f32, kept on the
+ *    stack (rows of up to PG_QGV_STEPS steps; longer ones take the tile row by row);
  *  - rows i and i + nr/2 go side by side (two read streams, the column's loads shared): the four
  *    fp16 d_x of a step gathered in one 64-bit word, converted and multiplied by d_y in one xmm, then
- *    spread to each row's 16 lanes by one permute;
- *  - the nibbles of Q4_0, Q5_0 and IQ4_NL are split by one affine byte transform (GFNI) of the two
+ *    spread to each row's 16 lanes by one permute (Q4_1/Q5_1: their {d, m} pairs in one ymm, m_x
+ *    times 1);
+ *  - the nibbles of the 4- and 5-bit types are split by one affine byte transform (GFNI) of the two
  *    blocks' bytes placed in the four 128-bit lanes by a broadcast load and a masked one; IQ4_NL's
  *    table lookup gives its values xor 0x80 directly.
  * The codes enter dpbusd's unsigned side as in the tile: Q4_0's nibbles are q + 8 (correction
  * -8*sum(y)), Q5_0's codes q + 16, Q8_0's and IQ4_NL's values xor 0x80 are q + 128 (correction
- * -128*sum(y)).
+ * -128*sum(y)), Q4_1/Q5_1's codes are >= 0 (none).
  */
 #pragma once
 
-#define PG_QGV_STEPS 256           /* steps of two blocks per prepared column: 16K elements, 36 KB */
+#define PG_QGV_STEPS 256           /* steps of two blocks per prepared column: 16K elements, 40 KB */
 
-/* the column's step k: y its int8 lanes, c the correction, d (d_y0, d_y1, d_y0, d_y1) */
-typedef struct { __m512i y[PG_QGV_STEPS], c[PG_QGV_STEPS]; __m128 d[PG_QGV_STEPS]; } pg_qgv_col;
+/* the column's step k: y its int8 lanes; Q8_0: c the correction, d (d_y0, d_y1, d_y0, d_y1) in the
+ * low four lanes; Q8_1: s (s_y0 in lane 0, s_y1 in lane 8, the rest 0: pg_qt_scales1), d (d_y0, 1,
+ * d_y1, 1) twice */
+typedef struct {
+    __m512i y[PG_QGV_STEPS];
+    union { __m512i c[PG_QGV_STEPS]; __m512 s[PG_QGV_STEPS]; };
+    __m256 d[PG_QGV_STEPS];
+} pg_qgv_col;
 
-static inline void pg_qgv_column(const pg_block_q8_0 * y, int64_t nb, int off, pg_qgv_col * col) {
+/* a Q8_0 (min 0: correction for codes q + off) or Q8_1 (min 1) row of nb blocks */
+static inline void pg_qgv_column(const void * vy, int64_t nb, int off, const int min, pg_qgv_col * col) {
+    const size_t by = min ? sizeof(pg_block_q8_1) : sizeof(pg_block_q8_0), qs = min ? 4 : 2;
     for (int64_t k = 0; 2 * k < nb; k++) {
         const int two = 2 * k + 1 < nb;
-        const pg_block_q8_0 * b0 = y + 2 * k, * b1 = two ? b0 + 1 : b0;
-        col->y[k] = pg_qt_load(b0->qs, b1->qs);
-        col->c[k] = pg_qt_neg(pg_qt_dot(pg_qt_zero_i(), pg_qt_set1_u8(off), col->y[k]));
-        const uint64_t h0 = b0->d, h1 = two ? b1->d : 0;
-        col->d[k] = _mm_cvtph_ps(_mm_cvtsi64_si128((long long) (h0 | h1 << 16 | h0 << 32 | h1 << 48)));
+        const char * b0 = (const char *) vy + (size_t) (2 * k) * by, * b1 = two ? b0 + by : b0;
+        col->y[k] = pg_qt_load((const int8_t *) (b0 + qs), (const int8_t *) (b1 + qs));
+        pg_fp16_t h0[2], h1[2] = {0, 0};
+        memcpy(h0, b0, sizeof(h0));
+        if (two) memcpy(h1, b1, sizeof(h1));
+        if (min) {
+            col->s[k] = pg_qt_scales1(h0[1], h1[1]);
+            const short one = 0x3c00;      /* fp16 1.0 */
+            col->d[k] = _mm256_cvtph_ps(_mm_setr_epi16((short) h0[0], one, (short) h1[0], one, (short) h0[0], one,
+                                                       (short) h1[0], one));
+        } else {
+            col->c[k] = pg_qt_neg(pg_qt_dot(pg_qt_zero_i(), pg_qt_set1_u8(off), col->y[k]));
+            col->d[k] = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_setr_epi16((short) h0[0], (short) h1[0], (short) h0[0],
+                                                                           (short) h1[0], 0, 0, 0, 0)));
+        }
     }
 }
 
@@ -51,6 +70,17 @@ static inline __m128 pg_qgv_dx(const void * a0, const void * a1, const void * b0
     uint64_t v;
     memcpy(&v, h, sizeof(v));
     return _mm_cvtph_ps(_mm_cvtsi64_si128((long long) v));
+}
+/* the same for the {d, m} pairs of Q4_1/Q5_1 blocks: (d_a0, m_a0, d_a1, m_a1, d_b0, m_b0, d_b1, m_b1) */
+static inline __m256 pg_qgv_dmx(const void * a0, const void * a1, const void * b0, const void * b1, int two) {
+    uint32_t w[4] = {0, 0, 0, 0};
+    memcpy(&w[0], a0, 4);
+    memcpy(&w[2], b0, 4);
+    if (two) {
+        memcpy(&w[1], a1, 4);
+        memcpy(&w[3], b1, 4);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long) ((uint64_t) w[3] << 32 | w[2]), (long long) ((uint64_t) w[1] << 32 | w[0])));
 }
 
 /* the unsigned lanes of blocks b0, b1 */
@@ -73,6 +103,12 @@ static inline __m512i pg_qgv_u_q4_0(const pg_block_q4_0 * b0, const pg_block_q4_
 static inline __m512i pg_qgv_u_q5_0(const pg_block_q5_0 * b0, const pg_block_q5_0 * b1) {
     return pg_qt_add_bit4(pg_qgv_nibbles(b0->qs, b1->qs), b0->qh, b1->qh);
 }
+static inline __m512i pg_qgv_u_q4_1(const pg_block_q4_1 * b0, const pg_block_q4_1 * b1) {
+    return pg_qgv_nibbles(b0->qs, b1->qs);
+}
+static inline __m512i pg_qgv_u_q5_1(const pg_block_q5_1 * b0, const pg_block_q5_1 * b1) {
+    return pg_qt_add_bit4(pg_qgv_nibbles(b0->qs, b1->qs), b0->qh, b1->qh);
+}
 /* the table's values xor 0x80 (q + 128) looked up */
 static inline __m512i pg_qgv_u_iq4_nl(const pg_block_iq4_nl * b0, const pg_block_iq4_nl * b1) {
     const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *) pg_iq4nl_values),
@@ -80,22 +116,29 @@ static inline __m512i pg_qgv_u_iq4_nl(const pg_block_iq4_nl * b0, const pg_block
     return _mm512_shuffle_epi8(lut, pg_qgv_nibbles(b0->qs, b1->qs));
 }
 
-/* NAME##_rows: s[r] = x_r . y for r < nr, x_r = vx + r*bx (rows of TX), y a Q8_0 row; U: the unsigned
- * lanes of two blocks, OFF: what they add to the codes */
-#define PG_QGV(NAME, TX, U, OFF)                                                                       \
+/* NAME##_rows: s[r] = x_r . y for r < nr, x_r = vx + r*bx (rows of TX), y a Q8_0 (MIN 0) or Q8_1
+ * (MIN 1: the types with m, whose m*s the tile adds by a second FMA into lanes 0 and 8) row; U: the
+ * unsigned lanes of two blocks, OFF: what they add to the codes */
+#define PG_QGV(NAME, TX, U, OFF, MIN)                                                                  \
 static inline __attribute__((always_inline)) void NAME##_gv_step(const TX * const * x, int64_t k, const int two, \
                                                                  const int R, const pg_qgv_col * col,  \
                                                                  __m512 * acc) {                       \
-    const TX * a0 = x[0] + 2 * k, * a1 = two ? a0 + 1 : a0;                                            \
-    const TX * b0 = x[R - 1] + 2 * k, * b1 = two ? b0 + 1 : b0;                                        \
-    const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(pg_qgv_dx(a0, a1, b0, b1, two), col->d[k]));   \
-    const __m512i lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);              \
-    const __m512i hi = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);              \
-    const __m512i p0 = _mm512_dpbusd_epi32(col->c[k], U(a0, a1), col->y[k]);                           \
-    acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo, dd), _mm512_cvtepi32_ps(p0), acc[0]);           \
-    if (R == 2) {                                                                                      \
-        const __m512i p1 = _mm512_dpbusd_epi32(col->c[k], U(b0, b1), col->y[k]);                       \
-        acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi, dd), _mm512_cvtepi32_ps(p1), acc[1]);       \
+    const TX * a[2][2];                                                                                \
+    for (int r = 0; r < R; r++) a[r][0] = x[r] + 2 * k, a[r][1] = two ? a[r][0] + 1 : a[r][0];         \
+    const TX * const * b = a[R - 1];                                                                   \
+    /* d_x*d_y of row r's blocks in lanes 2r, 2r + 1 (MIN: 4r, 4r + 2, m_x in 4r + 1, 4r + 3) */       \
+    const __m512 dd = MIN ? _mm512_castps256_ps512(_mm256_mul_ps(pg_qgv_dmx(a[0][0], a[0][1], b[0], b[1], two), col->d[k])) \
+                          : _mm512_castps128_ps512(_mm_mul_ps(pg_qgv_dx(a[0][0], a[0][1], b[0], b[1], two),   \
+                                                              _mm256_castps256_ps128(col->d[k])));      \
+    for (int r = 0; r < R; r++) {                                                                      \
+        const int l0 = MIN ? 4 * r : 2 * r, l1 = MIN ? 4 * r + 2 : 2 * r + 1;                          \
+        const __m512i p = _mm512_dpbusd_epi32(MIN ? _mm512_setzero_si512() : col->c[k], U(a[r][0], a[r][1]), col->y[k]); \
+        const __m512i ix = _mm512_setr_epi32(l0, l0, l0, l0, l0, l0, l0, l0, l1, l1, l1, l1, l1, l1, l1, l1); \
+        acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix, dd), _mm512_cvtepi32_ps(p), acc[r]);        \
+        if (MIN) {                                                                                     \
+            const __m512i im = _mm512_add_epi32(ix, _mm512_set1_epi32(1));                             \
+            acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(im, dd), col->s[k], acc[r]);                \
+        }                                                                                              \
     }                                                                                                  \
 }                                                                                                      \
 static inline __attribute__((always_inline)) void NAME##_gv_body(int64_t nb, const char * x0, const char * x1, \
@@ -117,13 +160,15 @@ static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr
         return;                                                                                        \
     }                                                                                                  \
     pg_qgv_col col;                                                                                    \
-    pg_qgv_column((const pg_block_q8_0 *) vy, nb, OFF, &col);                                          \
+    pg_qgv_column(vy, nb, OFF, MIN, &col);                                                             \
     for (int64_t i = 0; i < h; i++)                                                                    \
         NAME##_gv_body(nb, x + (size_t) i * bx, x + (size_t) (i + h) * bx, 2, &col, s + i, s + i + h); \
     if (nr & 1) NAME##_gv_body(nb, x + (size_t) (2 * h) * bx, NULL, 1, &col, s + 2 * h, NULL);         \
 }
 
-PG_QGV(pg_vec_dot_q8_0, pg_block_q8_0, pg_qgv_u_q8_0, 0x80)
-PG_QGV(pg_vec_dot_q4_0, pg_block_q4_0, pg_qgv_u_q4_0, 8)
-PG_QGV(pg_vec_dot_q5_0, pg_block_q5_0, pg_qgv_u_q5_0, 16)
-PG_QGV(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_qgv_u_iq4_nl, 0x80)
+PG_QGV(pg_vec_dot_q8_0, pg_block_q8_0, pg_qgv_u_q8_0, 0x80, 0)
+PG_QGV(pg_vec_dot_q4_0, pg_block_q4_0, pg_qgv_u_q4_0, 8, 0)
+PG_QGV(pg_vec_dot_q5_0, pg_block_q5_0, pg_qgv_u_q5_0, 16, 0)
+PG_QGV(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_qgv_u_iq4_nl, 0x80, 0)
+PG_QGV(pg_vec_dot_q4_1, pg_block_q4_1, pg_qgv_u_q4_1, 0, 1)
+PG_QGV(pg_vec_dot_q5_1, pg_block_q5_1, pg_qgv_u_q5_1, 0, 1)
