@@ -649,11 +649,12 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 /* vec_dot_rows (mul_mat's one-column GEMV: nr rows bx bytes apart against one Q8_K row, each sum
  * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> where an ISA defines one,
  * else NULL (the GEMV then takes vec_dot_tile / vec_dot_n row by row). AVX-512 with VNNI and GFNI:
- * Q4_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, which also has their one-row vec_dot) */
+ * Q4_K, Q5_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, which also has the one-row vec_dot of all but Q5_K) */
 #if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
 #define PG_KGV 1
 #include "isa/kgemv-x86.h"
 #define PG_KROWS_q4_K pg_vec_dot_q4_K_q8_K_rows
+#define PG_KROWS_q5_K pg_vec_dot_q5_K_q8_K_rows
 #define PG_KROWS_q6_K pg_vec_dot_q6_K_q8_K_rows
 #define PG_KROWS_iq4_xs pg_vec_dot_iq4_xs_q8_K_rows
 #endif

@@ -32,9 +32,14 @@ static inline __m512i pg_kgv_nibbles(const uint8_t * p) {
     return _mm512_gf2p8affine_epi64_epi8(z, m, 0);
 }
 
-/* R rows of Q4_K (x + r * bx) against one Q8_K row: s[r] */
-static inline __attribute__((always_inline)) void pg_kgv_q4_K_body(int64_t nb, const char * x, size_t bx,
-                                                                   const pg_block_q8_K * y, const int R, float * s) {
+/* R rows of Q4_K (q5 0) or Q5_K (q5 1) (x + r * bx) against one Q8_K row: s[r]. Q5_K's fifth bits
+ * (qh[l] bits 2k, 2k + 1 for chunk k) are moved to bit 4 of the nibbles' bytes by one affine
+ * transform of the broadcast qh per chunk; its codes (< 32) keep a chunk's 4-element sums in int16 */
+static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, const char * x, size_t bx,
+                                                                 const pg_block_q8_K * y, const int R, float * s,
+                                                                 const int q5) {
+    const size_t bsz = q5 ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K);
+    const size_t oqs = q5 ? offsetof(pg_block_q5_K, qs) : offsetof(pg_block_q4_K, qs);
     __m256 acc[2];
     __m128 accm[2];
     for (int r = 0; r < R; r++) {
@@ -43,19 +48,27 @@ static inline __attribute__((always_inline)) void pg_kgv_q4_K_body(int64_t nb, c
     }
     /* int16 lanes of the pshufb controls: a scale byte zero-extended; the mins of bytes 8-15 */
     const __m128i mctl = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
-    for (int64_t ib = 0; ib < nb; ib++, x += sizeof(pg_block_q4_K)) {
+    for (int64_t ib = 0; ib < nb; ib++, x += bsz) {
         __m128i sm[2];
         __m512i sumi[2];
         for (int r = 0; r < R; r++) sm[r] = pg_kgv_k4_scales(x + (size_t) r * bx);
         /* chunk k (sub-blocks 2k | 2k + 1): its 16 int32 lanes of q . y (4 elements each, |sum| < 2^15),
          * chunks 2t and 2t + 1 then paired in the int16 halves of one register and scaled by one dpwssd:
          * lanes 0-7 by (s[4t], s[4t + 2]), lanes 8-15 by (s[4t + 1], s[4t + 3]) */
-        __m512i raw[2][4];
+        __m512i raw[2][4], qh[2];
+        if (q5)
+            for (int r = 0; r < R; r++)
+                qh[r] = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *) ((const pg_block_q5_K *) (x + (size_t) r * bx))->qh));
         for (int k = 0; k < 4; k++) {
             const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 64 * k));
+            /* bit 2k of a qh byte to bit 4 in the lower 256 bits, bit 2k + 1 in the upper */
+            const long long h0 = (long long) (1ull << (2 * k + 24)), h1 = (long long) (1ull << (2 * k + 25));
+            const __m512i mh = _mm512_setr_epi64(h0, h0, h0, h0, h1, h1, h1, h1);
             for (int r = 0; r < R; r++) {
-                const pg_block_q4_K * b = (const pg_block_q4_K *) (x + (size_t) r * bx);
-                raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pg_kgv_nibbles(b->qs + 32 * k), yv);
+                __m512i q = pg_kgv_nibbles((const uint8_t *) x + (size_t) r * bx + oqs + 32 * k);
+                if (q5) q = _mm512_or_si512(q, _mm512_gf2p8affine_epi64_epi8(qh[r], mh, 0));
+                raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv);
             }
         }
         for (int r = 0; r < R; r++) {
@@ -193,6 +206,15 @@ static inline void pg_vec_dot_##T##_q8_K_rows(int64_t n, const void * vx, size_t
     }                                                                                                  \
     if (nr & 1) pg_kgv_##T##_body(nb, x + (size_t) (2 * h) * bx, 0, y, 1, s + 2 * h);                  \
 }
+static inline __attribute__((always_inline)) void pg_kgv_q4_K_body(int64_t nb, const char * x, size_t bx,
+                                                                   const pg_block_q8_K * y, const int R, float * s) {
+    pg_kgv_k4_body(nb, x, bx, y, R, s, 0);
+}
+static inline __attribute__((always_inline)) void pg_kgv_q5_K_body(int64_t nb, const char * x, size_t bx,
+                                                                   const pg_block_q8_K * y, const int R, float * s) {
+    pg_kgv_k4_body(nb, x, bx, y, R, s, 1);
+}
 PG_KGV_DOTS(q4_K)
+PG_KGV_DOTS(q5_K)
 PG_KGV_DOTS(q6_K)
 PG_KGV_DOTS(iq4_xs)
