@@ -1,15 +1,16 @@
-/* The one-column GEMV of Q4_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI: quants-k.h's
- * vec_dot of those types and their vec_dot_rows (mul_mat's GEMV: a thread's whole row range in one
- * call, row i and row i + h of it dotted together, two read streams, the activation loads shared). Each
- * (row, column) pair gets exactly the integers and f32 steps of isa/kquants-x86.h's kernels (so the
- * GEMV keeps the bits of the multi-column and tile paths): per super-block 8 int32 lanes, lane j the
- * sum over the groups of scale * (elements 4j..4j+3 of the group) * y, less Q6_K's offset term, then
- * acc += d_x*d_y * lane (Q4_K: and the 4 min lanes += dmin_x*d_y * mins . bsum pairs), summed at the
- * end. What differs is the instruction count per super-block, which bounds the one-column GEMV at one
- * thread (the weights are read once and the kernel issues ~45 vector instructions per 144-210 bytes):
- * the Q4_K and IQ4_XS scales unpacked in one register, nibbles and Q6_K's high bit pairs moved into place by one
- * affine byte transform (GFNI) of a broadcast load, VNNI's dpbusd/dpwssd in place of madd + add, d and
- * dmin converted and scaled together.
+/* The one-column GEMV of Q4_K, Q5_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI:
+ * quants-k.h's vec_dot of those types (not Q5_K's) and their vec_dot_rows (mul_mat's GEMV: a thread's
+ * whole row range in one call, row i and row i + h of it dotted together, two read streams, the
+ * activation loads shared). Each (row, column) pair gets exactly the integers and f32 steps of
+ * isa/kquants-x86.h's kernels (so the GEMV keeps the bits of the multi-column and tile paths): per
+ * super-block 8 int32 lanes, lane j the sum over the groups of scale * (elements 4j..4j+3 of the
+ * group) * y, less Q6_K's offset term, then acc += d_x*d_y * lane (Q4_K/Q5_K: and the 4 min lanes +=
+ * dmin_x*d_y * mins . bsum pairs), summed at the end. What differs is the instruction count per
+ * super-block, which bounds the one-column GEMV at one thread (the weights are read once and the
+ * kernel issues ~45 vector instructions per 144-210 bytes): the Q4_K/Q5_K and IQ4_XS scales unpacked
+ * in one register, nibbles, Q5_K's fifth bits and Q6_K's high bit pairs moved into place by one affine
+ * byte transform (GFNI) of a broadcast load, VNNI's dpbusd/dpwssd in place of madd + add, d and dmin
+ * converted and scaled together.
  */
 #pragma once
 

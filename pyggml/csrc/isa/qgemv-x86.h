@@ -58,29 +58,20 @@ static inline void pg_qgv_column(const void * vy, int64_t nb, int off, const int
     }
 }
 
-/* the fp16 d at the start of blocks a0, a1 (row 0) and b0, b1 (row 1) as four f32; !two: a1 and b1's 0 */
-static inline __m128 pg_qgv_dx(const void * a0, const void * a1, const void * b0, const void * b1, int two) {
-    uint16_t h[4] = {0, 0, 0, 0};
-    memcpy(&h[0], a0, 2);
-    memcpy(&h[2], b0, 2);
-    if (two) {
-        memcpy(&h[1], a1, 2);
-        memcpy(&h[3], b1, 2);
-    }
-    uint64_t v;
-    memcpy(&v, h, sizeof(v));
-    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long) v));
-}
-/* the same for the {d, m} pairs of Q4_1/Q5_1 blocks: (d_a0, m_a0, d_a1, m_a1, d_b0, m_b0, d_b1, m_b1) */
-static inline __m256 pg_qgv_dmx(const void * a0, const void * a1, const void * b0, const void * b1, int two) {
+/* the first sz bytes (2: the fp16 d; 4: Q4_1/Q5_1's {d, m}) of blocks a0, a1 (row 0) and b0, b1
+ * (row 1), in that order; !two: a1's and b1's zero */
+static inline __m128i pg_qgv_heads(const void * a0, const void * a1, const void * b0, const void * b1, int two,
+                                   const size_t sz) {
     uint32_t w[4] = {0, 0, 0, 0};
-    memcpy(&w[0], a0, 4);
-    memcpy(&w[2], b0, 4);
+    memcpy(&w[0], a0, sz);
+    memcpy(&w[2], b0, sz);
     if (two) {
-        memcpy(&w[1], a1, 4);
-        memcpy(&w[3], b1, 4);
+        memcpy(&w[1], a1, sz);
+        memcpy(&w[3], b1, sz);
     }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long) ((uint64_t) w[3] << 32 | w[2]), (long long) ((uint64_t) w[1] << 32 | w[0])));
+    const uint64_t lo = (uint64_t) w[1] << (8 * sz) | w[0], hi = (uint64_t) w[3] << (8 * sz) | w[2];
+    if (sz == 2) return _mm_cvtsi64_si128((long long) (hi << 32 | lo));
+    return _mm_set_epi64x((long long) hi, (long long) lo);
 }
 
 /* the unsigned lanes of blocks b0, b1 */
@@ -127,8 +118,9 @@ static inline __attribute__((always_inline)) void NAME##_gv_step(const TX * cons
     for (int r = 0; r < R; r++) a[r][0] = x[r] + 2 * k, a[r][1] = two ? a[r][0] + 1 : a[r][0];         \
     const TX * const * b = a[R - 1];                                                                   \
     /* d_x*d_y of row r's blocks in lanes 2r, 2r + 1 (MIN: 4r, 4r + 2, m_x in 4r + 1, 4r + 3) */       \
-    const __m512 dd = MIN ? _mm512_castps256_ps512(_mm256_mul_ps(pg_qgv_dmx(a[0][0], a[0][1], b[0], b[1], two), col->d[k])) \
-                          : _mm512_castps128_ps512(_mm_mul_ps(pg_qgv_dx(a[0][0], a[0][1], b[0], b[1], two),   \
+    const __m512 dd = MIN ? _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(pg_qgv_heads(a[0][0], a[0][1], b[0], b[1], two, 4)), \
+                                                             col->d[k]))                               \
+                          : _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(pg_qgv_heads(a[0][0], a[0][1], b[0], b[1], two, 2)), \
                                                               _mm256_castps256_ps128(col->d[k])));      \
     for (int r = 0; r < R; r++) {                                                                      \
         const int l0 = MIN ? 4 * r : 2 * r, l1 = MIN ? 4 * r + 2 : 2 * r + 1;                          \
