@@ -146,8 +146,8 @@ def test_quant_columns_independent_of_n(ctx, rng, typ, n_threads):
 @pytest.mark.parametrize("typ", ["Q8_0", "Q4_0", "Q5_0", "Q4_1"])
 def test_quant_gemv_long_rows(ctx, rng, typ):
     """the one-column GEMV of the 32-element block types prepares the column once for all rows up
-    to rows of 32K elements (AVX2: its scales) or 16K (AVX-512 Q8_0/Q4_0: its blocks, corrections
-    and scales), and past that takes the rows one tile call each: both bit for bit the GEMM's
+    to rows of 32K elements (AVX2: its scales) or 16K (AVX-512: its blocks, corrections and
+    scales), and past that takes the rows one tile call each: both bit for bit the GEMM's
     column, with an odd last block and an odd number of rows (AVX-512: a row left over from the
     row pairs)"""
     m = 3

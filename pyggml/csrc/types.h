@@ -22,8 +22,9 @@
  *                      bit for bit vec_dot_tile's (vec_dot_n's without a tile): mul_mat's one-column
  *                      GEMV, a thread's whole row range per call (AVX2, the 32-element block types:
  *                      the column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
- *                      Q4_K, Q6_K and IQ4_XS: rows i and i + nr/2 side by side, two read streams);
- *                      NULL: the GEMV calls vec_dot_tile (or vec_dot_n) per row
+ *                      those (the column prepared once) and Q4_K, Q5_K, Q6_K, IQ4_XS: rows i and
+ *                      i + nr/2 side by side, two read streams); NULL: the GEMV calls vec_dot_tile
+ *                      (or vec_dot_n) per row
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
  *
