@@ -98,17 +98,23 @@ static inline __m128 pg_kq_avx2_fp16x2(const pg_fp16_t * p) {
     return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
 }
 
+/* Q2_K's scales: int16 i of the result is byte k (i < 8) or k + 1 (i >= 8) of b, whose two lanes
+ * both hold the 16 scale bytes (zero-extended; one shuffle, no widening or lane permutes) */
+static inline __m256i pg_kq_avx2_pick(__m256i b, int k) {
+    return _mm256_shuffle_epi8(b, _mm256_set_m128i(_mm_set1_epi16((short) (0x8000 | (k + 1))), _mm_set1_epi16((short) (0x8000 | k))));
+}
+
 /* pg_kq_dot_2bit_simd on AVX2: each field shifted out of the loaded qs (bits 2j), hm's bit 4h + j
- * shifted straight to bit 2 (both byte-local in a 16-bit shift), the 16 scales widened once */
+ * shifted straight to bit 2 (both byte-local in a 16-bit shift). sv: Q3_K (high) its 16 scales
+ * widened to int16; Q2_K its 16 scale bytes (0..15) in both lanes, picked by pg_kq_avx2_pick */
 static inline __attribute__((always_inline)) void pg_kq_avx2_2bit(const uint8_t * qs, const uint8_t * hm, const bool high,
-                                                                  const int8_t * sc16, const int8_t * const * y,
+                                                                  const __m256i sv, const int8_t * const * y,
                                                                   const int nc, __m256i * out) {
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     const __m256i hb = high ? _mm256_loadu_si256((const __m256i *) hm) : _mm256_setzero_si256();
-    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) sc16));
     for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i s = _mm256_permute4x64_epi64(s16, h ? 0xee : 0x44);
+        const __m256i s = high ? _mm256_permute4x64_epi64(sv, h ? 0xee : 0x44) : sv;
         const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
         for (int j = 0; j < 4; j++) {
             __m256i v = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
@@ -117,7 +123,7 @@ static inline __attribute__((always_inline)) void pg_kq_avx2_2bit(const uint8_t 
                 const __m256i t = b > 2 ? _mm256_srli_epi16(hb, b - 2) : b < 2 ? _mm256_slli_epi16(hb, 2 - b) : hb;
                 v = _mm256_or_si256(v, _mm256_and_si256(t, m4));
             }
-            const __m256i sc = pg_kq_pair(s, j);
+            const __m256i sc = high ? pg_kq_pair(s, j) : pg_kq_avx2_pick(s, 8 * h + 2 * j);
             for (int c = 0; c < nc; c++) {
                 const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *) (y[c] + 128 * h + 32 * j)));
                 out[c] = _mm256_add_epi32(out[c], _mm256_madd_epi16(p, sc));
@@ -156,9 +162,8 @@ static inline __attribute__((always_inline)) void pg_kq_dot_2bit_simd(const uint
     }
     for (int c = 0; c < nc; c++) out[c] = pg_kq_fold(acc[c]);
 #else
-    /* hm's NULL test once per block: a body per case (the test cannot be hoisted out of the loop) */
-    if (hm) pg_kq_avx2_2bit(qs, hm, true, sc16, y, nc, out);
-    else pg_kq_avx2_2bit(qs, NULL, false, sc16, y, nc, out);
+    /* Q3_K's (Q2_K's AVX2 body calls pg_kq_avx2_2bit itself) */
+    pg_kq_avx2_2bit(qs, hm, true, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) sc16)), y, nc, out);
 #endif
 }
 
@@ -280,13 +285,21 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q2_K_body(int64_t nb
     for (int c = 0; c < nc; c++) acc[c] = accm[c] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const __m128i raw = _mm_loadu_si128((const __m128i *) x[ib].scales);
-        int8_t sc[16];
-        _mm_storeu_si128((__m128i *) sc, _mm_and_si128(raw, _mm_set1_epi8(0xf)));
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xf)));
         const int8_t * yq[4];
         __m256i sumi[4];
         for (int c = 0; c < nc; c++) yq[c] = pg_kq_col(vy, by, c, ib)->qs;
+#if defined(PG_SIMD_AVX512)
+        int8_t sc[16];
+        _mm_storeu_si128((__m128i *) sc, _mm_and_si128(raw, _mm_set1_epi8(0xf)));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xf)));
         pg_kq_dot_2bit_simd(x[ib].qs, NULL, sc, yq, nc, sumi);
+#else
+        /* the scale bytes in both lanes (a broadcast load) for pg_kq_avx2_pick; the mins widened
+         * from memory, the high nibble then shifted down within its int16 */
+        const __m256i sb = _mm256_and_si256(_mm256_broadcastsi128_si256(raw), _mm256_set1_epi8(0xf));
+        const __m256i mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(raw), 4);
+        pg_kq_avx2_2bit(x[ib].qs, NULL, false, sb, yq, nc, sumi);
+#endif
 #if defined(PG_SIMD_AVX512)
         const float dx = pg_fp16_to_fp32(x[ib].d), dmx = pg_fp16_to_fp32(x[ib].dmin);
         for (int c = 0; c < nc; c++) {
