@@ -647,36 +647,22 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #include "isa/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
 #endif
 /* vec_dot_rows (mul_mat's one-column GEMV: nr rows bx bytes apart against one Q8_K row, each sum
- * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> where an ISA defines one,
- * else NULL (the GEMV then takes vec_dot_tile / vec_dot_n row by row). AVX-512 with VNNI and GFNI:
+ * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> where an ISA defines
+ * them, NULL for a type without one and on other builds (the GEMV then takes vec_dot_tile / vec_dot_n
+ * row by row). AVX-512 with VNNI and GFNI:
  * Q4_K, Q5_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, which also has the one-row vec_dot of all but Q5_K) */
-#if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
-#define PG_KGV 1
+#if defined(PG_X86_GEMV)
 #include "isa/kgemv-x86.h"
 #define PG_KROWS_q4_K pg_vec_dot_q4_K_q8_K_rows
 #define PG_KROWS_q5_K pg_vec_dot_q5_K_q8_K_rows
 #define PG_KROWS_q6_K pg_vec_dot_q6_K_q8_K_rows
 #define PG_KROWS_iq4_xs pg_vec_dot_iq4_xs_q8_K_rows
-#endif
-#ifndef PG_KROWS_q2_K
 #define PG_KROWS_q2_K NULL
-#endif
-#ifndef PG_KROWS_q3_K
 #define PG_KROWS_q3_K NULL
-#endif
-#ifndef PG_KROWS_q4_K
-#define PG_KROWS_q4_K NULL
-#endif
-#ifndef PG_KROWS_q5_K
-#define PG_KROWS_q5_K NULL
-#endif
-#ifndef PG_KROWS_q6_K
-#define PG_KROWS_q6_K NULL
-#endif
-#ifndef PG_KROWS_iq4_xs
-#define PG_KROWS_iq4_xs NULL
-#endif
 #define PG_KROWS_FN(T) PG_KROWS_##T
+#else
+#define PG_KROWS_FN(T) NULL
+#endif
 
 /* the super-block loops of Q2_K and Q3_K around a 2-bit integer dot of pg_kq_dot_2bit's
  * form (that one, or vec/quant-k-rvv.c's on RVV: the same f32 steps either way) */
@@ -828,7 +814,7 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
 }
 
 static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
-#if defined(PG_KGV)
+#if defined(PG_X86_GEMV)
     return pg_kgv_dot_q4_K(n, x, y);
 #else
     return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q4_K), (const pg_block_q8_K *) y, false);
@@ -846,7 +832,7 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q6_K * x = (const pg_block_q6_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
-#if defined(PG_KGV)
+#if defined(PG_X86_GEMV)
     return pg_kgv_dot_q6_K(n, x, y);
 #elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q6_K(nb, x, y);
@@ -905,7 +891,7 @@ static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const voi
     pg_kq_x86_iq4_xs_n(n / PG_QK_K, x, y, by, nc, s);
 }
 static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
-#if defined(PG_KGV)
+#if defined(PG_X86_GEMV)
     return pg_kgv_dot_iq4_xs(n, x, y);
 #else
     return pg_kq_x86_dot_iq4_xs(n / PG_QK_K, (const pg_block_iq4_xs *) x, (const pg_block_q8_K *) y);

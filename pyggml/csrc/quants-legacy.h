@@ -181,10 +181,10 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 #define PG_QT_MR 1
 #define PG_QTILE_FN(NAME) NULL
 #endif
-#if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
+#if defined(PG_X86_GEMV)
 #include "isa/qgemv-x86.h"
 #endif
-#if defined(PG_SIMD_AVX2) || (defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__))
+#if defined(PG_SIMD_AVX2) || defined(PG_X86_GEMV)
 #define PG_QROWS_FN(NAME) pg_vec_dot_##NAME##_rows
 #else
 #define PG_QROWS_FN(NAME) NULL
