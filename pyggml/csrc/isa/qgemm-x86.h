@@ -13,7 +13,9 @@
  * blocks in one 8-lane f32 accumulator, so a step costs one conversion and one FMA per (row, column)
  * (the one-block step waited on one FMA chain per row; its GEMV ran at about half ggml's speed for
  * Q4_1/Q5_1), and Q4_1/Q5_1 add m*s off that chain. Without VNNI the 4- and 5-bit types fold maddubs'
- * int16 pair sums of both blocks into hadd's lanes before their one madd. Each (row, column) has one
+ * int16 pair sums of both blocks into hadd's lanes before their one madd, and the signed ones in
+ * tiles of several rows interleave the two blocks' dwords once per row and column (pg_qt_pq), so
+ * each pair sums to hadd's lanes with one add. Each (row, column) has one
  * accumulator whatever the tile, so a GEMM column equals the GEMV's bit for bit on every x86 build.
  *
  * The products are unsigned x signed with the weights the unsigned side, so the activations need no
@@ -169,6 +171,16 @@ static inline pg_qt_f pg_qt_cvt(pg_qt_i p) {
     return _mm256_cvtepi32_ps(_mm256_hadd_epi32(p.e, p.o));
 }
 #if !PG_QT_VNNI
+/* the signed types' two blocks with their dwords interleaved as pg_qt_cvt16's shuffles do, dwords 0, 2
+ * of e, 0, 2 of o (4, 6 of e, 4, 6 of o) in .e and 1, 3 (5, 7) in .o: the two blocks' products then
+ * sum to hadd's int32 lanes with one add per pair (pg_qt_cvt_pq), the two shuffles made once per row
+ * and per column of a step instead of hadd's per pair */
+static inline pg_qt_i pg_qt_pq(pg_qt_i v) {
+    const __m256 e = _mm256_castsi256_ps(v.e), o = _mm256_castsi256_ps(v.o);
+    return pg_qt_two(_mm256_castps_si256(_mm256_shuffle_ps(e, o, _MM_SHUFFLE(2, 0, 2, 0))),
+                     _mm256_castps_si256(_mm256_shuffle_ps(e, o, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+static inline pg_qt_f pg_qt_cvt_pq(pg_qt_i p) { return _mm256_cvtepi32_ps(_mm256_add_epi32(p.e, p.o)); }
 /* int16 pair sums (|.| <= 2*31*128, so two still fit) added in hadd's lane order, int32 lanes 0, 2
  * of e, 0, 2 of o (4, 6 of e, 4, 6 of o) plus lanes 1, 3 (5, 7), then one madd: one shuffle pair and
  * madd fewer than two madds and hadd, the same int32 sums */
@@ -211,12 +223,29 @@ typedef struct { pg_qt_i u, s; pg_qt_f d, m; } pg_qt_w;
 /* of an activation row: its int8 y, the correction -off*sum(y) per lane, d_y (and s) per block */
 typedef struct { pg_qt_i y, c; pg_qt_f d, s; } pg_qt_y;
 
-static inline __attribute__((always_inline)) pg_qt_w pg_qt_weights(pg_qt_i q, int mode) {
+/* pq: tiles of several rows on AVX2 without VNNI, the signed types' blocks interleaved (pg_qt_pq) */
+#if !defined(PG_SIMD_AVX512) && !PG_QT_VNNI
+#define PG_QT_HAVE_PQ 1
+#else
+#define PG_QT_HAVE_PQ 0
+#endif
+#define PG_QT_PQ(mode, pq) ((pq) && (mode) == PG_QT_SIGNED)
+static inline __attribute__((always_inline)) pg_qt_w pg_qt_weights(pg_qt_i q, int mode, int pq) {
     pg_qt_w w;
+#if PG_QT_HAVE_PQ
+    if (PG_QT_PQ(mode, pq)) q = pg_qt_pq(q);
+#endif
     w.s = q;
     if (mode != PG_QT_SIGNED) w.u = q;
     else w.u = PG_QT_VNNI ? pg_qt_xor80(q) : pg_qt_abs8(q);
     return w;
+}
+static inline __attribute__((always_inline)) pg_qt_i pg_qt_acts(const int8_t * q0, const int8_t * q1, int mode, int pq) {
+    const pg_qt_i y = pg_qt_load(q0, q1);
+#if PG_QT_HAVE_PQ
+    if (PG_QT_PQ(mode, pq)) return pg_qt_pq(y);
+#endif
+    return y;
 }
 static inline __attribute__((always_inline)) pg_qt_i pg_qt_correction(pg_qt_i y, int mode, int off) {
     if (mode == PG_QT_UNS || (mode == PG_QT_SIGNED && !PG_QT_VNNI)) return pg_qt_zero_i();
@@ -228,9 +257,15 @@ static inline __attribute__((always_inline)) pg_qt_i pg_qt_correction(pg_qt_i y,
 }
 /* the f32 lanes of x . y; without VNNI the unsigned types stay in maddubs' int16 pair sums (the
  * offset's share taken off there: |u.y| <= 2*31*128, exact) until pg_qt_cvt16 widens them */
-static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * w, const pg_qt_y * a, int mode) {
+static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * w, const pg_qt_y * a, int mode, int pq) {
 #if !PG_QT_VNNI
-    if (mode == PG_QT_SIGNED) return pg_qt_cvt(pg_qt_dot(pg_qt_zero_i(), w->u, pg_qt_sign8(a->y, w->s)));
+    if (mode == PG_QT_SIGNED) {
+        const pg_qt_i p = pg_qt_dot(pg_qt_zero_i(), w->u, pg_qt_sign8(a->y, w->s));
+#if PG_QT_HAVE_PQ
+        if (pq) return pg_qt_cvt_pq(p);
+#endif
+        return pg_qt_cvt(p);
+    }
     const pg_qt_i p = pg_qt_ubs16(w->u, a->y);
     return pg_qt_cvt16(mode == PG_QT_OFF ? pg_qt_sub16(p, a->c) : p);
 #else
@@ -295,20 +330,20 @@ static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * co
     _Pragma("GCC unroll 4")                                                                            \
     for (int r = 0; r < MR; r++) {                                                                     \
         const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                                   \
-        w[r] = pg_qt_weights(DECODE(b0, b1), MODE);                                                    \
+        w[r] = pg_qt_weights(DECODE(b0, b1), MODE, MR > 1);                                            \
         MIN(pg_qt_scales_dm(&w[r].d, &w[r].m, b0, b1, two), w[r].d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
     }                                                                                                  \
     _Pragma("GCC unroll 4")                                                                            \
     for (int c = 0; c < nc; c++) {                                                                     \
         const TY * b0 = y[c] + ib, * b1 = y[c] + i1;                                                   \
         pg_qt_y a;                                                                                     \
-        a.y = pg_qt_load(b0->qs, b1->qs);                                                              \
+        a.y = pg_qt_acts(b0->qs, b1->qs, MODE, MR > 1);                                                \
         a.c = pg_qt_correction(a.y, MODE, OFF);                                                        \
         if (yd) a.d = yd[ib / 2], a.s = pg_qt_zero_f();                                                \
         else MIN(pg_qt_scales_dm(&a.d, &a.s, b0, b1, two), a.d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
         _Pragma("GCC unroll 4")                                                                        \
         for (int r = 0; r < MR; r++) {                                                                 \
-            const pg_qt_f p = pg_qt_pair(&w[r], &a, MODE);                                             \
+            const pg_qt_f p = pg_qt_pair(&w[r], &a, MODE, MR > 1);                                     \
             MIN(acc[r][c] = pg_qt_acc_dm(acc[r][c], w[r].d, w[r].m, a.d, a.s, p),                      \
                 acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), p, acc[r][c]));                          \
         }                                                                                              \
