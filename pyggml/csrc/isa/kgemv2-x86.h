@@ -26,6 +26,14 @@ static inline __m512i pg_kgv2_pair_idx(int h) {
                             _mm512_set1_epi16((short) (8 * h)));
 }
 
+/* 32 qs bytes at p broadcast, fields 2k | 2k + 1 of them (bits 4k, 4k + 1 | 4k + 2, 4k + 3) moved
+ * to bits 0-1: the codes of register (h, k) of a half's qs */
+static inline __m512i pg_kgv2_codes(const uint8_t * p, int k) {
+    const long long f0 = PG_KGV2_FIELD(4 * k), f1 = PG_KGV2_FIELD(4 * k + 2);
+    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) p));
+    return _mm512_gf2p8affine_epi64_epi8(q, _mm512_setr_epi64(f0, f0, f0, f0, f1, f1, f1, f1), 0);
+}
+
 /* raw[0] | raw[1] << 16 (each |lane| < 2^15: its low int16 is the value) */
 static inline __m512i pg_kgv2_pair(__m512i lo, __m512i hi) {
     return _mm512_ternarylogic_epi32(lo, _mm512_set1_epi32(0xffff), _mm512_slli_epi32(hi, 16), 0xea);
@@ -38,12 +46,9 @@ static inline __attribute__((always_inline)) void pg_kgv_q3_K_body(int64_t nb, c
                                                                    const pg_block_q8_K * y, const int R, float * s) {
     __m256 acc[2];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    /* register (h, k): fields 2k | 2k + 1 of half h; qs bits 4k, 4k + 1 | 4k + 2, 4k + 3, hmask bit
-     * 4h + 2k | 4h + 2k + 1 */
-    __m512i aq[2], ah[2][2];
+    /* register (h, k): fields 2k | 2k + 1 of half h, hmask bit 4h + 2k | 4h + 2k + 1 */
+    __m512i ah[2][2];
     for (int k = 0; k < 2; k++) {
-        const long long f0 = PG_KGV2_FIELD(4 * k), f1 = PG_KGV2_FIELD(4 * k + 2);
-        aq[k] = _mm512_setr_epi64(f0, f0, f0, f0, f1, f1, f1, f1);
         for (int h = 0; h < 2; h++) {
             const long long b0 = PG_KGV2_HBIT(4 * h + 2 * k), b1 = PG_KGV2_HBIT(4 * h + 2 * k + 1);
             ah[h][k] = _mm512_setr_epi64(b0, b0, b0, b0, b1, b1, b1, b1);
@@ -76,8 +81,7 @@ static inline __attribute__((always_inline)) void pg_kgv_q3_K_body(int64_t nb, c
                 const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 128 * h + 64 * k));
                 for (int r = 0; r < R; r++) {
                     const pg_block_q3_K * b = (const pg_block_q3_K *) (x + (size_t) r * bx);
-                    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (b->qs + 32 * h)));
-                    const __m512i v = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(q, aq[k], 0),
+                    const __m512i v = _mm512_or_si512(pg_kgv2_codes(b->qs + 32 * h, k),
                                                       _mm512_gf2p8affine_epi64_epi8(hm[r], ah[h][k], 0));
                     raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, yv);
                 }
@@ -100,24 +104,9 @@ static inline __attribute__((always_inline)) void pg_kgv_q2_K_body(int64_t nb, c
                                                                    const pg_block_q8_K * y, const int R, float * s) {
     __m256 acc[2], accm[2];
     for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
-    __m512i aq[2];
-    for (int k = 0; k < 2; k++) {
-        const long long f0 = PG_KGV2_FIELD(4 * k), f1 = PG_KGV2_FIELD(4 * k + 2);
-        aq[k] = _mm512_setr_epi64(f0, f0, f0, f0, f1, f1, f1, f1);
-    }
-    /* the byte indices of pg_kgv2_pair_idx's pairs: 128-bit lane m holds int32 lanes 4m..4m+3 */
-    __m512i ctl[2];
-    for (int h = 0; h < 2; h++) {
-        const int b = 8 * h;
-        ctl[h] = _mm512_setr_epi32((int) (0x80008000u | (b + 4) << 16 | b), (int) (0x80008000u | (b + 4) << 16 | b),
-                                   (int) (0x80008000u | (b + 4) << 16 | b), (int) (0x80008000u | (b + 4) << 16 | b),
-                                   (int) (0x80008000u | (b + 5) << 16 | (b + 1)), (int) (0x80008000u | (b + 5) << 16 | (b + 1)),
-                                   (int) (0x80008000u | (b + 5) << 16 | (b + 1)), (int) (0x80008000u | (b + 5) << 16 | (b + 1)),
-                                   (int) (0x80008000u | (b + 6) << 16 | (b + 2)), (int) (0x80008000u | (b + 6) << 16 | (b + 2)),
-                                   (int) (0x80008000u | (b + 6) << 16 | (b + 2)), (int) (0x80008000u | (b + 6) << 16 | (b + 2)),
-                                   (int) (0x80008000u | (b + 7) << 16 | (b + 3)), (int) (0x80008000u | (b + 7) << 16 | (b + 3)),
-                                   (int) (0x80008000u | (b + 7) << 16 | (b + 3)), (int) (0x80008000u | (b + 7) << 16 | (b + 3)));
-    }
+    /* pg_kgv2_pair_idx as pshufb controls (the scale bytes zero-extended; each 128-bit lane holds all 16) */
+    const __m512i ctl[2] = {_mm512_or_si512(pg_kgv2_pair_idx(0), _mm512_set1_epi16((short) 0x8000)),
+                            _mm512_or_si512(pg_kgv2_pair_idx(1), _mm512_set1_epi16((short) 0x8000))};
     for (int64_t ib = 0; ib < nb; ib++, x += sizeof(pg_block_q2_K)) {
         const __m256i bs = _mm256_loadu_si256((const __m256i *) y[ib].bsums);
         __m512i sv[2], sumi[2];
@@ -135,8 +124,7 @@ static inline __attribute__((always_inline)) void pg_kgv_q2_K_body(int64_t nb, c
                 const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 128 * h + 64 * k));
                 for (int r = 0; r < R; r++) {
                     const pg_block_q2_K * b = (const pg_block_q2_K *) (x + (size_t) r * bx);
-                    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (b->qs + 32 * h)));
-                    raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_gf2p8affine_epi64_epi8(q, aq[k], 0), yv);
+                    raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pg_kgv2_codes(b->qs + 32 * h, k), yv);
                 }
             }
             for (int r = 0; r < R; r++)
