@@ -27,11 +27,18 @@ static inline __m512i pg_kgv2_pair_idx(int h) {
 }
 
 /* 32 qs bytes at p broadcast, fields 2k | 2k + 1 of them (bits 4k, 4k + 1 | 4k + 2, 4k + 3) moved
- * to bits 0-1: the codes of register (h, k) of a half's qs */
-static inline __m512i pg_kgv2_codes(const uint8_t * p, int k) {
+ * to bits 0-1, g (0..3) in bits 2-3 (the transform's constant): the codes of register (h, k) of a
+ * half's qs (g 0), or Q2_K's indices into its product table (g 2h + k) */
+static inline __m512i pg_kgv2_codes(const uint8_t * p, int k, int g) {
     const long long f0 = PG_KGV2_FIELD(4 * k), f1 = PG_KGV2_FIELD(4 * k + 2);
     const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) p));
-    return _mm512_gf2p8affine_epi64_epi8(q, _mm512_setr_epi64(f0, f0, f0, f0, f1, f1, f1, f1), 0);
+    const __m512i a = _mm512_setr_epi64(f0, f0, f0, f0, f1, f1, f1, f1);
+    switch (g) {
+    case 0: return _mm512_gf2p8affine_epi64_epi8(q, a, 0);
+    case 1: return _mm512_gf2p8affine_epi64_epi8(q, a, 4);
+    case 2: return _mm512_gf2p8affine_epi64_epi8(q, a, 8);
+    default: return _mm512_gf2p8affine_epi64_epi8(q, a, 12);
+    }
 }
 
 /* raw[0] | raw[1] << 16 (each |lane| < 2^15: its low int16 is the value) */
@@ -81,7 +88,7 @@ static inline __attribute__((always_inline)) void pg_kgv_q3_K_body(int64_t nb, c
                 const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 128 * h + 64 * k));
                 for (int r = 0; r < R; r++) {
                     const pg_block_q3_K * b = (const pg_block_q3_K *) (x + (size_t) r * bx);
-                    const __m512i v = _mm512_or_si512(pg_kgv2_codes(b->qs + 32 * h, k),
+                    const __m512i v = _mm512_or_si512(pg_kgv2_codes(b->qs + 32 * h, k, 0),
                                                       _mm512_gf2p8affine_epi64_epi8(hm[r], ah[h][k], 0));
                     raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, yv);
                 }
@@ -98,37 +105,43 @@ static inline __attribute__((always_inline)) void pg_kgv_q3_K_body(int64_t nb, c
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
 
-/* R rows of Q2_K against one Q8_K row: s[r]. The scale pairs picked from the broadcast scale bytes
- * by pshufb (zero-extended; the low nibbles); the mins (high nibbles) widened to int16 */
+/* R rows of Q2_K against one Q8_K row: s[r]. Its codes (0..3) times scales (0..15) fit a byte:
+ * per super-block one product table per row, 128-bit lane m holding c * scale of groups m, 4 + m,
+ * 8 + m, 12 + m (c 0..3) at bytes 4j + c, from which pshufb takes each element's scaled code (group
+ * 8h + 4k + m for register (h, k)'s lane m: index 4 (2h + k) + code), dotted with y by one dpbusd
+ * (the lanes' integers as before: scale * the 4 codes * y); the mins (high nibbles) widened to int16 */
 static inline __attribute__((always_inline)) void pg_kgv_q2_K_body(int64_t nb, const char * x, size_t bx,
                                                                    const pg_block_q8_K * y, const int R, float * s) {
     __m256 acc[2], accm[2];
     for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
-    /* pg_kgv2_pair_idx as pshufb controls (the scale bytes zero-extended; each 128-bit lane holds all 16) */
-    const __m512i ctl[2] = {_mm512_or_si512(pg_kgv2_pair_idx(0), _mm512_set1_epi16((short) 0x8000)),
-                            _mm512_or_si512(pg_kgv2_pair_idx(1), _mm512_set1_epi16((short) 0x8000))};
+    /* int16 w of lane m: scale 4 (w / 2) + m zero-extended, then multiplied by c | (c + 1) << 8,
+     * c = 2 (w % 2) */
+    const __m512i ctl = _mm512_add_epi16(_mm512_set4_epi32(0x800c800c, 0x80088008, 0x80048004, (int) 0x80008000),
+                                         _mm512_setr_epi32(0, 0, 0, 0, 0x00010001, 0x00010001, 0x00010001, 0x00010001,
+                                                           0x00020002, 0x00020002, 0x00020002, 0x00020002,
+                                                           0x00030003, 0x00030003, 0x00030003, 0x00030003));
+    const __m512i mul = _mm512_set1_epi32(0x03020100);
     for (int64_t ib = 0; ib < nb; ib++, x += sizeof(pg_block_q2_K)) {
         const __m256i bs = _mm256_loadu_si256((const __m256i *) y[ib].bsums);
-        __m512i sv[2], sumi[2];
+        __m512i tab[2], sumi[2];
         __m256i summ[2];
         for (int r = 0; r < R; r++) {
             const pg_block_q2_K * b = (const pg_block_q2_K *) (x + (size_t) r * bx);
             const __m128i raw = _mm_loadu_si128((const __m128i *) b->scales);
-            sv[r] = _mm512_broadcast_i32x4(_mm_and_si128(raw, _mm_set1_epi8(0xf)));
+            const __m512i sv = _mm512_broadcast_i32x4(_mm_and_si128(raw, _mm_set1_epi8(0xf)));
+            tab[r] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sv, ctl), mul);
             summ[r] = _mm256_madd_epi16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(raw), 4), bs);
             sumi[r] = _mm512_setzero_si512();
         }
         for (int h = 0; h < 2; h++) {
-            __m512i raw[2][2];
             for (int k = 0; k < 2; k++) {
                 const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 128 * h + 64 * k));
                 for (int r = 0; r < R; r++) {
                     const pg_block_q2_K * b = (const pg_block_q2_K *) (x + (size_t) r * bx);
-                    raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pg_kgv2_codes(b->qs + 32 * h, k), yv);
+                    const __m512i v = _mm512_shuffle_epi8(tab[r], pg_kgv2_codes(b->qs + 32 * h, k, 2 * h + k));
+                    sumi[r] = _mm512_dpbusd_epi32(sumi[r], v, yv);
                 }
             }
-            for (int r = 0; r < R; r++)
-                sumi[r] = _mm512_dpwssd_epi32(sumi[r], pg_kgv2_pair(raw[r][0], raw[r][1]), _mm512_shuffle_epi8(sv[r], ctl[h]));
         }
         for (int r = 0; r < R; r++) {
             const pg_block_q2_K * b = (const pg_block_q2_K *) (x + (size_t) r * bx);
