@@ -650,15 +650,17 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
  * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> where an ISA defines
  * them, NULL for a type without one and on other builds (the GEMV then takes vec_dot_tile / vec_dot_n
  * row by row). AVX-512 with VNNI and GFNI:
- * Q4_K, Q5_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, which also has the one-row vec_dot of all but Q5_K) */
+ * Q4_K, Q5_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, which also has the one-row vec_dot of all but Q5_K),
+ * Q2_K and Q3_K (isa/kgemv2-x86.h) */
 #if defined(PG_X86_GEMV)
 #include "isa/kgemv-x86.h"
+#include "isa/kgemv2-x86.h"
 #define PG_KROWS_q4_K pg_vec_dot_q4_K_q8_K_rows
 #define PG_KROWS_q5_K pg_vec_dot_q5_K_q8_K_rows
 #define PG_KROWS_q6_K pg_vec_dot_q6_K_q8_K_rows
 #define PG_KROWS_iq4_xs pg_vec_dot_iq4_xs_q8_K_rows
-#define PG_KROWS_q2_K NULL
-#define PG_KROWS_q3_K NULL
+#define PG_KROWS_q2_K pg_vec_dot_q2_K_q8_K_rows
+#define PG_KROWS_q3_K pg_vec_dot_q3_K_q8_K_rows
 #define PG_KROWS_FN(T) PG_KROWS_##T
 #else
 #define PG_KROWS_FN(T) NULL
