@@ -650,8 +650,8 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
  * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> where an ISA defines
  * them, NULL for a type without one and on other builds (the GEMV then takes vec_dot_tile / vec_dot_n
  * row by row). AVX-512 with VNNI and GFNI:
- * Q4_K, Q5_K, Q6_K and IQ4_XS (isa/kgemv-x86.h, which also has the one-row vec_dot of all but Q5_K),
- * Q2_K and Q3_K (isa/kgemv2-x86.h) */
+ * Q4_K, Q5_K, Q6_K and IQ4_XS (isa/kgemv-x86.h), Q2_K and Q3_K (isa/kgemv2-x86.h); those files'
+ * one-row bodies are also the vec_dot of every one of them but Q5_K */
 #if defined(PG_X86_GEMV)
 #include "isa/kgemv-x86.h"
 #include "isa/kgemv2-x86.h"
@@ -768,7 +768,9 @@ static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q2_K * x = (const pg_block_q2_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#if defined(PG_X86_GEMV)
+    return pg_kgv_dot_q2_K(n, x, y);
+#elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q2_K(nb, x, y);
 #else
     PG_RVV_RETURN(pg_rvv_dot_q2_K_q8_K(nb, x, y))
@@ -780,7 +782,9 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q3_K * x = (const pg_block_q3_K *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
+#if defined(PG_X86_GEMV)
+    return pg_kgv_dot_q3_K(n, x, y);
+#elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
     return pg_kq_x86_dot_q3_K(nb, x, y);
 #else
     PG_RVV_RETURN(pg_rvv_dot_q3_K_q8_K(nb, x, y))
