@@ -33,6 +33,17 @@ static inline __m512i pg_kgv_nibbles(const uint8_t * p) {
     return _mm512_gf2p8affine_epi64_epi8(z, m, 0);
 }
 
+/* raw[0] | raw[1] << 16: two registers of 4-element sums (each |lane| < 2^15, so its low int16 is the
+ * value) paired in the int16 halves of the lanes for one dpwssd */
+static inline __m512i pg_kgv_pair(__m512i lo, __m512i hi) {
+    return _mm512_ternarylogic_epi32(lo, _mm512_set1_epi32(0xffff), _mm512_slli_epi32(hi, 16), 0xea);
+}
+
+/* a super-block's f32 step: acc += d_x*d_y * the 8 folded int32 lanes of sumi */
+static inline __m256 pg_kgv_step(__m256 acc, pg_fp16_t dx, float dy, __m512i sumi) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(dx) * dy), _mm256_cvtepi32_ps(pg_kq_fold(sumi)), acc);
+}
+
 /* R rows of Q4_K (q5 0) or Q5_K (q5 1) (x + r * bx) against one Q8_K row: s[r]. Q5_K's fifth bits
  * (qh[l] bits 2k, 2k + 1 for chunk k) are moved to bit 4 of the nibbles' bytes by one affine
  * transform of the broadcast qh per chunk; its codes (< 32) keep a chunk's 4-element sums in int16 */
@@ -77,8 +88,7 @@ static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, con
             for (int t = 0; t < 2; t++) {
                 const __m512i ctl = pg_kq_join(_mm256_set1_epi32((int) (0x80008000u | (4 * t + 2) << 16 | (4 * t))),
                                                _mm256_set1_epi32((int) (0x80008000u | (4 * t + 3) << 16 | (4 * t + 1))));
-                const __m512i pair = _mm512_ternarylogic_epi32(raw[r][2 * t], _mm512_set1_epi32(0xffff),
-                                                               _mm512_slli_epi32(raw[r][2 * t + 1], 16), 0xea);
+                const __m512i pair = pg_kgv_pair(raw[r][2 * t], raw[r][2 * t + 1]);
                 const __m512i sc = _mm512_shuffle_epi8(sv, ctl);
                 sumi[r] = t ? _mm512_dpwssd_epi32(sumi[r], pair, sc) : _mm512_madd_epi16(pair, sc);
             }
@@ -133,10 +143,8 @@ static inline __attribute__((always_inline)) void pg_kgv_q6_K_body(int64_t nb, c
                 sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(vb, yb), pg_kq_scales4(sc16[r], 8 * h + 4));
             }
         }
-        for (int r = 0; r < R; r++) {
-            const float d = pg_fp16_to_fp32(((const pg_block_q6_K *) (x + (size_t) r * bx))->d) * y[ib].d;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(pg_kq_fold(sumi[r])), acc[r]);
-        }
+        for (int r = 0; r < R; r++)
+            acc[r] = pg_kgv_step(acc[r], ((const pg_block_q6_K *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
     }
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
@@ -177,10 +185,8 @@ static inline __attribute__((always_inline)) void pg_kgv_iq4_xs_body(int64_t nb,
                                               _mm512_shuffle_epi8(sc16[r], ctl));
             }
         }
-        for (int r = 0; r < R; r++) {
-            const float d = pg_fp16_to_fp32(((const pg_block_iq4_xs *) (x + (size_t) r * bx))->d) * y[ib].d;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(pg_kq_fold(sumi[r])), acc[r]);
-        }
+        for (int r = 0; r < R; r++)
+            acc[r] = pg_kgv_step(acc[r], ((const pg_block_iq4_xs *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
     }
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }

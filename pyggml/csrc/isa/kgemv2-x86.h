@@ -41,11 +41,6 @@ static inline __m512i pg_kgv2_codes(const uint8_t * p, int k, int g) {
     }
 }
 
-/* raw[0] | raw[1] << 16 (each |lane| < 2^15: its low int16 is the value) */
-static inline __m512i pg_kgv2_pair(__m512i lo, __m512i hi) {
-    return _mm512_ternarylogic_epi32(lo, _mm512_set1_epi32(0xffff), _mm512_slli_epi32(hi, 16), 0xea);
-}
-
 /* R rows of Q3_K (x + r * bx) against one Q8_K row: s[r]. The 16 scales unpacked in one register
  * from two broadcast loads (w0 | w1 and w2); the lower 8 int32 lanes start at -4 * (scale . bsums)
  * of their group pair (pg_kq_x86_offset_cols' term, lane for lane) */
@@ -94,13 +89,11 @@ static inline __attribute__((always_inline)) void pg_kgv_q3_K_body(int64_t nb, c
                 }
             }
             for (int r = 0; r < R; r++)
-                sumi[r] = _mm512_dpwssd_epi32(sumi[r], pg_kgv2_pair(raw[r][0], raw[r][1]),
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], pg_kgv_pair(raw[r][0], raw[r][1]),
                                               _mm512_permutexvar_epi16(idx[h], sc16[r]));
         }
-        for (int r = 0; r < R; r++) {
-            const float d = pg_fp16_to_fp32(((const pg_block_q3_K *) (x + (size_t) r * bx))->d) * y[ib].d;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(pg_kq_fold(sumi[r])), acc[r]);
-        }
+        for (int r = 0; r < R; r++)
+            acc[r] = pg_kgv_step(acc[r], ((const pg_block_q3_K *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
     }
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
