@@ -662,18 +662,25 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #define PG_KROWS_q3_K pg_vec_dot_q3_K_q8_K_rows
 #define PG_KROWS_FN(T) PG_KROWS_##T
 #elif defined(PG_SIMD_AVX2) && !defined(PG_SIMD_AVX512)
-/* AVX2: Q2_K's rows by the vec_dot_n body (nc = 1, so the same bits), called in one loop: per row
- * through vec_dot_n the indirect call, the column switch, the body's constants and the result copy
- * cost about as much as the super-block loop gains from anything else tried (docs/benchmarks.md) */
-static inline void pg_kq_avx2_q2_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    for (int64_t r = 0; r < nr; r++) pg_kq_x86_q2_K_body(n / PG_QK_K, (const char *) x + (size_t) r * bx, y, 0, 1, s + r);
+/* AVX2: the K-quant rows by each type's vec_dot_n body (nc = 1, so the same bits), called in one
+ * loop: per row through vec_dot_n the indirect call, the column switch, the body's constants and the
+ * result copy cost more than the super-block loop gained from anything else tried (docs/benchmarks.md) */
+#define PG_KQ_AVX2_ROWS(T)                                                                             \
+static inline void pg_kq_avx2_##T##_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) { \
+    for (int64_t r = 0; r < nr; r++) pg_kq_x86_##T##_body(n / PG_QK_K, (const char *) x + (size_t) r * bx, y, 0, 1, s + r); \
 }
+PG_KQ_AVX2_ROWS(q2_K)
+PG_KQ_AVX2_ROWS(q3_K)
+PG_KQ_AVX2_ROWS(q4_K)
+PG_KQ_AVX2_ROWS(q5_K)
+PG_KQ_AVX2_ROWS(q6_K)
+PG_KQ_AVX2_ROWS(iq4_xs)
 #define PG_KROWS_AVX2_q2_K pg_kq_avx2_q2_K_rows
-#define PG_KROWS_AVX2_q3_K NULL
-#define PG_KROWS_AVX2_q4_K NULL
-#define PG_KROWS_AVX2_q5_K NULL
-#define PG_KROWS_AVX2_q6_K NULL
-#define PG_KROWS_AVX2_iq4_xs NULL
+#define PG_KROWS_AVX2_q3_K pg_kq_avx2_q3_K_rows
+#define PG_KROWS_AVX2_q4_K pg_kq_avx2_q4_K_rows
+#define PG_KROWS_AVX2_q5_K pg_kq_avx2_q5_K_rows
+#define PG_KROWS_AVX2_q6_K pg_kq_avx2_q6_K_rows
+#define PG_KROWS_AVX2_iq4_xs pg_kq_avx2_iq4_xs_rows
 #define PG_KROWS_FN(T) PG_KROWS_AVX2_##T
 #else
 #define PG_KROWS_FN(T) NULL
