@@ -648,9 +648,10 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #endif
 /* vec_dot_rows (mul_mat's one-column GEMV: nr rows bx bytes apart against one Q8_K row, each sum
  * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> on AVX-512 with VNNI and
- * GFNI, NULL on other builds (the GEMV then takes vec_dot_tile / vec_dot_n row by row): Q4_K, Q5_K,
- * Q6_K and IQ4_XS in isa/kgemv-x86.h, Q2_K and Q3_K in isa/kgemv2-x86.h, whose one-row bodies are
- * also the vec_dot of every one of them but Q5_K */
+ * GFNI (Q4_K, Q5_K, Q6_K and IQ4_XS in isa/kgemv-x86.h, Q2_K and Q3_K in isa/kgemv2-x86.h, whose
+ * one-row bodies are also the vec_dot of every one of them but Q5_K), on AVX2 the vec_dot_n bodies
+ * in a loop over the rows (below), NULL on other builds (the GEMV then takes vec_dot_tile /
+ * vec_dot_n row by row) */
 #if defined(PG_X86_GEMV)
 #include "isa/kgemv-x86.h"
 #include "isa/kgemv2-x86.h"
