@@ -648,9 +648,10 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #endif
 /* vec_dot_rows (mul_mat's one-column GEMV: nr rows bx bytes apart against one Q8_K row, each sum
  * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> on AVX-512 with VNNI and
- * GFNI, NULL on other builds (the GEMV then takes vec_dot_tile / vec_dot_n row by row): Q4_K, Q5_K,
- * Q6_K and IQ4_XS in isa/kgemv-x86.h, Q2_K and Q3_K in isa/kgemv2-x86.h, whose one-row bodies are
- * also the vec_dot of every one of them but Q5_K */
+ * GFNI (Q4_K, Q5_K, Q6_K and IQ4_XS in isa/kgemv-x86.h, Q2_K and Q3_K in isa/kgemv2-x86.h, whose
+ * one-row bodies are also the vec_dot of every one of them but Q5_K), on AVX2 the vec_dot_n bodies
+ * in a loop over the rows (below), NULL on other builds (the GEMV then takes vec_dot_tile /
+ * vec_dot_n row by row) */
 #if defined(PG_X86_GEMV)
 #include "isa/kgemv-x86.h"
 #include "isa/kgemv2-x86.h"
@@ -661,6 +662,27 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #define PG_KROWS_q2_K pg_vec_dot_q2_K_q8_K_rows
 #define PG_KROWS_q3_K pg_vec_dot_q3_K_q8_K_rows
 #define PG_KROWS_FN(T) PG_KROWS_##T
+#elif defined(PG_SIMD_AVX2) && !defined(PG_SIMD_AVX512)
+/* AVX2: the K-quant rows by each type's vec_dot_n body (nc = 1, so the same bits), called in one
+ * loop: per row through vec_dot_n the indirect call, the column switch, the body's constants and the
+ * result copy cost more than the super-block loop gained from anything else tried (docs/benchmarks.md) */
+#define PG_KQ_AVX2_ROWS(T)                                                                             \
+static inline void pg_kq_avx2_##T##_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) { \
+    for (int64_t r = 0; r < nr; r++) pg_kq_x86_##T##_body(n / PG_QK_K, (const char *) x + (size_t) r * bx, y, 0, 1, s + r); \
+}
+PG_KQ_AVX2_ROWS(q2_K)
+PG_KQ_AVX2_ROWS(q3_K)
+PG_KQ_AVX2_ROWS(q4_K)
+PG_KQ_AVX2_ROWS(q5_K)
+PG_KQ_AVX2_ROWS(q6_K)
+PG_KQ_AVX2_ROWS(iq4_xs)
+#define PG_KROWS_AVX2_q2_K pg_kq_avx2_q2_K_rows
+#define PG_KROWS_AVX2_q3_K pg_kq_avx2_q3_K_rows
+#define PG_KROWS_AVX2_q4_K pg_kq_avx2_q4_K_rows
+#define PG_KROWS_AVX2_q5_K pg_kq_avx2_q5_K_rows
+#define PG_KROWS_AVX2_q6_K pg_kq_avx2_q6_K_rows
+#define PG_KROWS_AVX2_iq4_xs pg_kq_avx2_iq4_xs_rows
+#define PG_KROWS_FN(T) PG_KROWS_AVX2_##T
 #else
 #define PG_KROWS_FN(T) NULL
 #endif

@@ -98,10 +98,22 @@ static inline __m128 pg_kq_avx2_fp16x2(const pg_fp16_t * p) {
     return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
 }
 
-/* Q2_K's scales: int16 i of the result is byte k (i < 8) or k + 1 (i >= 8) of b, whose two lanes
- * both hold the 16 scale bytes (zero-extended; one shuffle, no widening or lane permutes) */
+/* pg_kq_avx2_pick's shuffle controls for k = 0, 2, .., 14: int16 lanes 0x8000 | k, then 0x8000 | (k + 1).
+ * A table in memory: built from set1/set_m128i, gcc composed all eight in registers at every call
+ * (about 60 instructions per row of 16 super-blocks) and then spilled six of them to the stack */
+static const int16_t pg_kq_avx2_pick_ctl[8][16] __attribute__((aligned(32))) = {
+#define PG_KQ_PICK_ROW(k) {(int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), \
+                           (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), \
+                           (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), \
+                           (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k))}
+    PG_KQ_PICK_ROW(0), PG_KQ_PICK_ROW(2), PG_KQ_PICK_ROW(4), PG_KQ_PICK_ROW(6),
+    PG_KQ_PICK_ROW(8), PG_KQ_PICK_ROW(10), PG_KQ_PICK_ROW(12), PG_KQ_PICK_ROW(14)
+#undef PG_KQ_PICK_ROW
+};
+/* Q2_K's scales: int16 i of the result is byte k (i < 8) or k + 1 (i >= 8) of b (k even), whose two
+ * lanes both hold the 16 scale bytes (zero-extended; one shuffle, no widening or lane permutes) */
 static inline __m256i pg_kq_avx2_pick(__m256i b, int k) {
-    return _mm256_shuffle_epi8(b, _mm256_set_m128i(_mm_set1_epi16((short) (0x8000 | (k + 1))), _mm_set1_epi16((short) (0x8000 | k))));
+    return _mm256_shuffle_epi8(b, _mm256_load_si256((const __m256i *) pg_kq_avx2_pick_ctl[k / 2]));
 }
 
 /* pg_kq_dot_2bit_simd on AVX2: each field shifted out of the loaded qs (bits 2j), hm's bit 4h + j
