@@ -676,13 +676,7 @@ PG_KQ_AVX2_ROWS(q4_K)
 PG_KQ_AVX2_ROWS(q5_K)
 PG_KQ_AVX2_ROWS(q6_K)
 PG_KQ_AVX2_ROWS(iq4_xs)
-#define PG_KROWS_AVX2_q2_K pg_kq_avx2_q2_K_rows
-#define PG_KROWS_AVX2_q3_K pg_kq_avx2_q3_K_rows
-#define PG_KROWS_AVX2_q4_K pg_kq_avx2_q4_K_rows
-#define PG_KROWS_AVX2_q5_K pg_kq_avx2_q5_K_rows
-#define PG_KROWS_AVX2_q6_K pg_kq_avx2_q6_K_rows
-#define PG_KROWS_AVX2_iq4_xs pg_kq_avx2_iq4_xs_rows
-#define PG_KROWS_FN(T) PG_KROWS_AVX2_##T
+#define PG_KROWS_FN(T) pg_kq_avx2_##T##_rows
 #else
 #define PG_KROWS_FN(T) NULL
 #endif
