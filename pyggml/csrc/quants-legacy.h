@@ -179,6 +179,7 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
 #else
 #define PG_QT_MR 1
+#define PG_QT_NC 4
 #define PG_QTILE_FN(NAME) NULL
 #endif
 #if defined(PG_X86_GEMV)
