@@ -2,7 +2,10 @@
  * ISA half of their vec_dot_tile: PG_QT_MR weight rows x up to 4 activation rows (Q8_0/Q8_1) per call,
  * each weight block decoded once for the tile's columns and each activation block loaded once for its
  * rows, the accumulators of every (row, column) pair in registers for the whole row. mul_mat's GEMV
- * and GEMM (matmul.h) both run on it, so a column's result does not depend on N.
+ * and GEMM (matmul.h) both run on it, so a column's result does not depend on N. On AVX2 a call takes
+ * up to PG_QT_NC (64) columns, 4 at a time in registers: with more than 4 its weight rows are decoded
+ * once into a stack buffer (NAME##_tile_pre) that each group of 4 reads back, the same lanes as the
+ * body's own decode (Q8_0 GEMM x 128 about 6% less time, IQ4_NL 15%, Q5_0/Q5_1 25%; docs/benchmarks.md).
  *
  * Per block and pair the int8 products are summed exactly in 8 int32 lanes (AVX-512 VNNI dpbusd, else
  * maddubs + madd), converted to f32 and added times d_x*d_y into 8 f32 lanes, as ggml's vec_dot does.
