@@ -3,14 +3,15 @@ ggml with CMake and exposes ggml.h through ctypes). Only what the vs-ggml benchm
 holding input tensors copied from numpy, a planned graph whose compute() is one ctypes call, and
 results read back as float32.
 
-Install (the build takes several minutes; GGML_NATIVE=ON compiles ggml for this CPU):
+Install (the build takes several minutes; GGML_NATIVE=ON compiles ggml for this CPU; GGML_LLAMAFILE=ON
+adds the tinyBLAS GEMM that llama.cpp's own build turns on and ggml's standalone build leaves off):
 
-    CMAKE_ARGS="-DGGML_NATIVE=ON" pip install ggml-python       # or: pip install "pyggml[bench]"
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON" pip install ggml-python
 
 For a second copy built for AVX2 only, next to the native one:
 
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
-        -DGGML_BMI2=ON -DGGML_AVX512=OFF" pip install --no-deps --target DIR ggml-python
+        -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_LLAMAFILE=ON" pip install --no-deps --target DIR ggml-python
     PYTHONPATH=DIR python -m benchmarks --vs-ggml
 """
 import ctypes
@@ -18,7 +19,7 @@ import ctypes
 import numpy as np
 
 INSTALL_HINT = ('ggml is not installed: the comparison runs ggml through the ggml-python package. Install it '
-                'with\n    CMAKE_ARGS="-DGGML_NATIVE=ON" pip install ggml-python\n'
+                'with\n    CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON" pip install ggml-python\n'
                 '(it builds ggml from source with CMake: several minutes). See benchmarks/ggml_side.py.')
 
 # what ggml's CPU backend was compiled with, as it reports (llamafile: the tinyBLAS GEMM llama.cpp builds)

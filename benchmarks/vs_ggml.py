@@ -329,6 +329,9 @@ def main(argv=None):
     print(f"pyggml {info['version']}: simd {info['simd']}, openmp {info['openmp']}, {info['compiler']}")
     print(f"ggml (ggml-python {getattr(ggml, '__version__', '?')}): {level} ({' '.join(flags)}), "
           f"ctypes call {ctypes_floor(ggml) * 1e6:.3f} us")
+    if "llamafile" not in flags:
+        print("note: this ggml was built without GGML_LLAMAFILE (llama.cpp's builds have it): its legacy-quant\n"
+              "and F16 GEMM rows are slower than llama.cpp's; see benchmarks/ggml_side.py to rebuild it")
     print()
     table(ggml, [c for c in CASES if any(s in c[0] for s in args.cases.split("|"))], threads, min_time, args.runs)
     if args.load:

@@ -171,7 +171,8 @@ PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMI
 PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_Q5_1)
 PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL)
 
-/* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86;
+/* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86 (up to
+ * PG_QT_NC columns per call, 4 at a time);
  * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV, the
  * tile's bits): AVX2 (isa/qgemm-x86.h) and AVX-512 with VNNI and GFNI (isa/qgemv-x86.h) */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
@@ -179,6 +180,7 @@ PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, 
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
 #else
 #define PG_QT_MR 1
+#define PG_QT_NC 4
 #define PG_QTILE_FN(NAME) NULL
 #endif
 #if defined(PG_X86_GEMV)

@@ -219,7 +219,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
         .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q8_0_n,
         .vec_dot_tile = PG_QTILE_FN(q8_0), .vec_dot_rows = PG_QROWS_FN(q8_0),
-        .tile_nc = 4,
+        .tile_nc = PG_QT_NC,
         .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
     },
     [PG_TYPE_Q4_0] = {
@@ -227,7 +227,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
         .vec_dot_tile = PG_QTILE_FN(q4_0), .vec_dot_rows = PG_QROWS_FN(q4_0),
-        .tile_nc = 4,
+        .tile_nc = PG_QT_NC,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
     /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
@@ -276,7 +276,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_1_to_f32, .from_float = pg_row_q4_1_from_f32,
         .vec_dot = pg_type_dot_q4_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q4_1_n,
         .vec_dot_tile = PG_QTILE_FN(q4_1), .vec_dot_rows = PG_QROWS_FN(q4_1),
-        .tile_nc = 4,
+        .tile_nc = PG_QT_NC,
         .attn_dot = pg_type_attn_dot_q4_1, .attn_acc = pg_type_attn_acc_q4_1,
     },
     [PG_TYPE_Q5_0] = {
@@ -284,7 +284,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q5_0_to_f32, .from_float = pg_row_q5_0_from_f32,
         .vec_dot = pg_type_dot_q5_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q5_0_n,
         .vec_dot_tile = PG_QTILE_FN(q5_0), .vec_dot_rows = PG_QROWS_FN(q5_0),
-        .tile_nc = 4,
+        .tile_nc = PG_QT_NC,
         .attn_dot = pg_type_attn_dot_q5_0, .attn_acc = pg_type_attn_acc_q5_0,
     },
     [PG_TYPE_Q5_1] = {
@@ -292,7 +292,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q5_1_to_f32, .from_float = pg_row_q5_1_from_f32,
         .vec_dot = pg_type_dot_q5_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q5_1_n,
         .vec_dot_tile = PG_QTILE_FN(q5_1), .vec_dot_rows = PG_QROWS_FN(q5_1),
-        .tile_nc = 4,
+        .tile_nc = PG_QT_NC,
         .attn_dot = pg_type_attn_dot_q5_1, .attn_acc = pg_type_attn_acc_q5_1,
     },
     /* Q8_1: only the activations of Q4_1/Q5_1 (ggml has no vec_dot for it either) */
@@ -305,7 +305,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_iq4_nl_to_f32, .from_float = pg_row_iq4_nl_from_f32,
         .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
         .vec_dot_tile = PG_QTILE_FN(iq4_nl), .vec_dot_rows = PG_QROWS_FN(iq4_nl),
-        .tile_nc = 4,
+        .tile_nc = PG_QT_NC,
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },
     /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h); no KV cache type in ggml */

@@ -2,7 +2,10 @@
  * ISA half of their vec_dot_tile: PG_QT_MR weight rows x up to 4 activation rows (Q8_0/Q8_1) per call,
  * each weight block decoded once for the tile's columns and each activation block loaded once for its
  * rows, the accumulators of every (row, column) pair in registers for the whole row. mul_mat's GEMV
- * and GEMM (matmul.h) both run on it, so a column's result does not depend on N.
+ * and GEMM (matmul.h) both run on it, so a column's result does not depend on N. On AVX2 a call takes
+ * up to PG_QT_NC (64) columns, 4 at a time in registers: with more than 4 its weight rows are decoded
+ * once into a stack buffer (NAME##_tile_pre) that each group of 4 reads back, the same lanes as the
+ * body's own decode (Q8_0 GEMM x 128 about 6% less time, IQ4_NL 15%, Q5_0/Q5_1 25%; docs/benchmarks.md).
  *
  * Per block and pair the int8 products are summed exactly in 8 int32 lanes (AVX-512 VNNI dpbusd, else
  * maddubs + madd), converted to f32 and added times d_x*d_y into 8 f32 lanes, as ggml's vec_dot does.
@@ -28,6 +31,7 @@
 
 #if defined(PG_SIMD_AVX512)
 #define PG_QT_MR 4                 /* weight rows per tile: 16 accumulators + 4 rows' codes and scales */
+#define PG_QT_NC 4                 /* the most columns a call takes (types.h's tile_nc) */
 typedef __m512i pg_qt_i;
 typedef __m512 pg_qt_f;
 #if defined(__AVX512VNNI__)
@@ -102,6 +106,7 @@ static inline float pg_qt_sum(pg_qt_f acc) {
 }
 #else
 #define PG_QT_MR 2                 /* 8 accumulators + 2 rows' codes and scales (some in L1) */
+#define PG_QT_NC 64                /* the most columns a call takes (types.h's tile_nc): a chunk's */
 /* a step's even and odd block, one ymm each; pg_qt_cvt sums each block's 8 int32 lanes to 4 and
  * puts the two blocks side by side in one f32 vector (lanes 0, 1, 4, 5 the even block, 2, 3, 6, 7
  * the odd one), so a step costs one conversion and one FMA per accumulator, as with AVX-512 */
@@ -216,6 +221,8 @@ static inline float pg_qt_sum(pg_qt_f acc) { return pg_avx2_hsum(acc); }
 /* how a type's decoded lanes enter the unsigned side: codes >= 0 as they are (Q4_1, Q5_1), codes
  * q + off (Q4_0, Q5_0), signed values (Q8_0, IQ4_NL) */
 enum { PG_QT_UNS, PG_QT_OFF, PG_QT_SIGNED };
+/* calls of more than 4 columns with rows of up to this many steps decode the weights once */
+#define PG_QT_PRE_STEPS 128
 
 /* one step (two blocks) of a weight row: unsigned lanes u, the signed values s (sign trick
  * only), d_x (and m) per block */
@@ -274,13 +281,13 @@ static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * 
 }
 
 /* the body instantiated for nc = 1..4 columns and MR rows */
-#define PG_QT_COLS(NAME, n, x, bx, mr, MR, y, by, nc, s, lds)                                          \
+#define PG_QT_COLS(NAME, n, x, bx, mr, MR, y, by, nc, s, lds, wpre)                                    \
     do {                                                                                               \
         switch (nc) {                                                                                  \
-        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds, NULL); break;                     \
-        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds, NULL); break;                     \
-        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds, NULL); break;                     \
-        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds, NULL); break;                    \
+        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds, NULL, wpre); break;               \
+        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds, NULL, wpre); break;               \
+        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds, NULL, wpre); break;               \
+        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds, NULL, wpre); break;              \
         }                                                                                              \
     } while (0)
 
@@ -310,7 +317,7 @@ static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr
         (void) m;                                                                                      \
     }                                                                                                  \
     for (int64_t r = 0; r < nr; r++)                                                                   \
-        NAME##_tile_body(n, (const char *) vx + (size_t) r * bx, bx, 1, 1, vy, 0, 1, s + r, 1, yd);    \
+        NAME##_tile_body(n, (const char *) vx + (size_t) r * bx, bx, 1, 1, vy, 0, 1, s + r, 1, yd, NULL); \
 }
 #endif
 
@@ -324,11 +331,12 @@ static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr
 static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * const * x, const TY * const * y, \
                                                                    int64_t ib, const int two, const int MR, \
                                                                    const int nc, pg_qt_f acc[PG_QT_MR][4], \
-                                                                   const pg_qt_f * yd) {                \
+                                                                   const pg_qt_f * yd, const pg_qt_w * wp) { \
     const int64_t i1 = two ? ib + 1 : ib;                                                              \
     pg_qt_w w[PG_QT_MR];                                                                               \
     _Pragma("GCC unroll 4")                                                                            \
     for (int r = 0; r < MR; r++) {                                                                     \
+        if (wp) { w[r] = wp[r]; continue; }                                                            \
         const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                                   \
         w[r] = pg_qt_weights(DECODE(b0, b1), MODE, MR > 1);                                            \
         MIN(pg_qt_scales_dm(&w[r].d, &w[r].m, b0, b1, two), w[r].d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
@@ -349,10 +357,27 @@ static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * co
         }                                                                                              \
     }                                                                                                  \
 }                                                                                                      \
+/* the tile's decoded weights of PG_QT_MR rows (pg_qt_weights and the scales, as a step makes them), \
+ * step by step, for calls of more than 4 columns: decoded once, read back by each group of 4 */     \
+static inline void NAME##_tile_pre(int64_t n, const void * vx, size_t bx, int mr, pg_qt_w * wp) {     \
+    const TX * x[PG_QT_MR];                                                                            \
+    for (int r = 0; r < PG_QT_MR; r++) x[r] = (const TX *) ((const char *) vx + (size_t) PG_MIN(r, mr - 1) * bx); \
+    const int64_t nb = n / PG_QK;                                                                      \
+    for (int64_t ib = 0; ib < nb; ib += 2, wp += PG_QT_MR) {                                           \
+        const int two = ib + 1 < nb;                                                                   \
+        const int64_t i1 = two ? ib + 1 : ib;                                                          \
+        _Pragma("GCC unroll 4")                                                                        \
+        for (int r = 0; r < PG_QT_MR; r++) {                                                           \
+            const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                               \
+            wp[r] = pg_qt_weights(DECODE(b0, b1), MODE, PG_QT_MR > 1);                                 \
+            MIN(pg_qt_scales_dm(&wp[r].d, &wp[r].m, b0, b1, two), wp[r].d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
+        }                                                                                              \
+    }                                                                                                  \
+}                                                                                                      \
 static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, const void * vx, size_t bx, int mr, \
                                                                    const int MR, const void * vy, size_t by, \
                                                                    const int nc, float * s, size_t lds,  \
-                                                                   const pg_qt_f * yd) {                \
+                                                                   const pg_qt_f * yd, const pg_qt_w * wpre) { \
     const TX * x[PG_QT_MR];                                                                            \
     const TY * y[4];                                                                                   \
     _Pragma("GCC unroll 4")                                                                            \
@@ -366,8 +391,8 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
         for (int c = 0; c < nc; c++) acc[r][c] = pg_qt_zero_f();                                       \
     const int64_t nb = n / PG_QK;                                                                      \
     int64_t ib = 0;                                                                                    \
-    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc, yd);                       \
-    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc, yd);                                       \
+    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc, yd, wpre ? wpre + ib / 2 * MR : NULL); \
+    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc, yd, wpre ? wpre + ib / 2 * MR : NULL);     \
     _Pragma("GCC unroll 4")                                                                            \
     for (int c = 0; c < nc; c++)                                                                       \
         _Pragma("GCC unroll 4")                                                                        \
@@ -375,8 +400,21 @@ static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, co
 }                                                                                                      \
 static inline void NAME##_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc, \
                                float * s, size_t lds) {                                                \
-    if (mr == 1) PG_QT_COLS(NAME, n, x, bx, mr, 1, y, by, nc, s, lds);                                 \
-    else PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, y, by, nc, s, lds);                                  \
+    const int64_t nstep = (n / PG_QK + 1) / 2;                                                         \
+    if (mr > 1 && nc > 4 && nstep <= PG_QT_PRE_STEPS) {                                                \
+        pg_qt_w wpre[PG_QT_PRE_STEPS * PG_QT_MR];                                                      \
+        NAME##_tile_pre(n, x, bx, mr, wpre);                                                           \
+        for (int c0 = 0; c0 < nc; c0 += 4)                                                             \
+            PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, (const char *) y + (size_t) c0 * by, by,          \
+                       PG_MIN(4, nc - c0), s + (size_t) c0 * lds, lds, wpre);                          \
+        return;                                                                                        \
+    }                                                                                                  \
+    for (int c0 = 0; c0 < nc; c0 += 4) {                                                               \
+        const void * yc = (const char *) y + (size_t) c0 * by;                                         \
+        float * sc = s + (size_t) c0 * lds;                                                            \
+        if (mr == 1) PG_QT_COLS(NAME, n, x, bx, mr, 1, yc, by, PG_MIN(4, nc - c0), sc, lds, NULL);     \
+        else PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, yc, by, PG_MIN(4, nc - c0), sc, lds, NULL);      \
+    }                                                                                                  \
 }                                                                                                      \
 PG_QT_ROWS(NAME, TY, MIN)
 
