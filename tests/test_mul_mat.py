@@ -165,6 +165,26 @@ def test_quant_gemv_long_rows(ctx, rng, typ):
         np.testing.assert_array_equal(one.to_numpy()[0], full.to_numpy()[0])
 
 
+@pytest.mark.parametrize("typ", ["Q8_0", "IQ4_NL", "Q5_1"])
+def test_quant_gemm_decoded_rows_limit(ctx, rng, typ):
+    """the AVX2 tile decodes its weight rows once for calls of more than 4 columns when a row has at
+    most 128 steps of two blocks (K <= 8192), and decodes them per group of 4 columns past that:
+    either way each column's bits are those of the column alone, at the limit and one block on
+    each side of it (an odd last block at K = 8160 and 8224)"""
+    m, n = 3, 6
+    for k in [8192 - 32, 8192, 8192 + 32]:
+        a = ctx.from_numpy(rng.standard_normal((m, k)).astype(np.float32), type=T[typ])
+        x = rng.standard_normal((n, k)).astype(np.float32)
+        full = gg.mul_mat(a, ctx.from_numpy(x))
+        cols = [gg.mul_mat(a, ctx.from_numpy(x[j:j + 1])) for j in range(n)]
+        g = gg.CGraph()
+        for t in [full] + cols:
+            g.build_forward_expand(t)
+        g.compute(n_threads=2)
+        alone = np.concatenate([c.to_numpy() for c in cols])
+        np.testing.assert_array_equal(full.to_numpy().view(np.uint32), alone.view(np.uint32), err_msg=f"K={k}")
+
+
 @pytest.mark.parametrize("typ", ["F16", "BF16", "Q8_0", "Q4_1"])
 def test_activation_rounding(ctx, rng, typ):
     """the activations are converted to the dot type first (a reference without it is far off)"""
