@@ -102,13 +102,12 @@ static inline __m128 pg_kq_avx2_fp16x2(const pg_fp16_t * p) {
  * A table in memory: built from set1/set_m128i, gcc composed all eight in registers at every call
  * (about 60 instructions per row of 16 super-blocks) and then spilled six of them to the stack */
 static const int16_t pg_kq_avx2_pick_ctl[8][16] __attribute__((aligned(32))) = {
-#define PG_KQ_PICK_ROW(k) {(int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), \
-                           (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), (int16_t) (0x8000 | (k)), \
-                           (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), \
-                           (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k)), (int16_t) (0x8001 | (k))}
+#define PG_KQ_PICK8(v) v, v, v, v, v, v, v, v
+#define PG_KQ_PICK_ROW(k) {PG_KQ_PICK8((int16_t) (0x8000 | (k))), PG_KQ_PICK8((int16_t) (0x8001 | (k)))}
     PG_KQ_PICK_ROW(0), PG_KQ_PICK_ROW(2), PG_KQ_PICK_ROW(4), PG_KQ_PICK_ROW(6),
     PG_KQ_PICK_ROW(8), PG_KQ_PICK_ROW(10), PG_KQ_PICK_ROW(12), PG_KQ_PICK_ROW(14)
 #undef PG_KQ_PICK_ROW
+#undef PG_KQ_PICK8
 };
 /* Q2_K's scales: int16 i of the result is byte k (i < 8) or k + 1 (i >= 8) of b (k even), whose two
  * lanes both hold the 16 scale bytes (zero-extended; one shuffle, no widening or lane permutes) */

@@ -328,6 +328,13 @@ static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr
  * the missing ones repeating the last (computed, not stored). An odd last block pairs with itself,
  * its twin's scales zero */
 #define PG_QTILE(NAME, TX, TY, DECODE, MODE, OFF, MIN)                                                 \
+/* one step of a weight row decoded: its blocks b0, b1 (b1 = b0 for an odd last block) */            \
+static inline __attribute__((always_inline)) pg_qt_w NAME##_tile_w(const TX * b0, const TX * b1, const int two, \
+                                                                   const int MR) {                      \
+    pg_qt_w w = pg_qt_weights(DECODE(b0, b1), MODE, MR > 1);                                           \
+    MIN(pg_qt_scales_dm(&w.d, &w.m, b0, b1, two), w.d = pg_qt_scales(b0->d, two ? b1->d : 0));         \
+    return w;                                                                                          \
+}                                                                                                      \
 static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * const * x, const TY * const * y, \
                                                                    int64_t ib, const int two, const int MR, \
                                                                    const int nc, pg_qt_f acc[PG_QT_MR][4], \
@@ -335,12 +342,7 @@ static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * co
     const int64_t i1 = two ? ib + 1 : ib;                                                              \
     pg_qt_w w[PG_QT_MR];                                                                               \
     _Pragma("GCC unroll 4")                                                                            \
-    for (int r = 0; r < MR; r++) {                                                                     \
-        if (wp) { w[r] = wp[r]; continue; }                                                            \
-        const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                                   \
-        w[r] = pg_qt_weights(DECODE(b0, b1), MODE, MR > 1);                                            \
-        MIN(pg_qt_scales_dm(&w[r].d, &w[r].m, b0, b1, two), w[r].d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
-    }                                                                                                  \
+    for (int r = 0; r < MR; r++) w[r] = wp ? wp[r] : NAME##_tile_w(x[r] + ib, x[r] + i1, two, MR);      \
     _Pragma("GCC unroll 4")                                                                            \
     for (int c = 0; c < nc; c++) {                                                                     \
         const TY * b0 = y[c] + ib, * b1 = y[c] + i1;                                                   \
@@ -357,7 +359,7 @@ static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * co
         }                                                                                              \
     }                                                                                                  \
 }                                                                                                      \
-/* the tile's decoded weights of PG_QT_MR rows (pg_qt_weights and the scales, as a step makes them), \
+/* the tile's decoded weights of PG_QT_MR rows (NAME##_tile_w, as a step makes them),                \
  * step by step, for calls of more than 4 columns: decoded once, read back by each group of 4 */     \
 static inline void NAME##_tile_pre(int64_t n, const void * vx, size_t bx, int mr, pg_qt_w * wp) {     \
     const TX * x[PG_QT_MR];                                                                            \
@@ -367,11 +369,7 @@ static inline void NAME##_tile_pre(int64_t n, const void * vx, size_t bx, int mr
         const int two = ib + 1 < nb;                                                                   \
         const int64_t i1 = two ? ib + 1 : ib;                                                          \
         _Pragma("GCC unroll 4")                                                                        \
-        for (int r = 0; r < PG_QT_MR; r++) {                                                           \
-            const TX * b0 = x[r] + ib, * b1 = x[r] + i1;                                               \
-            wp[r] = pg_qt_weights(DECODE(b0, b1), MODE, PG_QT_MR > 1);                                 \
-            MIN(pg_qt_scales_dm(&wp[r].d, &wp[r].m, b0, b1, two), wp[r].d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
-        }                                                                                              \
+        for (int r = 0; r < PG_QT_MR; r++) wp[r] = NAME##_tile_w(x[r] + ib, x[r] + i1, two, PG_QT_MR);  \
     }                                                                                                  \
 }                                                                                                      \
 static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, const void * vx, size_t bx, int mr, \
