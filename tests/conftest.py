@@ -1,4 +1,5 @@
 import os
+import pathlib
 import platform
 
 import numpy as np
@@ -13,6 +14,9 @@ THREADS = sorted({1, 2, int(os.environ.get("PYGGML_TEST_THREADS", "2"))})
 EMULATED = bool(os.environ.get("PYGGML_EMULATED")) or platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64")
 
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
 def pytest_collection_modifyitems(config, items):
     # qemu-user without binfmt_misc cannot exec a second foreign program (sys.executable, spawn)
     if EMULATED:
@@ -20,6 +24,30 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "subprocess" in item.keywords:
                 item.add_marker(skip)
+    # the comparisons with llama.cpp run in their own CI stage (they take minutes), only when asked for
+    if "llama_cpp" not in (config.getoption("markexpr") or ""):
+        skip = pytest.mark.skip(reason="compared with llama.cpp: bash tools/llama_cpp.sh, then pytest -m llama_cpp")
+        for item in items:
+            if "llama_cpp" in item.keywords:
+                item.add_marker(skip)
+
+
+def llama_cpp_tree():
+    """The llama.cpp tree of llama-cpp-python's source distribution that tools/llama_cpp.sh unpacks
+    (convert_hf_to_gguf.py, gguf-py, models/ggml-vocab-*.gguf, models/templates), or None:
+    $PYGGML_LLAMA_CPP, else the newest under .cache/llama-cpp-python."""
+    env = os.environ.get("PYGGML_LLAMA_CPP")
+    trees = [pathlib.Path(env)] if env else sorted(REPO.glob(".cache/llama-cpp-python/*/vendor/llama.cpp"))
+    return trees[-1] if trees and (trees[-1] / "convert_hf_to_gguf.py").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_src():
+    """llama_cpp_tree(), or skip (the tests that need it are marked llama_cpp)."""
+    tree = llama_cpp_tree()
+    if tree is None:
+        pytest.skip("no llama.cpp tree: run bash tools/llama_cpp.sh")
+    return tree
 
 
 def pytest_terminal_summary(terminalreporter):

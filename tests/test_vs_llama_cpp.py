@@ -31,7 +31,7 @@ import pyggml as gg
 from pyggml import gguf
 from pyggml.models.model import Model
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.llama_cpp]
 
 N_PREFILL, N_DECODE = 7, 8
 KV = {"f32": (gg.Type.F32, 0), "f16": (gg.Type.F16, 1)}        # pyggml type, GGML_TYPE_* for llama.cpp
