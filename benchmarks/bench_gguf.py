@@ -28,7 +28,7 @@ how, path = sys.argv[1], sys.argv[2]
 import numpy as np, gguf, pyggml as gg, pyggml.gguf as G
 a0, t0 = anon(), time.perf_counter()
 if how == "pyggml":
-    f = G.load(path, validate=False)
+    f = G.load(path)
     t_load = time.perf_counter() - t0
     keep = [t.numpy().view(np.uint8).sum() if t.type in (gg.Type.F32, gg.Type.F16) else 0 for t in f.tensors.values()]
 elif how == "GGUFReader":
@@ -36,7 +36,7 @@ elif how == "GGUFReader":
     t_load = time.perf_counter() - t0
     keep = [int(t.data.view(np.uint8).sum()) for t in r.tensors]
 else:
-    f = G.load(path, validate=False)
+    f = G.load(path)
     ctx = gg.Context()
     keep = [ctx.from_bytes(t.type, t.ne, t.tobytes()) for t in f.tensors.values()]
     t_load = time.perf_counter() - t0

@@ -124,12 +124,12 @@ class HFRun:
         import transformers
         self.torch = torch
         torch.set_num_threads(nth)
-        hp = gg.gguf.load(path).hparams
-        cfg = transformers.LlamaConfig(vocab_size=hp["n_vocab"], hidden_size=hp["n_embd"],
-                                       intermediate_size=hp["n_ff"], num_hidden_layers=hp["n_layer"],
-                                       num_attention_heads=hp["n_head"], num_key_value_heads=hp["n_head_kv"],
-                                       rms_norm_eps=hp["rms_eps"], max_position_embeddings=ctx,
-                                       rope_parameters={"rope_type": "default", "rope_theta": hp["rope_freq_base"]},
+        hp = models.read_hparams(gg.gguf.load(path))
+        cfg = transformers.LlamaConfig(vocab_size=hp.n_vocab, hidden_size=hp.n_embd,
+                                       intermediate_size=hp.n_ff, num_hidden_layers=hp.n_layer,
+                                       num_attention_heads=hp.n_head, num_key_value_heads=hp.n_head_kv,
+                                       rms_norm_eps=hp.rms_eps, max_position_embeddings=ctx,
+                                       rope_parameters={"rope_type": "default", "rope_theta": hp.rope.freq_base},
                                        tie_word_embeddings=False)
         with torch.device("meta"):
             model = transformers.LlamaForCausalLM(cfg)

@@ -19,8 +19,10 @@ def _cmd_info(args):
             types[t.type.name] = types.get(t.type.name, 0) + 1
         print(f"\n{f.path}: {f.arch}, {len(f.tensors)} tensors ({', '.join(f'{n} {k}' for k, n in types.items())}), "
               f"{f.nbytes / 1e6:.1f} MB")
-        for k, v in f.hparams.items():
-            print(f"  {k}: {v}")
+        from pyggml import models
+        if f.arch in models.ARCHS:
+            for k, v in models.read_hparams(f).as_dict().items():
+                print(f"  {k}: {v}")
     return 0
 
 

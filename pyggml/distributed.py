@@ -58,7 +58,8 @@ def layer_bytes(f):
     Model.weight_bytes counts what a decode step reads: the output norm and the LM head (token_embd
     when output.weight is absent) belong to the last stage; stage 0's embedding lookup reads a few
     rows of token_embd and is not counted."""
-    n_layer = f.hparams["n_layer"]
+    from pyggml.models import read_hparams
+    n_layer = read_hparams(f).n_layer
     per_layer = [0] * n_layer
     for name, t in f.tensors.items():
         if name.startswith("blk."):
@@ -114,8 +115,10 @@ class _Stage:
 
     def __init__(self, path):
         from pyggml import gguf
+        from pyggml.models import read_hparams
 
         self.file = gguf.load(path)
+        self.hparams = read_hparams(self.file)
         self.model = None
         self.sampler = None
         self.seconds, self.calls = 0.0, 0
@@ -124,7 +127,7 @@ class _Stage:
         """What the caller needs before the split: the architecture, hparams and weight bytes."""
         import ray
 
-        return {"arch": self.file.arch, "hparams": self.file.hparams, "bytes": layer_bytes(self.file),
+        return {"arch": self.file.arch, "hparams": self.hparams, "bytes": layer_bytes(self.file),
                 "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     def build(self, layers, n_ctx, n_threads, kv_type, options):
@@ -135,7 +138,7 @@ class _Stage:
         if n_threads is None:       # Ray sets OMP_NUM_THREADS from num_cpus; use the node's cores
             n_threads = count_threads(build_info()["openmp"], environ={})
         f = self.file
-        self.model = Model(f.arch, f.hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type,
+        self.model = Model(f.arch, self.hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type,
                            layers=layers, source=f.path, **options)
         return {"weight_bytes": self.model.weight_bytes, "kv_bytes": self.model.cache.nbytes,
                 "n_threads": n_threads}
@@ -207,7 +210,7 @@ class Pipeline:
                 self.actors[i] = self._spawn(i)
             info = self._wait_stage(0, self.actors[0].info.remote(), "did not start")
             self.arch, self.hparams = info["arch"], info["hparams"]
-            self.n_vocab = self.hparams["n_vocab"]
+            self.n_vocab = self.hparams.n_vocab
             per_layer, head = info["bytes"]
             if split is None:
                 ranges = split_layers(per_layer, n_stages, head)

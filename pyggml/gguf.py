@@ -1,7 +1,7 @@
 """GGUF files: load them memory-mapped, with tensors that point into the mapping, and save them.
 
     f = pyggml.gguf.load("model.gguf")     # GGUFFile
-    f.arch, f.hparams["n_embd"], f.metadata["general.name"]
+    f.arch, f.metadata["general.name"], f.metadata["llama.embedding_length"]
     w = f.tensor("blk.0.attn_q.weight")      # a pyggml.Tensor whose data is the file's mapping
     pyggml.gguf.save("copy.gguf", f.tensors, f.metadata, types=f.types)
 
@@ -12,17 +12,8 @@ from the page cache and cost no anonymous memory (RssAnon); a write into a tenso
 process's copy, never the file. Tensors keep the mapping alive after close(). save() writes with
 the gguf package's GGUFWriter (an optional dependency: pip install pyggml[gguf]).
 
-hparams normalises llama.cpp's metadata keys, with llama.cpp's defaults where a key is absent:
-n_vocab ({arch}.vocab_size, else the token list's length, else token_embd's rows), n_embd, n_layer,
-n_head, n_head_kv (default n_head), head_dim (attention.key_length, default n_embd / n_head),
-head_dim_v (attention.value_length, same default), n_ff, n_ctx_train, n_ctx_orig
-(rope.scaling.original_context_length, default n_ctx_train), rope_type (the architecture's RoPE
-mode, ARCHITECTURES), rope_freq_base (default 10000), rope_freq_scale (1 / rope.scaling.factor,
-default 1), rope_dim (rope.dimension_count, default head_dim), rope_sections (4 ints, or None;
-required for qwen2vl), rms_eps, tie_output (True when output.weight is absent: the output
-projection is token_embd), bos_id, eos_id (None when absent). The tensors of the architectures in
-ARCHITECTURES are checked against them (expected_tensors); load(path, validate=False) reads any GGUF
-(an mmproj file, another architecture) without those checks.
+This module knows the GGUF format only: what an architecture's keys and tensors mean is in
+pyggml.models (pyggml.models.read_hparams(f) gives a file's typed, validated hyper-parameters).
 """
 import mmap
 import os
@@ -30,20 +21,15 @@ import struct
 
 import numpy as np
 
-from pyggml._enums import RopeType, Type
+from pyggml._enums import Type
 from pyggml._tables import blck_size, type_size
 from pyggml._tensor import Context
 
-__all__ = ["ARCHITECTURES", "SUPPORTED_TYPES", "GGUFError", "GGUFFile", "load", "save"]
+__all__ = ["SUPPORTED_TYPES", "GGUFError", "GGUFFile", "load", "save"]
 
 # tensor types pyggml can hold: every row of the C type table (csrc/types.h), which pyggml.Type is built
 # from (adding a type there adds it here)
 SUPPORTED_TYPES = frozenset(Type)
-
-# RoPE mode of each architecture's attention, as llama.cpp's llama_model_rope_type: llama rotates
-# adjacent pairs (NORMAL; its converter permutes the Q/K rows for that), qwen2 the two halves (NEOX),
-# qwen2vl sections of the halves by four position streams (MROPE).
-ARCHITECTURES = {"llama": RopeType.NORMAL, "qwen2": RopeType.NEOX, "qwen2vl": RopeType.MROPE}
 
 _MAGIC = b"GGUF"
 # GGUF metadata value types: struct formats of the fixed-size ones, and the two others
@@ -78,20 +64,18 @@ def _ggml_type_name(code):
         return f"{code} (unknown to pyggml)"
 
 
-def load(path, validate=True):
-    """Memory-map the GGUF file at `path`. validate=True (the default) checks the architecture,
-    the required keys and every known tensor's shape and type, and fills GGUFFile.hparams;
-    validate=False only reads the metadata and the tensors."""
-    return GGUFFile(path, validate=validate)
+def load(path):
+    """Memory-map the GGUF file at `path`: its metadata and tensors (GGUFError for a file that breaks
+    the format; what the keys mean is pyggml.models' concern)."""
+    return GGUFFile(path)
 
 
 class GGUFFile:
-    """A memory-mapped GGUF file: `path`, `arch`, `metadata` (raw key -> value), `types` (key ->
-    its GGUF value type, (ARRAY, element type) for arrays), `hparams` (normalised, with llama.cpp's
-    defaults), `tensors` (name -> pyggml.Tensor pointing into the mapping; ne in ggml order as
+    """A memory-mapped GGUF file: `path`, `arch` (general.architecture, or None), `metadata` (raw key ->
+    value), `types` (key -> its GGUF value type, (ARRAY, element type) for arrays), `tensors` (name -> pyggml.Tensor pointing into the mapping; ne in ggml order as
     stored). Also a context manager."""
 
-    def __init__(self, path, validate=True):
+    def __init__(self, path):
         self.path = os.fspath(path)
         try:
             with open(self.path, "rb") as fp:
@@ -111,9 +95,6 @@ class GGUFFile:
         self.tensors = {}
         for name, ne, code, offset in infos:
             self.tensors[name] = self._tensor(name, ne, code, data_start + offset)
-        self.hparams = self._hparams() if validate else {}
-        if validate:
-            self._check_tensors()
 
     def _parse(self):
         """Read the metadata into self.metadata/self.types; return the tensor infos
@@ -207,86 +188,6 @@ class GGUFFile:
         t.name = name
         return t
 
-    def _key(self, key, default=KeyError):
-        """metadata[key], or default; a missing key without a default is a GGUFError."""
-        if key in self.metadata:
-            return self.metadata[key]
-        if default is KeyError:
-            raise GGUFError(f"{self.path}: the metadata has no {key!r}, which a {self.arch} model requires")
-        return default
-
-    def _hparams(self):
-        if self.arch is None:
-            raise GGUFError(f"{self.path}: the metadata has no 'general.architecture'")
-        if self.arch not in ARCHITECTURES:
-            raise GGUFError(f"{self.path}: architecture {self.arch!r} is not supported; supported: "
-                            f"{', '.join(ARCHITECTURES)} (load(path, validate=False) reads any GGUF)")
-        a = self.arch
-        n_embd = int(self._key(f"{a}.embedding_length"))
-        n_head = int(self._key(f"{a}.attention.head_count"))
-        n_head_kv = int(self._key(f"{a}.attention.head_count_kv", n_head))
-        head_dim, head_dim_v = (self._head_dim(f"{a}.attention.{k}_length", n_embd, n_head) for k in ("key", "value"))
-        tokens = self.metadata.get("tokenizer.ggml.tokens")
-        n_vocab = self._key(f"{a}.vocab_size", None)
-        if n_vocab is None:
-            n_vocab = len(tokens) if tokens is not None else self._vocab_from_embedding()
-        scale = self._key(f"{a}.rope.scaling.factor", self._key(f"{a}.rope.scale_linear", 0.0))
-        n_ctx_train = int(self._key(f"{a}.context_length"))
-        sections = self._key(f"{a}.rope.dimension_sections", KeyError if a == "qwen2vl" else None)
-        if sections is not None:
-            sections = [int(s) for s in sections] + [0] * (4 - len(sections))
-            if len(sections) != 4:
-                raise GGUFError(f"{self.path}: {a}.rope.dimension_sections must have at most 4 entries, "
-                                f"got {sections}")
-        bos, eos = self.metadata.get("tokenizer.ggml.bos_token_id"), self.metadata.get("tokenizer.ggml.eos_token_id")
-        return {
-            "n_vocab": int(n_vocab),
-            "n_embd": n_embd,
-            "n_layer": int(self._key(f"{a}.block_count")),
-            "n_head": n_head,
-            "n_head_kv": n_head_kv,
-            "head_dim": head_dim,
-            "head_dim_v": head_dim_v,
-            "n_ff": int(self._key(f"{a}.feed_forward_length")),
-            "n_ctx_train": n_ctx_train,
-            "n_ctx_orig": int(self._key(f"{a}.rope.scaling.original_context_length", n_ctx_train)),
-            "rope_type": ARCHITECTURES[a],
-            "rope_freq_base": float(self._key(f"{a}.rope.freq_base", 10000.0)),
-            "rope_freq_scale": 1.0 if scale == 0 else 1.0 / float(scale),
-            "rope_dim": int(self._key(f"{a}.rope.dimension_count", head_dim)),
-            "rope_sections": sections,
-            "rms_eps": float(self._key(f"{a}.attention.layer_norm_rms_epsilon")),
-            "tie_output": "output.weight" not in self.tensors,
-            "bos_id": None if bos is None else int(bos),
-            "eos_id": None if eos is None else int(eos),
-        }
-
-    def _head_dim(self, key, n_embd, n_head):
-        if key not in self.metadata and n_embd % n_head:
-            raise GGUFError(f"{self.path}: {key} is absent and the embedding length {n_embd} is not a multiple "
-                            f"of the head count {n_head}")
-        return int(self._key(key, n_embd // n_head))
-
-    def _vocab_from_embedding(self):
-        t = self.tensors.get("token_embd.weight")
-        if t is None:
-            raise GGUFError(f"{self.path}: no {self.arch}.vocab_size, no tokenizer.ggml.tokens and no "
-                            f"token_embd.weight to take the vocabulary size from")
-        return t.ne[1]
-
-    def _check_tensors(self):
-        for name, (dims, required) in expected_tensors(self.arch, self.hparams).items():
-            t = self.tensors.get(name)
-            if t is None:
-                if required:
-                    raise GGUFError(f"{self.path}: tensor {name!r} is missing; a {self.arch} model needs it")
-                continue
-            want = tuple(v for v, _ in dims) + (1,) * (4 - len(dims))
-            if t.ne != want:
-                spec = ", ".join(f"{label}={v}" for v, label in dims)
-                raise GGUFError(f"{self.path}: tensor {name!r} has ne={t.ne[:len(dims)]} but the metadata "
-                                f"gives [{spec}]")
-
     def tensor(self, name):
         """The tensor `name`; KeyError naming the file and the tensor if the file has none."""
         try:
@@ -317,33 +218,6 @@ class GGUFFile:
 
     def __repr__(self):
         return f"<GGUFFile {self.path!r} {self.arch} {len(self.tensors)} tensors>"
-
-
-def expected_tensors(arch, hp):
-    """The tensors of an `arch` model with hparams `hp`, as llama.cpp creates them:
-    name -> (dims, required), dims a tuple of (size, label) in ggml order (ne[0] first)."""
-    E, V, F = (hp["n_embd"], "n_embd"), (hp["n_vocab"], "n_vocab"), (hp["n_ff"], "n_ff")
-    q = (hp["n_head"] * hp["head_dim"], "n_head*head_dim")
-    k = (hp["n_head_kv"] * hp["head_dim"], "n_head_kv*head_dim")
-    v = (hp["n_head_kv"] * hp["head_dim_v"], "n_head_kv*head_dim_v")
-    o = (hp["n_head"] * hp["head_dim_v"], "n_head*head_dim_v")
-    qkv_bias = arch in ("qwen2", "qwen2vl")   # required there, optional in llama
-    out = {"token_embd.weight": ((E, V), True), "output_norm.weight": ((E,), True),
-           "output.weight": ((E, V), False), "rope_freqs.weight": (((hp["rope_dim"] // 2, "rope_dim/2"),), False)}
-    for i in range(hp["n_layer"]):
-        p = f"blk.{i}."
-        out.update({
-            p + "attn_norm.weight": ((E,), True),
-            p + "attn_q.weight": ((E, q), True), p + "attn_k.weight": ((E, k), True),
-            p + "attn_v.weight": ((E, v), True), p + "attn_output.weight": ((o, E), True),
-            p + "attn_q.bias": ((q,), qkv_bias), p + "attn_k.bias": ((k,), qkv_bias),
-            p + "attn_v.bias": ((v,), qkv_bias), p + "attn_output.bias": ((E,), False),
-            p + "ffn_norm.weight": ((E,), True),
-            p + "ffn_gate.weight": ((E, F), True), p + "ffn_up.weight": ((E, F), True),
-            p + "ffn_down.weight": ((F, E), True),
-            p + "ffn_gate.bias": ((F,), False), p + "ffn_up.bias": ((F,), False), p + "ffn_down.bias": ((E,), False),
-        })
-    return out
 
 
 # numpy dtype of an array given to save() -> tensor type

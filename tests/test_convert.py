@@ -17,6 +17,7 @@ from hf_models import KINDS, bpe_tokenizer, converted, hf_model, llama_hf_tokeni
 import pyggml as gg
 import pyggml.convert as C
 import pyggml.gguf as G
+from pyggml import models
 
 # what llama.cpp's converter names each HF tensor (TensorNameMap of the architecture)
 HF_TO_GGUF = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
@@ -88,7 +89,8 @@ def test_layout_and_values(tmp_path_factory, kind, outtype):
     model = hf_model(kind)
     cfg = model.config.get_text_config() if arch == "qwen2vl" else model.config
     path = converted(kind, outtype, tmp_path_factory.mktemp("conv"))
-    f = G.load(path)                          # validates every shape against the metadata
+    f = G.load(path)
+    models.read_hparams(f)                    # validates every shape against the metadata
     ckpt = checkpoint(model)
     assert list(f.tensors) == [gguf_name(n) for n in ckpt]            # names, in llama.cpp's order
     assert list(f.metadata) == expected_keys(arch, kind)
@@ -110,7 +112,7 @@ def test_layout_and_values(tmp_path_factory, kind, outtype):
     if arch == "qwen2vl":
         assert md["qwen2vl.rope.dimension_sections"] == [2, 3, 3, 0]
         assert f.types["qwen2vl.rope.dimension_sections"] == (gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)
-    assert f.hparams["tie_output"] == model.config.tie_word_embeddings
+    assert ("output.weight" not in f.tensors) == model.config.tie_word_embeddings
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     for hf, w in ckpt.items():
         t = f.tensor(gguf_name(hf))

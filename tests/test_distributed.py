@@ -124,7 +124,7 @@ def test_logits_equal_the_single_process_model(request, ray_local, tiny, single,
         p = dist.load(tiny, stages=2, n_ctx=N_CTX, n_threads=1, flash_attn=False, timeout=60, start_timeout=120)
     assert [s["layers"] for s in p.stages] == [s["layers"] for s in dist.plan(tiny, stages)]
     assert len({s["pid"] for s in p.stages}) == stages
-    assert (p.arch, p.n_vocab, p.n_ctx, p.hparams["n_layer"]) == ("llama", 300, N_CTX, 4)
+    assert (p.arch, p.n_vocab, p.n_ctx, p.hparams.n_layer) == ("llama", 300, N_CTX, 4)
     p.stage_timings()
     for got, ref in zip(run_steps(p), run_steps(single)):
         assert got.shape == ref.shape and got.dtype == np.float32

@@ -3,6 +3,8 @@ pyggml.convert, loaded with models.load and run as a prefill of 7 tokens then 8 
 against the HF model's logits over the whole sequence; both attention forms (flash_attn_ext, and
 mul_mat + soft_max_ext over a transposed V), graph reuse, layer ranges, explicit M-RoPE positions,
 generation and the errors."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -88,7 +90,7 @@ def test_llama3_rope_freqs(gguf_dir, tmp_path):
     model.load_state_dict(hf_model("llama-gqa").state_dict())
     convert_hf(model, tmp_path / "m.gguf", "f32")
     m = models.load(tmp_path / "m.gguf", n_ctx=32, kv_type=gg.Type.F32)
-    assert m.rope_freqs is not None
+    assert m.weight("rope_freqs.weight", required=False) is not None
     ids = tokens()
     with torch.no_grad():
         ref = model(torch.tensor([ids])).logits[0].double().numpy()
@@ -195,7 +197,7 @@ def test_generate_greedy_is_argmax_and_stops_at_eos(gguf_dir):
     m.reset()
     assert m.generate(prompt, 12, stop=[ids[3]]) == ids[:ids.index(ids[3]) + 1]
     m.reset()
-    eos = m.hparams["eos_id"]
+    eos = m.hparams.eos_id
     got = m.generate(prompt, 12)
     assert got == (ids[:ids.index(eos) + 1] if eos in ids else ids)
     assert m.generate(prompt, 0) == []
@@ -227,20 +229,20 @@ def test_errors(gguf_dir, tmp_path):
     with pytest.raises(TypeError, match="a transposed V .* needs F32, F16 or BF16, got Q8_0"):
         models.load(path, kv_type=gg.Type.Q8_0, flash_attn=False)
     f = gg.gguf.load(path)
-    with pytest.raises(ValueError, match=r"unsupported architecture 'gpt2'; supported: llama, qwen2, qwen2vl"):
-        models.Model("gpt2", f.hparams, f.tensors)
+    hp = models.read_hparams(f)
+    with pytest.raises(ValueError, match=r"unsupported architecture 'gpt2'; supported: llama, qwen2, qwen2vl, qwen3"):
+        models.Model("gpt2", hp, f.tensors)
     tensors = dict(f.tensors)
     del tensors["blk.1.ffn_up.weight"]
     with pytest.raises(KeyError, match=r"tensor 'blk.1.ffn_up.weight' is missing \(architecture llama\)"):
-        models.Model("llama", f.hparams, tensors, source=path)
+        models.Model("llama", hp, tensors, source=path)
     tensors["blk.1.ffn_up.weight"] = f.tensors["blk.1.ffn_gate.weight"]
-    hp = dict(f.hparams, n_ff=96)
     with pytest.raises(ValueError, match=r"tensor 'blk.0.ffn_gate.weight' has ne=\(64, 80\), expected \(64, 96\)"):
-        models.Model("llama", hp, tensors)
-    with pytest.raises(ValueError, match="hyper-parameters missing: rms_eps"):
-        models.Model("llama", {k: v for k, v in f.hparams.items() if k != "rms_eps"}, f.tensors)
+        models.Model("llama", dataclasses.replace(hp, n_ff=96), tensors)
+    with pytest.raises(TypeError, match="hparams must be a Qwen2HParams .*, got LlamaHParams"):
+        models.Model("qwen2", hp, f.tensors)
     with pytest.raises(RuntimeError, match="has no tokenizer"):
-        models.Model("llama", f.hparams, f.tensors).generate("hello", 3)
+        models.Model("llama", hp, f.tensors).generate("hello", 3)
 
 
 def test_weight_bytes(gguf_dir):
@@ -264,7 +266,7 @@ def test_keep_an_intermediate(gguf_dir):
         m.eval(ids)
         got[keep] = m.last_graph.get_tensor("attn_norm-0").numpy()
     w = m.weight("blk.0.attn_norm.weight").numpy()
-    expect = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + m.hparams["rms_eps"]) * w
+    expect = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + m.hparams.rms_eps) * w
     np.testing.assert_allclose(got["attn_norm-0",], expect, rtol=1e-5, atol=1e-6)
     assert np.abs(got[()] - expect).max() > 1e-3           # overwritten when not kept
     with pytest.raises(ValueError, match="keep: no tensor 'ffn_out-9'"):

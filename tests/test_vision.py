@@ -63,7 +63,7 @@ def expected_type(name, shape, outtype):
 
 @pytest.mark.parametrize("outtype", ["f32", "f16", "q8_0"])
 def test_mmproj_layout_as_llama_cpp(hf, files, outtype):
-    f = G.load(files[outtype][1], validate=False)
+    f = G.load(files[outtype][1])
     want = expected_mmproj(hf)
     assert list(f.tensors) == list(want)
     for name, w in want.items():
@@ -103,7 +103,7 @@ def test_convert_command_writes_the_mmproj(hf, tmp_path, capsys):
     assert C.main(args) == 0
     path = tmp_path / "hf" / "mmproj-model-f16.gguf"
     assert capsys.readouterr().out.strip().endswith(f"and {path}")
-    f = G.load(path, validate=False)
+    f = G.load(path)
     assert f.metadata["clip.projector_type"] == "qwen2vl_merger" and list(f.tensors) == list(expected_mmproj(hf))
     assert G.load(tmp_path / "hf" / "model-f16.gguf").arch == "qwen2vl"
 
@@ -115,7 +115,7 @@ def test_mmproj_of_one_block(tmp_path):
     import pyggml.convert as C
     model = hf_model("qwen2vl")                 # a vision tower of one block
     C.convert_hf(model, tmp_path / "t.gguf", outtype="f32", mmproj=tmp_path / "m.gguf")
-    f = G.load(tmp_path / "m.gguf", validate=False)
+    f = G.load(tmp_path / "m.gguf")
     assert f.metadata["clip.vision.block_count"] == 1
     assert list(f.tensors) == list(expected_mmproj(model)) and "mm.2.weight" in f.tensors
 

@@ -18,6 +18,8 @@ The vendored llama.cpp of llama-cpp-python 0.3.36 reads no RMS-norm epsilon for 
 (print_info shows f_norm_rms_eps = 0; its qwen2 reads 1e-5 from the same key), so qwen2vl is
 compared with a pyggml model given rms_eps = 0 as well (test_models checks pyggml's qwen2vl with
 the file's epsilon against transformers)."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -29,7 +31,7 @@ from hf_models import KINDS, converted
 
 import pyggml as gg
 from pyggml import gguf
-from pyggml.models.model import Model
+from pyggml.models import Model, read_hparams
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama_cpp]
 
@@ -50,7 +52,7 @@ def llama_cpp_file(kind, outtype, directory):
     path = src.with_suffix(".llama_cpp.gguf")
     if not path.exists():
         with gguf.load(src) as f:
-            md = dict(f.metadata, **{"tokenizer.ggml.model": "none", f"{f.arch}.vocab_size": f.hparams["n_vocab"]})
+            md = dict(f.metadata, **{"tokenizer.ggml.model": "none", f"{f.arch}.vocab_size": read_hparams(f).n_vocab})
             gguf.save(path, dict(f.tensors), md)
     return path
 
@@ -70,7 +72,7 @@ def run_llama_cpp(path, toks, kv, flash_attn):
 
 def run_pyggml(path, toks, kv, flash_attn, **hparams):
     with gguf.load(path) as f:
-        m = Model(f.arch, dict(f.hparams, **hparams), f.tensors, n_ctx=64, n_threads=2, kv_type=kv,
+        m = Model(f.arch, dataclasses.replace(read_hparams(f), **hparams), f.tensors, n_ctx=64, n_threads=2, kv_type=kv,
                   flash_attn=flash_attn)
         return np.concatenate([m.eval(toks[:N_PREFILL])] + [m.eval([t]) for t in toks[N_PREFILL:]])
 

@@ -5,30 +5,43 @@
     ids = m.generate([1, 15043], 32, temperature=0.8, top_k=40, top_p=0.95, seed=0)
     m.reset()
 
-Architectures and their RoPE modes: pyggml.models.arch (llama: NORMAL, qwen2: NEOX, qwen2vl: MROPE).
-See docs/models.md.
+One module per architecture (pyggml.models.llama, qwen2, qwen2vl, qwen3), each a Decoder subclass
+built from the shared blocks of pyggml.models.blocks and registered by its GGUF name; register() adds
+one from outside pyggml, read_hparams() reads a file's typed hyper-parameters. See docs/models.md.
 """
 from pyggml._enums import Type
 from pyggml.models import vision
-from pyggml.models.arch import ARCHS, Arch
-from pyggml.models.graph import StepGraph
+from pyggml.models.arch import ARCHS, architecture, read_hparams, register
+from pyggml.models.blocks import Decoder, HParams, Keys, Rope, TensorSpec
+from pyggml.models.llama import Llama
 from pyggml.models.model import Model
+from pyggml.models.qwen2 import Qwen2
+from pyggml.models.qwen2vl import Qwen2VL
+from pyggml.models.qwen3 import Qwen3
 from pyggml.models.sampling import Sampler, candidates
 
-__all__ = ["ARCHS", "Arch", "Model", "Sampler", "StepGraph", "candidates", "load", "vision"]
+__all__ = ["ARCHS", "Decoder", "HParams", "Keys", "Model", "Rope", "Sampler", "TensorSpec", "architecture",
+           "candidates", "load", "read_hparams", "register", "vision"]
+
+register("llama", Llama)
+register("qwen2", Qwen2)
+register("qwen2vl", Qwen2VL)
+register("qwen3", Qwen3)
 
 
 def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **options):
-    """Open the GGUF at path (memory-mapped: the weights are not copied) and return its Model.
-    mmproj: an mmproj GGUF (Qwen2-VL's vision tower) for Model.eval_multimodal. options:
-    flash_attn (default True), layers=(l0, l1), n_batch, kv_pad (see Model). The file's
-    tokenizer is built when Model.tokenizer is first used (a warning and None when the tokenizer
-    library cannot read its vocabulary)."""
+    """Open the GGUF at path (memory-mapped: the weights are not copied) and return its Model, run by
+    the Decoder registered for its general.architecture (GGUFError for an unknown one or hyper-
+    parameters it cannot run, before anything is allocated). mmproj: an mmproj GGUF (Qwen2-VL's
+    vision tower) for Model.eval_multimodal. options: flash_attn (default True), layers=(l0, l1),
+    n_batch, kv_pad, keep (see Model). The file's tokenizer is built when Model.tokenizer is first
+    used (a warning and None when the tokenizer library cannot read its vocabulary)."""
     import warnings
 
     from pyggml import gguf
 
     f = gguf.load(path)
+    hparams = read_hparams(f)
 
     def tokenizer():
         try:
@@ -38,7 +51,7 @@ def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **optio
             return None
 
     enc = None if mmproj is None else vision.load(mmproj, n_threads=n_threads)
-    m = Model(f.arch, f.hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type, tokenizer=tokenizer,
+    m = Model(f.arch, hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type, tokenizer=tokenizer,
               source=f.path, vision=enc, **options)
     m.gguf = f      # keeps the mapping alive as long as the model
     return m

@@ -1,47 +1,47 @@
-"""The architectures pyggml runs and what sets them apart, as llama.cpp's src/models/*.cpp build them.
+"""The registry of architectures: GGUF general.architecture -> its Decoder class.
 
-Every one is a pre-norm decoder: token embedding (get_rows), per layer RMSNorm -> Q/K/V projections
--> RoPE -> causal attention over the KV cache -> output projection -> residual -> RMSNorm -> SwiGLU
-FFN (silu(gate) * up -> down) -> residual, then the output RMSNorm and the LM head (the token
-embedding when output.weight is absent). They differ in the RoPE mode and the attention biases:
+    pyggml.models.register("myarch", MyDecoder)      # a Decoder subclass with its hparams_class
+    pyggml.models.architecture("qwen3")              # -> pyggml.models.qwen3.Qwen3
+    pyggml.models.read_hparams(gguf_file)            # that architecture's typed, validated HParams
 
-| arch      | RoPE mode                     | positions         | Q/K/V biases |
-|-----------|-------------------------------|-------------------|--------------|
-| `llama`   | NORMAL (pairs (2i, 2i+1))     | n_tokens          | optional     |
-| `qwen2`   | NEOX (pairs (i, i + n_rot/2)) | n_tokens          | required     |
-| `qwen2vl` | MROPE (sections t, h, w, e)   | 4 * n_tokens      | required     |
-
-(the modes come from pyggml.gguf.ARCHITECTURES, the tensors and which are required from
-pyggml.gguf.expected_tensors)
-
-llama's NORMAL mode holds because the converter permutes the rows of Q and K (HF's rotate_half pairs
-(i, i + d/2), which the permutation turns into adjacent pairs); qwen2 keeps HF's layout and uses
-NEOX. qwen2vl's M-RoPE splits each head's pairs into the GGUF's rope.dimension_sections and turns
-section s with position row s; text tokens have all four rows equal to the token position.
+pyggml registers llama, qwen2, qwen2vl and qwen3 (pyggml/models/<arch>.py); a user's own module adds
+one with register() and models.load then runs its files. See docs/models.md, "Porting an architecture".
 """
-from dataclasses import dataclass
+from pyggml.gguf import GGUFError
+from pyggml.models.blocks import Decoder, HParams
 
-from pyggml._enums import RopeType
-from pyggml.gguf import ARCHITECTURES
-
-
-@dataclass(frozen=True)
-class Arch:
-    name: str
-    rope_mode: RopeType     # pyggml.gguf.ARCHITECTURES, llama.cpp's llama_model_rope_type
-
-    @property
-    def multi_rope(self):
-        """Positions have 4 rows and rope_multi takes the GGUF's sections."""
-        return bool(self.rope_mode & RopeType.MROPE)
+ARCHS = {}
 
 
-ARCHS = {name: Arch(name, RopeType(mode)) for name, mode in ARCHITECTURES.items()}
+def register(name, cls):
+    """Run GGUF files whose general.architecture is `name` with Decoder subclass `cls` (its
+    hparams_class reads their hyper-parameters). Registering a name again replaces it."""
+    if not (isinstance(cls, type) and issubclass(cls, Decoder)):
+        raise TypeError(f"pyggml.models.register: {name!r}: expected a subclass of pyggml.models.Decoder, got {cls!r}")
+    if not (isinstance(cls.hparams_class, type) and issubclass(cls.hparams_class, HParams)):
+        raise TypeError(f"pyggml.models.register: {name!r}: {cls.__name__}.hparams_class must be a subclass of "
+                        f"pyggml.models.HParams, got {cls.hparams_class!r}")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"pyggml.models.register: the name must be a non-empty string, got {name!r}")
+    ARCHS[name] = cls
+    return cls
 
 
-def get_arch(name, source=""):
-    """The Arch of `name`; ValueError naming the source file and listing the supported ones."""
-    if name not in ARCHS:
+def architecture(name, source=""):
+    """The Decoder class registered as `name`; ValueError naming the source file and the supported ones."""
+    cls = ARCHS.get(name)
+    if cls is None:
         where = f"{source}: " if source else ""
         raise ValueError(f"pyggml.models: {where}unsupported architecture {name!r}; supported: {', '.join(ARCHS)}")
-    return ARCHS[name]
+    return cls
+
+
+def read_hparams(f):
+    """The validated hyper-parameters (its architecture's HParams) of GGUFFile f; GGUFError for a file
+    without a registered general.architecture or with values the architecture cannot run."""
+    if f.arch is None:
+        raise GGUFError(f"{f.path}: the metadata has no 'general.architecture'")
+    if f.arch not in ARCHS:
+        raise GGUFError(f"{f.path}: architecture {f.arch!r} is not supported; supported: {', '.join(ARCHS)} "
+                        f"(pyggml.models.register adds one)")
+    return ARCHS[f.arch].hparams_class.from_gguf(f)

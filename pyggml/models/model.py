@@ -1,19 +1,16 @@
 """Model: weights, a reusable KV cache and the graphs of each batch shape; eval, generate, reset."""
 import time
+import warnings
 
 import numpy as np
 
 from pyggml._enums import Type
 from pyggml._graph import default_threads
 from pyggml._tensor import Context
-from pyggml.gguf import expected_tensors
 from pyggml.kvcache import KVCache
-from pyggml.models.arch import get_arch
-from pyggml.models.graph import StepGraph
+from pyggml.models.arch import architecture
 from pyggml.models.sampling import Sampler
 
-_HPARAMS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "head_dim_v", "n_ff",
-            "rope_freq_base", "rope_freq_scale", "rope_dim", "rms_eps")
 _MAX_GRAPHS = 8
 IMAGE_PAD = "<|image_pad|>"
 
@@ -26,7 +23,7 @@ def generation(model, prompt, n_predict, stop, prefill, decode):
     if not ids:
         raise ValueError(f"{type(model).__name__}.generate: the prompt is empty")
     if stop is None:
-        eos = model.hparams.get("eos_id")
+        eos = model.hparams.eos_id
         stop = () if eos is None else (eos,)
     stop = frozenset(int(s) for s in stop)
     model.timings = {"prefill_tokens": len(ids), "prefill_s": 0.0, "decode_tokens": 0, "decode_s": 0.0}
@@ -46,8 +43,11 @@ def generation(model, prompt, n_predict, stop, prefill, decode):
 
 
 class Model:
-    """A decoder (see pyggml.models.arch) over weights `tensors` (GGUF names -> pyggml.Tensor) with
-    normalised `hparams` (pyggml.gguf's GGUFFile.hparams). pyggml.models.load builds one from a GGUF.
+    """A decoder of the registered architecture `arch` (pyggml.models.register) over weights
+    `tensors` (GGUF names -> pyggml.Tensor) with `hparams`, that architecture's HParams
+    (pyggml.models.read_hparams of a GGUF). pyggml.models.load builds one from a GGUF. Tensors the
+    architecture's graph never reads (not in its tensor table) give a warning naming them: the file
+    is likely a variant the architecture does not run, and its results would be wrong.
 
     n_ctx: KV cache cells; kv_type: cache type; flash_attn: attention with flash_attn_ext (False:
     mul_mat + soft_max_ext with V stored transposed, llama.cpp's form without flash attention);
@@ -64,15 +64,14 @@ class Model:
     def __init__(self, arch, hparams, tensors, *, n_ctx=512, n_threads=None, kv_type=Type.F16, flash_attn=True,
                  layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source="", vision=None):
         self.source = str(source)
-        self.spec = get_arch(arch, self.source)
-        self.arch = self.spec.name
-        missing = [k for k in _HPARAMS if hparams.get(k) is None]
-        if self.spec.multi_rope and hparams.get("rope_sections") is None:
-            missing.append("rope_sections")
-        if missing:
-            raise ValueError(f"pyggml.models: {self.source or arch}: hyper-parameters missing: {', '.join(missing)}")
-        self.hparams = dict(hparams)
-        n_layer = self.hparams["n_layer"]
+        self.graph_class = architecture(arch, self.source)
+        self.arch = arch
+        want = self.graph_class.hparams_class
+        if not isinstance(hparams, want):
+            raise TypeError(f"pyggml.models: {self.source or arch}: hparams must be a {want.__name__} "
+                            f"(pyggml.models.read_hparams reads them from a GGUF), got {type(hparams).__name__}")
+        self.hparams = hparams
+        n_layer = hparams.n_layer
         l0, l1 = (0, n_layer) if layers is None else (int(layers[0]), int(layers[1]))
         if not 0 <= l0 < l1 <= n_layer:
             raise ValueError(f"pyggml.models: layers must be a range (l0, l1) with 0 <= l0 < l1 <= n_layer = {n_layer}, "
@@ -80,21 +79,22 @@ class Model:
         if int(n_ctx) <= 0 or int(n_batch) <= 0:
             raise ValueError(f"pyggml.models: n_ctx and n_batch must be > 0, got {n_ctx}, {n_batch}")
         self.l0, self.l1, self.has_head = l0, l1, l1 == n_layer
-        self.n_vocab, self.n_ctx, self.n_batch = self.hparams["n_vocab"], int(n_ctx), int(n_batch)
+        self.n_vocab, self.n_ctx, self.n_batch = hparams.n_vocab, int(n_ctx), int(n_batch)
+        self.pos_rows = 4 if hparams.rope.multi else 1       # M-RoPE: rows t, h, w, e
         self.n_threads = default_threads() if n_threads is None else int(n_threads)
         self.flash_attn = bool(flash_attn)
         self.keep = tuple(keep)
         self._tokenizer = tokenizer
         self.tensors = tensors
         self._check_weights()
-        self.rope_freqs = self.weight("rope_freqs.weight", required=False)
+        self._warn_unread()
         if self.has_head:
             out = self.weight("output.weight", required=False)
             self.output_weight = self.weight("token_embd.weight") if out is None else out
         self.ctx = Context(f"pyggml.models {self.arch}")
         hp = self.hparams
-        self.cache = KVCache(self.ctx, l1 - l0, self.n_ctx, hp["head_dim"], hp["n_head_kv"], type=kv_type,
-                             v_trans=not self.flash_attn, head_dim_v=hp["head_dim_v"], pad=kv_pad)
+        self.cache = KVCache(self.ctx, l1 - l0, self.n_ctx, hp.head_dim, hp.n_head_kv, type=kv_type,
+                             v_trans=not self.flash_attn, head_dim_v=hp.head_dim_v, pad=kv_pad)
         self.vision = None
         self.image_token_id = None
         if vision is not None:
@@ -118,11 +118,11 @@ class Model:
 
     def _attach_vision(self, vision):
         where = f"{self.source or self.arch} with {vision.source or 'the vision encoder'}"
-        if not self.spec.multi_rope:
+        if self.pos_rows != 4:
             raise ValueError(f"pyggml.models: {where}: images need an M-RoPE text model (qwen2vl), got {self.arch}")
-        if vision.projection_dim != self.hparams["n_embd"]:
+        if vision.projection_dim != self.hparams.n_embd:
             raise ValueError(f"pyggml.models: {where}: the mmproj does not match the text model: its "
-                             f"projection_dim is {vision.projection_dim}, the model's n_embd is {self.hparams['n_embd']}")
+                             f"projection_dim is {vision.projection_dim}, the model's n_embd is {self.hparams.n_embd}")
         if self.l0 != 0 or not self.has_head:
             raise ValueError(f"pyggml.models: {where}: images need the whole model (layers from 0 to n_layer)")
         self.vision = vision
@@ -138,9 +138,9 @@ class Model:
         return t
 
     def _expected(self):
-        """expected_tensors of this layer range: name -> (ne, required)."""
+        """The architecture's tensor table for this layer range: name -> (ne, required)."""
         out = {}
-        for name, (dims, required) in expected_tensors(self.arch, self.hparams).items():
+        for name, (dims, required) in self.hparams.tensor_table().items():
             il = int(name.split(".")[1]) if name.startswith("blk.") else None
             if il is None and name != "token_embd.weight" and not self.has_head:
                 continue
@@ -165,6 +165,16 @@ class Model:
             if len(shape) == 1 and t.type != Type.F32:
                 raise TypeError(f"pyggml.models: {where}: tensor {name!r} must be F32, got {t.type.name}")
 
+    def _warn_unread(self):
+        table = self.hparams.tensor_table()
+        unread = [name for name in self.tensors if name not in table]
+        if unread:
+            more = f" and {len(unread) - 8} more" if len(unread) > 8 else ""
+            warnings.warn(f"pyggml.models: {self.source or self.arch}: the {self.arch} graph never reads "
+                          f"{len(unread)} of the file's tensors ({', '.join(unread[:8])}{more}): the file is likely "
+                          f"a variant this architecture does not run, and its results would be wrong",
+                          stacklevel=3)
+
     @property
     def weight_bytes(self):
         """Bytes of the weights this model reads per decoded token (the embedding table only
@@ -187,7 +197,7 @@ class Model:
             self._graphs = {k: g for k, g in self._graphs.items() if k[1] == key[1]}
             while len(self._graphs) >= _MAX_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
-            sg = self._graphs[key] = StepGraph(self, *key)
+            sg = self._graphs[key] = self.graph_class(self, *key)
             self.n_graph_builds += 1
         return sg
 
@@ -200,13 +210,13 @@ class Model:
                 raise ValueError(f"Model.eval: token id {bad} is out of range [0, {self.n_vocab})")
             return ids.astype(np.int32)
         x = np.asarray(tokens, dtype=np.float32)
-        if x.ndim != 2 or x.shape[1] != self.hparams["n_embd"]:
+        if x.ndim != 2 or x.shape[1] != self.hparams.n_embd:
             what = f"layers start at {self.l0}: the input must be hidden states" if self.l0 else "embeddings must be"
-            raise ValueError(f"Model.eval: {what} [n_tokens, {self.hparams['n_embd']}], got shape {x.shape}")
+            raise ValueError(f"Model.eval: {what} [n_tokens, {self.hparams.n_embd}], got shape {x.shape}")
         return x
 
     def _positions(self, positions, n):
-        rows = 4 if self.spec.multi_rope else 1
+        rows = self.pos_rows
         if positions is None:
             return np.broadcast_to(np.arange(self.n_past, self.n_past + n, dtype=np.int32), (rows, n))
         p = np.asarray(positions, dtype=np.int32)
@@ -226,7 +236,7 @@ class Model:
             raise ValueError(f"Model.eval: {n} tokens do not fit in the context: {c.n_used} of n_ctx={c.n_ctx} "
                              f"cells are used; call reset() or load with a larger n_ctx")
         sg = self.graph_for(n, n_out, self.l0 == 0 and x.ndim == 2)
-        cells = c.alloc(pos[0], pos[1:3].T if self.spec.multi_rope else None)
+        cells = c.alloc(pos[0], pos[1:3].T if self.pos_rows == 4 else None)
         try:
             sg.feed(x, pos, cells)
             sg.graph.compute(self.n_threads)
@@ -347,7 +357,7 @@ class Model:
         if not self.has_head or self.l0 != 0:
             raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
         sample = Sampler(temperature, top_k, top_p, seed)
-        x, pos = np.zeros(1, np.int32), np.zeros((4 if self.spec.multi_rope else 1, 1), np.int32)
+        x, pos = np.zeros(1, np.int32), np.zeros((self.pos_rows, 1), np.int32)
 
         def decode(tok):
             x[0], pos[:] = tok, self.n_past
@@ -370,6 +380,6 @@ class Model:
 
     def __repr__(self):
         hp = self.hparams
-        layers = "" if (self.l0, self.l1) == (0, hp["n_layer"]) else f", layers=[{self.l0}, {self.l1})"
-        return (f"Model({self.arch}, n_layer={hp['n_layer']}, n_embd={hp['n_embd']}, n_vocab={self.n_vocab}, "
+        layers = "" if (self.l0, self.l1) == (0, hp.n_layer) else f", layers=[{self.l0}, {self.l1})"
+        return (f"Model({self.arch}, n_layer={hp.n_layer}, n_embd={hp.n_embd}, n_vocab={self.n_vocab}, "
                 f"n_ctx={self.n_ctx}, kv={self.cache.type.name}, flash_attn={self.flash_attn}{layers})")

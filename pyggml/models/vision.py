@@ -325,7 +325,7 @@ def load(path, **options):
     """The VisionEncoder of the mmproj GGUF at path (memory-mapped). options: n_threads, min_pixels,
     max_pixels."""
     from pyggml import gguf
-    f = gguf.load(path, validate=False)
+    f = gguf.load(path)
     enc = VisionEncoder(f.metadata, f.tensors, source=f.path, **options)
     enc.gguf = f
     return enc
