@@ -4,7 +4,7 @@
     pyggml.convert.convert_hf(transformers_model, "model.gguf", tokenizer=hf_tokenizer)
 
 Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, MistralForCausalLM ->
-llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen2VLForConditionalGeneration,
+llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen3ForCausalLM -> qwen3; Qwen2VLForConditionalGeneration,
 Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder). The vision tower of
 Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
 projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
@@ -18,7 +18,7 @@ attn_v/ffn_down, llama.cpp's fallbacks), quantised with ggml's reference quantis
 does without an importance matrix (the bytes llama-quantize makes from an f32 conversion); the metadata keys of TextModel and the
 architecture's class; the vocabulary from tokenizer.model (sentencepiece), else a Llama-style
 tokenizer.json, else the byte-level BPE tokenizer. Where pyggml differs: tokenizer.ggml.pre of a BPE
-vocabulary is chosen by architecture (qwen2/qwen2vl: "qwen2", llama: "llama-bpe"; `tokenizer_pre`
+vocabulary is chosen by architecture (qwen2/qwen2vl/qwen3: "qwen2", llama: "llama-bpe"; `tokenizer_pre`
 overrides it) instead of from llama.cpp's table of tokenizer hashes, and a model without tokenizer
 files is converted without vocabulary metadata (llama.cpp stops).
 
@@ -264,7 +264,14 @@ class Qwen2VLConverter(TextConverter):
         return name
 
 
-CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter) for hf in cls.hf_archs}
+class Qwen3Converter(Qwen2Converter):
+    """Qwen3Model: qwen2's layout under architecture qwen3 (the Q/K norms are named by TensorNameMap)."""
+    arch = "qwen3"
+    hf_archs = ("Qwen3ForCausalLM",)
+
+
+CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter, Qwen3Converter)
+              for hf in cls.hf_archs}
 
 
 class Qwen2VLVisionConverter:

@@ -6,8 +6,8 @@
 
 Every parameter is random (norm weights near 1, biases nonzero), so a converter or a model that
 drops a norm or a bias, or permutes the wrong rows, shows in the logits. KINDS covers GQA and MHA,
-tied and untied output, rope_theta other than 10000, qwen2's Q/K/V biases and qwen2vl's MROPE
-sections; n_ff = 80 is not a multiple of 32, so q8_0 conversions exercise llama.cpp's F16 fallback.
+tied and untied output, rope_theta other than 10000, qwen2's Q/K/V biases, qwen2vl's MROPE
+sections, qwen3's Q/K norms and its own head dimension, and the RoPE scalings linear, llama3 and yarn; n_ff = 80 is not a multiple of 32, so q8_0 conversions exercise llama.cpp's F16 fallback.
 """
 import functools
 import re
@@ -24,6 +24,19 @@ KINDS = {
     "qwen2-mha-tied": ("qwen2", {"num_key_value_heads": 4, "rope_theta": 10000.0, "tie_word_embeddings": True}),
     "qwen2vl": ("qwen2vl", {"num_key_value_heads": 2, "rope_theta": 1000000.0, "tie_word_embeddings": False,
                             "mrope_section": [2, 3, 3]}),
+    # per-head Q/K norms; a head dimension (24) that is not n_embd / n_head
+    "qwen3": ("qwen3", {"num_key_value_heads": 2, "head_dim": 24, "rope_theta": 1000000.0,
+                        "tie_word_embeddings": True}),
+    # RoPE scalings: each changes the angles of a 15-token test sequence (yarn and llama3 through the
+    # frequencies, which depend on the original context, not on the position)
+    "llama-linear": ("llama", {"num_key_value_heads": 2, "rope_theta": 10000.0, "tie_word_embeddings": False,
+                               "rope": {"rope_type": "linear", "factor": 2.0}}),
+    "llama3": ("llama", {"num_key_value_heads": 2, "rope_theta": 500000.0, "tie_word_embeddings": True,
+                         "rope": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}),
+    "qwen2-yarn": ("qwen2", {"num_key_value_heads": 2, "rope_theta": 10000.0, "tie_word_embeddings": False,
+                             "max_position_embeddings": 1024,
+                             "rope": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}}),
 }
 
 
@@ -33,7 +46,7 @@ def hf_config(kind, **overrides):
     arch, args = KINDS[kind]
     args = {**_COMMON, **args, **overrides}
     theta = args.pop("rope_theta")
-    rope = {"rope_type": "default", "rope_theta": theta}
+    rope = {"rope_type": "default", "rope_theta": theta, **args.pop("rope", {})}
     if arch == "qwen2vl":
         rope["mrope_section"] = args.pop("mrope_section")
         tie = args.pop("tie_word_embeddings")
@@ -44,7 +57,7 @@ def hf_config(kind, **overrides):
             vision_config=vision,
             tie_word_embeddings=tie, image_token_id=120, video_token_id=121, vision_start_token_id=122,
             vision_end_token_id=123)
-    cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen2Config
+    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config, "qwen3": transformers.Qwen3Config}[arch]
     return cls(**args, rope_parameters=rope, bos_token_id=1, eos_token_id=2)
 
 
@@ -55,7 +68,7 @@ def hf_model(kind, seed=0, **overrides):
     import transformers
     arch = KINDS[kind][0]
     cls = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
-           "qwen2vl": transformers.Qwen2VLForConditionalGeneration}[arch]
+           "qwen3": transformers.Qwen3ForCausalLM, "qwen2vl": transformers.Qwen2VLForConditionalGeneration}[arch]
     torch.manual_seed(seed)
     model = cls(hf_config(kind, **overrides)).eval()
     with torch.no_grad():

@@ -25,6 +25,7 @@ HF_TO_GGUF = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weig
 LAYER = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
          "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
          "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_proj.bias": "attn_q.bias",
+         "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
          "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
          "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
          "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
@@ -70,10 +71,15 @@ def expected_keys(arch, kind):
     keys = ["general.architecture", "general.type", "general.name", "general.size_label", f"{a}.block_count",
             f"{a}.context_length", f"{a}.embedding_length", f"{a}.feed_forward_length", f"{a}.attention.head_count",
             f"{a}.attention.head_count_kv"]
+    rope = KINDS[kind][1].get("rope", {}).get("rope_type")
+    if rope in ("linear", "yarn"):
+        keys += [f"{a}.rope.scaling.type", f"{a}.rope.scaling.factor"]
+    if rope == "yarn":
+        keys.append(f"{a}.rope.scaling.original_context_length")
     if arch == "qwen2vl":
         keys.append(f"{a}.rope.dimension_sections")
     keys += [f"{a}.rope.freq_base", f"{a}.attention.layer_norm_rms_epsilon"]
-    if arch == "llama":                       # LlamaConfig.to_dict() has head_dim, Qwen2's has not
+    if arch in ("llama", "qwen3"):            # LlamaConfig.to_dict() has head_dim, Qwen2's has not
         keys += [f"{a}.attention.key_length", f"{a}.attention.value_length"]
     keys.append("general.file_type")
     if arch == "llama":
@@ -92,7 +98,8 @@ def test_layout_and_values(tmp_path_factory, kind, outtype):
     f = G.load(path)
     models.read_hparams(f)                    # validates every shape against the metadata
     ckpt = checkpoint(model)
-    assert list(f.tensors) == [gguf_name(n) for n in ckpt]            # names, in llama.cpp's order
+    extra = ["rope_freqs.weight"] if kind == "llama3" else []          # computed from the config, first
+    assert list(f.tensors) == extra + [gguf_name(n) for n in ckpt]    # names, in llama.cpp's order
     assert list(f.metadata) == expected_keys(arch, kind)
     md = f.metadata
     assert md["general.architecture"] == arch and md["general.type"] == "model"
@@ -109,6 +116,8 @@ def test_layout_and_values(tmp_path_factory, kind, outtype):
     if arch == "llama":
         assert md["llama.vocab_size"] == cfg.vocab_size and md["llama.rope.dimension_count"] == 16
         assert md["llama.attention.key_length"] == md["llama.attention.value_length"] == 16
+    if arch == "qwen3":
+        assert md["qwen3.attention.key_length"] == md["qwen3.attention.value_length"] == 24
     if arch == "qwen2vl":
         assert md["qwen2vl.rope.dimension_sections"] == [2, 3, 3, 0]
         assert f.types["qwen2vl.rope.dimension_sections"] == (gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)
