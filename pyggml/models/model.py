@@ -188,8 +188,9 @@ class Model:
     # ---- graphs ----
 
     def graph_for(self, n_tokens, n_out, embd=False):
-        """The StepGraph for n_tokens new tokens (n_out rows out; embd: the input is embeddings, not
-        ids) at the current cache fill, built on first use and reused while the padded n_kv stays the same."""
+        """The graph (the architecture's Decoder) for n_tokens new tokens (n_out rows out; embd: the input
+        is embeddings, not ids) at the current cache fill, built on first use and reused while the padded
+        n_kv stays the same."""
         key = (n_tokens, self.cache.n_kv_for(n_tokens), n_out, bool(embd))
         sg = self._graphs.get(key)
         if sg is None:
