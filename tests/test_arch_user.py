@@ -58,8 +58,8 @@ def relabel(src, dst, arch):
 
 
 @pytest.mark.parametrize("flash_attn", [True, False])
-def test_user_architecture_matches_qwen3(tmp_path, my_qwen3, flash_attn):
-    src = converted("qwen3", "f32", tmp_path)
+def test_user_architecture_matches_qwen3(tmp_path_factory, tmp_path, my_qwen3, flash_attn):
+    src = converted("qwen3", "f32", tmp_path_factory.getbasetemp())     # converted once
     path = relabel(src, tmp_path / "my.gguf", "my-qwen3")
     ids = np.random.default_rng(0).integers(0, 128, 12).tolist()
     out = {}
