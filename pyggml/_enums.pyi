@@ -51,6 +51,7 @@ class Op(IntEnum):
     CONCAT = 22
 
 class UnaryOp(IntEnum):
+    TANH = 4
     GELU = 8
     GELU_QUICK = 9
     SILU = 10

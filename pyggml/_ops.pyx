@@ -14,7 +14,7 @@ __all__ = [
     "view_1d", "view_2d", "view_3d", "view_4d",
     "reshape", "reshape_1d", "reshape_2d", "reshape_3d", "reshape_4d", "permute", "transpose",
     "get_rows", "soft_max_ext", "soft_max_add_sinks", "glu", "glu_split", "swiglu", "swiglu_split",
-    "silu", "gelu", "gelu_erf", "gelu_quick", "mul_mat",
+    "silu", "gelu", "gelu_erf", "gelu_quick", "tanh", "mul_mat",
 ]
 
 
@@ -145,6 +145,12 @@ def gelu_quick(a):
     """Quick GELU x / (1 + exp(-1.702x)) (F32/F16). pyggml computes it in f32; ggml's CPU reads an
     fp16 lookup table (GGML_GELU_QUICK_FP16)."""
     return _unary("gelu_quick", UnaryOp.GELU_QUICK, a)
+
+
+def tanh(a):
+    """tanh elementwise (ggml_tanh; F32/F16, F16 computed in f32 and rounded once). Gemma-2 caps its
+    final logits with it: scale(tanh(scale(x, 1/c)), c)."""
+    return _unary("tanh", UnaryOp.TANH, a)
 
 
 # ---- copies and views ----

@@ -36,6 +36,7 @@ cdef extern from "vec.h" nogil:
     void pg_vec_silu_f32(int64_t n, float * y, const float * x)
     void pg_vec_gelu_f32(int64_t n, float * y, const float * x)
     void pg_vec_gelu_erf_f32(int64_t n, float * y, const float * x)
+    void pg_vec_tanh_f32(int64_t n, float * y, const float * x)
     void pg_vec_relu_glu_f32(int64_t n, float * y, const float * x, const float * g)
     void pg_vec_gelu_glu_f32(int64_t n, float * y, const float * x, const float * g)
     void pg_vec_silu_glu_f32(int64_t n, float * y, const float * x, const float * g)
@@ -151,7 +152,7 @@ def quantize_q8_0(int64_t n, size_t x, size_t y):
     pg_vec_quantize_q8_0(n, <const float *> x, <pg_block_q8_0 *> y)
 
 
-ACTS = ("silu", "gelu", "gelu_erf")
+ACTS = ("silu", "gelu", "gelu_erf", "tanh")
 GLUS = ("relu", "gelu", "silu", "gelu_erf", "gelu_quick")
 
 
@@ -165,6 +166,8 @@ def act_f32(str name, int64_t n, size_t y, size_t x):
         pg_vec_gelu_f32(n, py, px)
     elif name == "gelu_erf":
         pg_vec_gelu_erf_f32(n, py, px)
+    elif name == "tanh":
+        pg_vec_tanh_f32(n, py, px)
     else:
         raise ValueError(name)
 

@@ -5,7 +5,8 @@
 
 Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, MistralForCausalLM ->
 llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen3ForCausalLM -> qwen3; Qwen2VLForConditionalGeneration,
-Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder). The vision tower of
+Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder); Gemma2ForCausalLM -> gemma2;
+Gemma3ForCausalLM -> gemma3 (text); Phi3ForCausalLM -> phi3. The vision tower of
 Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
 projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
 
@@ -25,7 +26,9 @@ files is converted without vocabulary metadata (llama.cpp stops).
 A transformers model object is first saved (save_pretrained) to a temporary folder, so both inputs
 take one path: the checkpoint names, config.json and tokenizer files llama.cpp reads.
 """
+import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -73,13 +76,27 @@ class TextConverter:
         self.hf_arch = hf_arch
         self.n_layer = _find(hparams, ("n_layers", "num_hidden_layers", "n_layer", "num_layers"), False)
         self.rope = dict(hparams.get("rope_parameters") or hparams.get("rope_scaling") or {})
-        if "rope_theta" not in self.rope:
+        if "full_attention" not in self.rope and "sliding_attention" not in self.rope:
+            # the top-level keys mirrored into the RoPE parameters, as TextModel.__init__
+            local = _find(hparams, ("local_rope_theta", "rope_local_theta", "rope_theta_local", "swa_rope_theta",
+                                    "rope_local_base_freq"))
+            if local is not None:
+                self.rope["sliding_attention"] = {"rope_theta": local}
             theta = _find(hparams, ("global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta",
                                     "rotary_emb_base"))
-            if theta is not None:
+            if "rope_theta" not in self.rope and theta is not None:
                 self.rope["rope_theta"] = theta
-        if "rope_type" not in self.rope and "type" in self.rope:
-            self.rope["rope_type"] = self.rope["type"]
+            if "rope_type" not in self.rope and "type" in self.rope:
+                self.rope["rope_type"] = self.rope["type"]
+            for key, keys in (("partial_rotary_factor", ("partial_rotary_factor", "rope_pct", "rope_percent")),
+                              ("original_max_position_embeddings", ("original_max_position_embeddings",))):
+                value = _find(hparams, keys)
+                if key not in self.rope and value is not None:
+                    self.rope[key] = value
+        # the global layers' RoPE (Gemma 3 keeps one per layer kind) and the sliding-window layers' base
+        self.rope_full = self.rope.get("full_attention", self.rope)
+        self.rope_theta_swa = self.rope.get("sliding_attention", {}).get("rope_theta")
+        self.model_dir = None           # the folder being converted (set by convert_hf)
 
     # tensors
 
@@ -94,6 +111,13 @@ class TextConverter:
     def extra_tensors(self):
         """(GGUF name, float32 array) of tensors computed from the config, written first."""
         return ()
+
+    def stored_shape(self, name, shape):
+        """The numpy-order shape a checkpoint tensor (HF name after rename) is stored with."""
+        return shape
+
+    def add_tensor_keys(self, w):
+        """Keys llama.cpp adds while it prepares the tensors, so before general.*."""
 
     # metadata
 
@@ -112,28 +136,33 @@ class TextConverter:
                 add(value)
         if hp.get("is_causal") is False:
             w.add_causal_attention(False)
-        rope_type, factor = self.rope.get("rope_type"), self.rope.get("factor")
+        rope = self.rope_full
+        rope_type, factor = rope.get("rope_type"), rope.get("factor")
         if rope_type == "linear" and factor is not None:
             w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
             w.add_rope_scaling_factor(factor)
         elif rope_type == "yarn" and factor is not None:
             w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
             w.add_rope_scaling_factor(factor)
-            w.add_rope_scaling_orig_ctx_len(self.rope["original_max_position_embeddings"])
+            w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
             for add, keys in ((w.add_rope_scaling_yarn_ext_factor, ("extrapolation_factor",)),
                               (w.add_rope_scaling_yarn_attn_factor, ("attention_factor", "attn_factor")),
                               (w.add_rope_scaling_yarn_beta_fast, ("beta_fast",)),
                               (w.add_rope_scaling_yarn_beta_slow, ("beta_slow",))):
-                value = _find(self.rope, keys)
+                value = _find(rope, keys)
                 if value is not None:
                     add(value)
+        elif rope_type in ("su", "longrope"):
+            w.add_rope_scaling_type(gguf.RopeScalingType.LONGROPE)
         elif rope_type not in (None, "default", "llama3", "dynamic"):
             warnings.warn(f"convert: RoPE scaling {rope_type!r} is not converted (as llama.cpp)", stacklevel=3)
         if "mrope_section" in self.rope:
             sections = list(self.rope["mrope_section"])
             w.add_rope_dimension_sections((sections + [0] * 4)[:4])
-        if "rope_theta" in self.rope:
-            w.add_rope_freq_base(self.rope["rope_theta"])
+        if "rope_theta" in rope:
+            w.add_rope_freq_base(rope["rope_theta"])
+        if self.rope_theta_swa is not None:
+            w.add_rope_freq_base_swa(self.rope_theta_swa)
         eps = _find(hp, ("rms_norm_eps", "norm_eps"))
         if eps is not None:
             w.add_layer_norm_rms_eps(eps)
@@ -270,8 +299,183 @@ class Qwen3Converter(Qwen2Converter):
     hf_archs = ("Qwen3ForCausalLM",)
 
 
-CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter, Qwen3Converter)
-              for hf in cls.hf_archs}
+
+@contextlib.contextmanager
+def _rewriting_keys():
+    """Silence the gguf writer's warning for keys written twice: llama.cpp's Gemma 3 writes some keys
+    again after TextModel's, and the writer keeps each where it was first added, with the last value."""
+    log = logging.getLogger("gguf.gguf_writer")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+class Gemma2Converter(TextConverter):
+    """Gemma2Model: norm weights stored as 1 + w (HF's Gemma RMSNorm scales by 1 + w), lm_head (the
+    embedding, always tied) skipped, its own keys (no TextModel ones: no rope.freq_base) with the
+    soft-capping values and the sliding window; the sentencepiece vocabulary without a space prefix."""
+    arch = "gemma2"
+    hf_archs = ("Gemma2ForCausalLM",)
+    tokenizer_pre = "default"
+
+    def rename(self, name):
+        return None if name == "lm_head.weight" else name
+
+    def transform(self, name, data):
+        # in the checkpoint's float type, as llama.cpp adds 1 to the torch tensor (bf16 arrives as f32)
+        return data + 1 if name.endswith("norm.weight") else data
+
+    def set_parameters(self, w, ftype):
+        hp = self.hp
+        w.add_context_length(hp["max_position_embeddings"])
+        w.add_embedding_length(hp["hidden_size"])
+        w.add_block_count(self.n_layer)
+        w.add_feed_forward_length(hp["intermediate_size"])
+        w.add_head_count(hp["num_attention_heads"])
+        w.add_head_count_kv(hp.get("num_key_value_heads", hp["num_attention_heads"]))
+        w.add_layer_norm_rms_eps(hp["rms_norm_eps"])
+        w.add_key_length(hp["head_dim"])
+        w.add_value_length(hp["head_dim"])
+        w.add_file_type(ftype)
+        w.add_attn_logit_softcapping(hp["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(hp["final_logit_softcapping"])
+        w.add_sliding_window(hp["sliding_window"])
+
+    def set_vocab(self, w, tok_dir, pre):
+        _vocab_sentencepiece(w, tok_dir, self.hp)
+        w.add_add_space_prefix(False)
+
+
+class Gemma3Converter(TextConverter):
+    """Gemma3Model, text decoder: norm weights (Q/K norms too) stored as 1 + w; TextModel's keys (with
+    rope.freq_base_swa, the local layers' base) and Gemma 3's own after them (the global layers'
+    rope.freq_base, final_logit_softcapping when set, the sliding window unless every layer is
+    global); the embedding cut to the tokenizer.json's vocabulary when there is no tokenizer.model."""
+    arch = "gemma3"
+    hf_archs = ("Gemma3ForCausalLM",)
+    tokenizer_pre = "default"
+
+    def _n_vocab_real(self):
+        """llama.cpp's count of real tokens, or None (no tokenizer files: nothing to cut)."""
+        d = self.model_dir
+        if d is None or (d / "tokenizer.model").is_file() or not (d / "tokenizer.json").is_file():
+            return None
+        tok = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
+        return len(tok["model"]["vocab"]) + len(tok.get("added_tokens", []))
+
+    def stored_shape(self, name, shape):
+        n = self._n_vocab_real() if "embed_tokens.weight" in name else None
+        return shape if n is None else (min(n, shape[0]), *shape[1:])
+
+    def transform(self, name, data):
+        if "embed_tokens.weight" in name:
+            data = data[:self.stored_shape(name, data.shape)[0]]
+        return data + 1 if name.endswith("norm.weight") else data
+
+    def set_parameters(self, w, ftype):
+        super().set_parameters(w, ftype)
+        hp = self.hp
+        with _rewriting_keys():
+            w.add_context_length(hp.get("max_position_embeddings", 131072))
+            w.add_head_count(hp.get("num_attention_heads", 8))
+            w.add_layer_norm_rms_eps(hp.get("rms_norm_eps", 1e-6))
+            w.add_key_length(hp.get("head_dim", 256))
+            w.add_value_length(hp.get("head_dim", 256))
+            w.add_rope_freq_base(self.rope_full.get("rope_theta", 1_000_000.0))
+            if hp.get("attn_logit_softcapping") is not None:
+                raise ValueError("convert_hf: Gemma 3 has no attention soft-capping (as llama.cpp), got "
+                                 f"attn_logit_softcapping={hp['attn_logit_softcapping']}")
+            if hp.get("final_logit_softcapping"):
+                w.add_final_logit_softcapping(hp["final_logit_softcapping"])
+            if hp.get("sliding_window_pattern") != 1:
+                w.add_sliding_window(hp["sliding_window"])
+            w.add_head_count_kv(hp.get("num_key_value_heads", 4))
+
+    def set_vocab(self, w, tok_dir, pre):
+        if (tok_dir / "tokenizer.model").is_file():
+            _vocab_sentencepiece(w, tok_dir, self.hp)
+            w.add_add_space_prefix(False)
+        else:
+            _vocab_gpt2(w, tok_dir, self.hp, pre or self.tokenizer_pre)
+
+
+class Phi3Converter(TextConverter):
+    """Phi3MiniModel: the fused attn_qkv and ffn_up (gate then up) as HF stores them; its own keys
+    (rope.scaling.original_context_length, rope.dimension_count from partial_rotary_factor, the
+    sliding window, 0 when unset); LongRoPE's rope_factors_long/short tensors with
+    rope.scaling.attn_factor, sqrt(1 + ln(s) / ln(n_ctx_orig)) for s = n_ctx / n_ctx_orig > 1."""
+    arch = "phi3"
+    hf_archs = ("Phi3ForCausalLM",)
+    tokenizer_pre = "default"
+
+    def _dims(self):
+        hp = self.hp
+        n_embd, n_head = _find(hp, ("hidden_size", "n_embd"), False), _find(hp, ("num_attention_heads", "n_head"), False)
+        return n_embd, n_head, int(self.rope_full.get("partial_rotary_factor", 1.0) * n_embd) // n_head
+
+    def _long_rope(self):
+        """(attn_factor, long, short) of a LongRoPE model, else None; ValueError for what llama.cpp refuses."""
+        long, short = self.rope.get("long_factor"), self.rope.get("short_factor")
+        if not long:
+            return None
+        n_ctx = _find(self.hp, ("n_positions", "max_position_embeddings"), False)
+        n_orig = self.rope["original_max_position_embeddings"]
+        scale = n_ctx / n_orig
+        kind = str(self.rope.get("rope_type", "")).lower()
+        if kind in ("su", "longrope"):
+            attn_factor = math.sqrt(1 + math.log(scale) / math.log(n_orig)) if scale > 1.0 else 1.0
+        elif kind == "yarn":
+            attn_factor = 0.1 * math.log(scale) + 1.0 if scale > 1.0 else 1.0
+        else:
+            raise ValueError(f"convert_hf: Phi-3 RoPE scaling {kind!r} with long_factor is not supported (as llama.cpp)")
+        n_rot = self._dims()[2]
+        if short is None or len(long) != len(short) or 2 * len(long) != n_rot:
+            raise ValueError(f"convert_hf: Phi-3 long_factor and short_factor must have {n_rot // 2} values each, got "
+                             f"{len(long)} and {None if short is None else len(short)}")
+        return attn_factor, long, short
+
+    def extra_tensors(self):
+        lr = self._long_rope()
+        if lr is None:
+            return ()
+        return [("rope_factors_long.weight", np.array(lr[1], np.float32)),
+                ("rope_factors_short.weight", np.array(lr[2], np.float32))]
+
+    def add_tensor_keys(self, w):
+        lr = self._long_rope()
+        if lr is not None:
+            w.add_rope_scaling_attn_factors(lr[0])
+
+    def set_parameters(self, w, ftype):
+        hp = self.hp
+        n_embd, n_head, n_rot = self._dims()
+        w.add_context_length(_find(hp, ("n_positions", "max_position_embeddings"), False))
+        w.add_rope_scaling_orig_ctx_len(self.rope["original_max_position_embeddings"])
+        w.add_embedding_length(n_embd)
+        w.add_feed_forward_length(hp["intermediate_size"])
+        w.add_block_count(self.n_layer)
+        w.add_head_count(n_head)
+        w.add_head_count_kv(_find(hp, ("num_key_value_heads", "n_head_kv"), False))
+        w.add_layer_norm_rms_eps(hp["rms_norm_eps"])
+        w.add_rope_dimension_count(n_rot)
+        w.add_rope_freq_base(self.rope_full["rope_theta"])
+        w.add_file_type(ftype)
+        w.add_sliding_window(hp.get("sliding_window") or 0)
+
+    def set_vocab(self, w, tok_dir, pre):
+        config = tok_dir / "tokenizer_config.json"
+        cfg = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+        if cfg.get("tokenizer_class") == "GPT2Tokenizer":            # Phi-4
+            _vocab_gpt2(w, tok_dir, self.hp, pre or self.tokenizer_pre)
+        else:
+            _vocab_phi3(w, tok_dir, self.hp, cfg)
+
+
+CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter, Qwen3Converter, Gemma2Converter,
+                                  Gemma3Converter, Phi3Converter) for hf in cls.hf_archs}
 
 
 class Qwen2VLVisionConverter:
@@ -376,6 +580,47 @@ def _vocab_sentencepiece(w, tok_dir, hp):
                 text = text.replace("\u2581", " ")
                 types[i] = T.USER_DEFINED
             scores[i], tokens[i] = -1000.0, text.encode()
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    gguf.SpecialVocab(tok_dir, n_vocab=len(tokens)).add_to_gguf(w, quiet=True)
+
+
+def _vocab_phi3(w, tok_dir, hp, tok_config):
+    """Phi3MiniModel.set_vocab: tokenizer.model, then added_tokens.json, the config's
+    added_tokens_decoder and tokenizer.json's added_tokens as user-defined (control when special)
+    tokens; ValueError without a tokenizer.model."""
+    gguf = _gguf()
+    path = tok_dir / "tokenizer.model"
+    if not path.is_file():
+        raise ValueError(f"convert: Phi-3 needs {path}")
+    from sentencepiece import SentencePieceProcessor
+    sp = SentencePieceProcessor()
+    sp.LoadFromFile(str(path))
+    n = hp.get("vocab_size", sp.vocab_size())
+    T = gguf.TokenType
+    tokens = [f"[PAD{i}]".encode() for i in range(n)]
+    scores, types = [-10000.0] * n, [T.UNUSED] * n
+    for i in range(min(sp.vocab_size(), n)):
+        tokens[i], scores[i] = sp.IdToPiece(i).encode(), sp.GetScore(i)
+        types[i] = (T.UNKNOWN if sp.IsUnknown(i) else T.CONTROL if sp.IsControl(i) else
+                    T.UNUSED if sp.IsUnused(i) else T.BYTE if sp.IsByte(i) else T.NORMAL)
+    added = tok_dir / "added_tokens.json"
+    if added.is_file():
+        for text, i in json.loads(added.read_text(encoding="utf-8")).items():
+            if i < n:
+                tokens[i], scores[i], types[i] = text.encode(), -1000.0, T.USER_DEFINED
+    entries = [(int(i), d) for i, d in tok_config.get("added_tokens_decoder", {}).items()]
+    tok_json = tok_dir / "tokenizer.json"
+    if tok_json.is_file():
+        entries += [(int(d["id"]), d) for d in json.loads(tok_json.read_text(encoding="utf-8")).get("added_tokens", [])]
+    for i, d in entries:
+        if not 0 <= i < n:
+            raise ValueError(f"convert: added token {d.get('content')!r} has id {i}, past the vocabulary of {n}")
+        tokens[i], scores[i] = d["content"].encode(), -1000.0
+        types[i] = T.CONTROL if d.get("special") else T.USER_DEFINED
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -558,12 +803,13 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
         raise ValueError(f"convert_hf: architecture {hf_arch!r} of {model_dir} is not supported; supported: "
                          f"{', '.join(sorted(CONVERTERS))}")
     conv = CONVERTERS[hf_arch](hparams, hf_arch)
+    conv.model_dir = model_dir
     qtype, ftype = _OUTTYPE[outtype]
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == conv.arch)
     names = gguf.get_tensor_name_map(arch_id, conv.n_layer)
     plan = [(name, data, data.shape, None) for name, data in conv.extra_tensors()]
     for t, name, gguf_name in _mapped(model_dir, conv, names, f"convert_hf: {hf_arch}"):
-        plan.append((gguf_name, t, tuple(t.shape), name))
+        plan.append((gguf_name, t, conv.stored_shape(name, tuple(t.shape)), name))
     types = [_stored_type(gguf_name, shape, qtype) for gguf_name, _, shape, _ in plan]
     if outtype in FTYPES:
         types = tensor_types([(p[0], p[2], t) for p, t in zip(plan, types)], outtype, conv.n_layer)
@@ -571,6 +817,7 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
                for (gguf_name, src, shape, name), typ in zip(plan, types)]
 
     def metadata(w):
+        conv.add_tensor_keys(w)
         _add_general(w, model_dir, gguf.GGUFType.MODEL)
         conv.set_parameters(w, ftype)
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)

@@ -25,6 +25,12 @@ decode graph serves 256 steps and is rebuilt only when the used cells cross a pa
 (F16 [n_kv, n_tokens]) is causal_mask(): 0 where a cell may be attended, -inf for empty cells and
 cells of later positions.
 
+Sliding-window attention (Gemma 2/3, Phi-3, as llama.cpp's LLAMA_SWA_TYPE_STANDARD): a cache made
+with n_swa > 0 gives each batch a second mask, `mask_swa`, for the same step, which also hides the
+cells a window of n_swa positions leaves out (a token at position p does not see positions
+<= p - n_swa); each layer reads the mask of its kind. The cells themselves are shared: every layer
+keeps every token, the window is the mask's business only.
+
 KVStep (cache.prepare(n)) is the one-shot form: input tensors made for one step, already filled,
 with n_kv = the used cells (no padding). It rebuilds the graph every step; prefer batch() + fill().
 """
@@ -43,16 +49,20 @@ _MASK_VALUES = np.array([0, -np.inf], np.float16)     # visible, hidden
 _CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0, Type.Q4_1, Type.Q5_0, Type.Q5_1, Type.IQ4_NL)
 
 
-def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None):
+def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None, n_swa=0):
     """The attention mask of tokens at positions tok_pos [n_tokens] over cells holding positions
     cell_pos [n_kv] (-1 = empty): float16 [n_tokens, n_kv], 0 where the token may attend the cell
-    (cell_pos >= 0 and cell_pos <= tok_pos), -inf elsewhere. For M-RoPE image tokens that share a
+    (cell_pos >= 0 and cell_pos <= tok_pos), -inf elsewhere. n_swa > 0: a sliding window of n_swa
+    positions, as llama.cpp's is_masked_swa (LLAMA_SWA_TYPE_STANDARD): cells with tok_pos - cell_pos
+    >= n_swa are hidden too, so a token sees itself and the n_swa - 1 positions before it. For M-RoPE image tokens that share a
     temporal position, cell_yx / tok_yx ([n, 2] (y, x) positions) order them as llama.cpp does: a
     cell at the same temporal position is masked when its (y, x) comes later. Written into `out`
     (an array or a tensor's numpy() view of that shape) when given, else returned new."""
     cp = np.asarray(cell_pos)[None, :]
     tp = np.asarray(tok_pos)[:, None]
     masked = (cp < 0) | (cp > tp)
+    if n_swa > 0:
+        masked |= tp - cp >= n_swa
     if cell_yx is not None and tok_yx is not None:
         cy, cx = (np.asarray(cell_yx)[:, i][None, :] for i in (0, 1))
         ty, tx = (np.asarray(tok_yx)[:, i][:, None] for i in (0, 1))
@@ -69,10 +79,11 @@ class KVCache:
     with n_ctx cells.
 
     v_trans=True stores V transposed (needs a float type: cells are written one element at a time).
-    head_dim_v defaults to head_dim. pad: the cell multiple n_kv_for rounds up to."""
+    head_dim_v defaults to head_dim. pad: the cell multiple n_kv_for rounds up to. n_swa > 0: the
+    sliding window of the layers that use one (each batch then fills `mask_swa` too); 0: none."""
 
     def __init__(self, ctx, n_layer, n_ctx, head_dim, n_head_kv, type=Type.F16, v_trans=False, head_dim_v=None,
-                 pad=256):
+                 pad=256, n_swa=0):
         typ = Type(type)
         if typ not in _CACHE_TYPES:
             raise TypeError(f"KVCache: type must be one of {', '.join(t.name for t in _CACHE_TYPES)}, got {typ.name}")
@@ -88,6 +99,9 @@ class KVCache:
         if n_layer <= 0 or n_ctx <= 0 or n_head_kv <= 0 or pad <= 0:
             raise ValueError(f"KVCache: n_layer, n_ctx, n_head_kv and pad must be > 0, got {n_layer}, {n_ctx}, "
                              f"{n_head_kv}, {pad}")
+        if isinstance(n_swa, bool) or not isinstance(n_swa, (int, np.integer)) or not 0 <= n_swa < 2 ** 31:
+            raise ValueError(f"KVCache: n_swa must be an int in [0, 2^31) (0: no sliding window), got {n_swa!r}")
+        self.n_swa = int(n_swa)
         self.ctx, self.type, self.v_trans, self.pad = ctx, typ, bool(v_trans), int(pad)
         self.n_layer, self.n_ctx, self.head_dim, self.n_head_kv = n_layer, n_ctx, head_dim, n_head_kv
         self.head_dim_v = head_dim_v
@@ -154,7 +168,8 @@ class KVCache:
 class KVBatch:
     """The cache inputs of one graph shape (n_tokens tokens over n_kv cells): `idx` (I64 cell of
     each token), `idx_v` (transposed V: I64 element index of each value, else idx), `mask` (F16
-    [n_kv, n_tokens]), all marked as inputs and rewritten in place by fill()."""
+    [n_kv, n_tokens]) and, when the cache has a sliding window, `mask_swa` (the same step's mask
+    with the window; None without one), all marked as inputs and rewritten in place by fill()."""
 
     _name = "KVBatch"
 
@@ -177,12 +192,25 @@ class KVBatch:
         self.mask = set_input(ctx.new_tensor(Type.F16, (n_kv, n_tokens)))
         self.mask.name = "kq_mask"
         self._idx_np, self._idx_v_np, self._mask_np = self.idx.numpy(), self.idx_v.numpy(), self.mask.numpy()
+        self.mask_swa, self._mask_swa_np = None, None
+        if cache.n_swa:
+            self.mask_swa = set_input(ctx.new_tensor(Type.F16, (n_kv, n_tokens)))
+            self.mask_swa.name = "kq_mask_swa"
+            self._mask_swa_np = self.mask_swa.numpy()
+            self._outside = np.empty(n_kv, np.bool_)     # a decode step's cells left of the window
         self._hidden = np.empty(n_kv, np.bool_)      # a decode step's mask row, before it becomes F16
         self._written = {}
 
+    def get_mask(self, swa=False):
+        """The mask a layer reads: mask_swa for a sliding-window layer (swa=True), else mask."""
+        if swa and self.mask_swa is None:
+            raise ValueError(f"{self._name}.get_mask: a sliding-window layer needs a cache made with n_swa > 0")
+        return self.mask_swa if swa else self.mask
+
     def fill(self, cells):
-        """Write the cells the batch's tokens go to (cache.alloc's result) and the causal mask over
-        the first n_kv cells into the input tensors."""
+        """Write the cells the batch's tokens go to (cache.alloc's result) and the causal mask (and
+        the sliding-window mask, if the cache has a window) over the first n_kv cells into the input
+        tensors."""
         c = self.cache
         if len(cells) != self.n_tokens:
             raise ValueError(f"{self._name}.fill: need {self.n_tokens} cells, got {len(cells)}")
@@ -193,18 +221,26 @@ class KVBatch:
         if c.v_trans:
             self._idx_v_np[:] = (np.asarray(cells, np.int64)[:, None] + self._dim_offs).reshape(-1)
         n = self.n_kv
+        masks = ((self._mask_np, 0),) if self.mask_swa is None else ((self._mask_np, 0), (self._mask_swa_np, c.n_swa))
         if c.has_yx:
-            causal_mask(c.cell_pos[:n], c.cell_pos[cells], self._mask_np, c.cell_yx[:n], c.cell_yx[cells])
+            for out, n_swa in masks:
+                causal_mask(c.cell_pos[:n], c.cell_pos[cells], out, c.cell_yx[:n], c.cell_yx[cells], n_swa)
             return
         p = int(c.cell_pos[cells[0]])
         if self.n_tokens > 1 or p < 0:
-            causal_mask(c.cell_pos[:n], c.cell_pos[cells], self._mask_np)
+            for out, n_swa in masks:
+                causal_mask(c.cell_pos[:n], c.cell_pos[cells], out, n_swa=n_swa)
             return
         # a decode step (one token, text): causal_mask's values in two numpy calls (run after a
         # compute has streamed the weights through the caches, each call costs tens of us), an
         # empty cell's -1 comparing as the largest unsigned value
         np.greater(c.cell_pos[:n].view(np.uint32), p, out=self._hidden)
         np.take(_MASK_VALUES, self._hidden.view(np.uint8), out=self._mask_np[0])
+        if self.mask_swa is not None:
+            # and the cells left of the window (positions <= p - n_swa)
+            np.less_equal(c.cell_pos[:n], p - c.n_swa, out=self._outside)
+            np.logical_or(self._outside, self._hidden, out=self._outside)
+            np.take(_MASK_VALUES, self._outside.view(np.uint8), out=self._mask_swa_np[0])
 
     def _check(self, kind, cur, e):
         if cur.nelements != e * self.n_tokens:

@@ -8,6 +8,15 @@ Every parameter is random (norm weights near 1, biases nonzero), so a converter 
 drops a norm or a bias, or permutes the wrong rows, shows in the logits. KINDS covers GQA and MHA,
 tied and untied output, rope_theta other than 10000, qwen2's Q/K/V biases, qwen2vl's MROPE
 sections, qwen3's Q/K norms and its own head dimension, and the RoPE scalings linear, llama3 and yarn; n_ff = 80 is not a multiple of 32, so q8_0 conversions exercise llama.cpp's F16 fallback.
+
+KINDS_SWA: Gemma 2 and Gemma 3 (text-only Gemma3ForCausalLM) have a sliding window of 4 positions,
+shorter than the test sequences, and soft-capping strong enough to matter (Gemma 2); Gemma 3 has 6
+layers, so that its pattern (five sliding-window layers, then a global one) has a global layer, and
+different RoPE bases for the two kinds. Their query_pre_attn_scalar is head_dim: llama.cpp does not read
+it (it scales queries by 1/sqrt(head_dim), or 1/sqrt(n_embd/n_head) for the 27B layer counts), as the
+released models set it. Phi-3 has fused qkv_proj / gate_up_proj; phi3-longrope adds LongRoPE short/long
+factors with an original context of 8, so sequences past 8 tokens use the long factors (HF picks them
+per sequence length, llama.cpp by the context size).
 """
 import functools
 import re
@@ -39,11 +48,29 @@ KINDS = {
                              "rope": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}}),
 }
 
+# the sliding-window and fused-projection architectures, kept apart from KINDS (which the tests of the
+# other architectures run over); hf_config, hf_model and converted take the kinds of both
+KINDS_SWA = {
+    "gemma2": ("gemma2", {"num_key_value_heads": 2, "head_dim": 16, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
+                          "query_pre_attn_scalar": 16, "sliding_window": 4, "attn_logit_softcapping": 3.0,
+                          "final_logit_softcapping": 5.0, "tie_word_embeddings": True}),
+    "gemma3": ("gemma3", {"num_hidden_layers": 6, "num_key_value_heads": 2, "head_dim": 16, "rope_theta": 1000000.0,
+                          "rope_local_theta": 10000.0, "rms_norm_eps": 1e-6, "query_pre_attn_scalar": 16,
+                          "sliding_window": 4, "tie_word_embeddings": True}),
+    "phi3": ("phi3", {"num_key_value_heads": 2, "rope_theta": 10000.0, "original_max_position_embeddings": 256,
+                      "tie_word_embeddings": False}),
+    "phi3-longrope": ("phi3", {"num_key_value_heads": 2, "rope_theta": 10000.0, "original_max_position_embeddings": 8,
+                               "tie_word_embeddings": False,
+                               "rope": {"rope_type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(8)],
+                                        "long_factor": [1.0 + 0.6 * i for i in range(8)]}}),
+}
+_ALL_KINDS = {**KINDS, **KINDS_SWA}
+
 
 def hf_config(kind, **overrides):
     """The transformers config of `kind` (KINDS), with config arguments `overrides`."""
     import transformers
-    arch, args = KINDS[kind]
+    arch, args = _ALL_KINDS[kind]
     args = {**_COMMON, **args, **overrides}
     theta = args.pop("rope_theta")
     rope = {"rope_type": "default", "rope_theta": theta, **args.pop("rope", {})}
@@ -57,7 +84,14 @@ def hf_config(kind, **overrides):
             vision_config=vision,
             tie_word_embeddings=tie, image_token_id=120, video_token_id=121, vision_start_token_id=122,
             vision_end_token_id=123)
-    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config, "qwen3": transformers.Qwen3Config}[arch]
+    if arch == "gemma3":
+        rope = {"full_attention": rope, "sliding_attention": {"rope_type": "default",
+                                                              "rope_theta": args.pop("rope_local_theta")}}
+    if arch == "phi3":
+        args["pad_token_id"] = 0                          # Phi3Config's default 32000 is past the vocabulary
+    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config, "qwen3": transformers.Qwen3Config,
+           "gemma2": transformers.Gemma2Config, "gemma3": transformers.Gemma3TextConfig,
+           "phi3": transformers.Phi3Config}[arch]
     return cls(**args, rope_parameters=rope, bos_token_id=1, eos_token_id=2)
 
 
@@ -66,9 +100,11 @@ def hf_model(kind, seed=0, **overrides):
     parameters (float32, eval mode)."""
     import torch
     import transformers
-    arch = KINDS[kind][0]
+    arch = _ALL_KINDS[kind][0]
     cls = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
-           "qwen3": transformers.Qwen3ForCausalLM, "qwen2vl": transformers.Qwen2VLForConditionalGeneration}[arch]
+           "qwen3": transformers.Qwen3ForCausalLM, "qwen2vl": transformers.Qwen2VLForConditionalGeneration,
+           "gemma2": transformers.Gemma2ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM,
+           "phi3": transformers.Phi3ForCausalLM}[arch]
     torch.manual_seed(seed)
     model = cls(hf_config(kind, **overrides)).eval()
     with torch.no_grad():

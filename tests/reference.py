@@ -463,6 +463,11 @@ def relu(x):
     return np.where(x > 0, x, 0.0)
 
 
+def tanh(x):
+    """ggml_tanh: (e^x - e^-x) / (e^x + e^-x), in float64."""
+    return np.tanh(np.asarray(x, dtype=np.float64))
+
+
 # GLU op value (ggml's enum) -> activation of x
 GLU_ACT = {0: relu, 1: gelu, 2: silu, 4: gelu_erf, 5: gelu_quick}
 

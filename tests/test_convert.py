@@ -3,6 +3,7 @@ llama.cpp's convert_hf_to_gguf.py writes (tensor names, order, shapes, types, me
 values, the Q/K permutation for RoPE NORMAL, the F16 fallback of Q8_0) and against the HF weights."""
 import argparse
 import json
+import os
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import gguf
-from hf_models import KINDS, bpe_tokenizer, converted, hf_model, llama_hf_tokenizer, spm_tokenizer
+from hf_models import KINDS, KINDS_SWA, bpe_tokenizer, converted, hf_model, llama_hf_tokenizer, spm_tokenizer
 
 import pyggml as gg
 import pyggml.convert as C
@@ -255,3 +256,115 @@ def test_command(tmp_path, capsys):
     out = tmp_path / "hf" / "model-q8_0.gguf"
     assert f"wrote {out}" in capsys.readouterr().out
     assert G.load(out).metadata["general.file_type"] == 7
+
+
+# ---- Gemma 2, Gemma 3, Phi-3 (read back with the gguf package's reader: pyggml.gguf.load knows the
+# architectures the model layer runs) ----
+
+def read(path):
+    """{key: value}, {tensor name: (type, numpy-order shape, float32 values)} of a GGUF file."""
+    r = gguf.GGUFReader(path)
+    keys = {k: f.contents() for k, f in r.fields.items()}
+    tensors = {}
+    for t in r.tensors:
+        shape = tuple(int(n) for n in reversed(t.shape))
+        vals = gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape)
+        tensors[t.name] = (gg.Type(int(t.tensor_type)), shape, vals.astype(np.float32))
+    return keys, tensors
+
+
+GEMMA_PHI_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+                   "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+                   "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+                   "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up"}
+
+
+def gemma_phi_name(arch, hf):
+    if hf in HF_TO_GGUF:
+        return HF_TO_GGUF[hf]
+    _, _, i, rest = hf.split(".", 3)
+    stem = rest.rsplit(".", 1)[0]
+    if arch == "phi3" and stem == "post_attention_layernorm":
+        return f"blk.{i}.ffn_norm.weight"                         # Phi-3's pre-FFN norm
+    return f"blk.{i}.{GEMMA_PHI_NAMES.get(stem) or LAYER[rest].rsplit('.', 1)[0]}.weight"
+
+
+@pytest.mark.parametrize("kind", list(KINDS_SWA))
+def test_gemma_phi_layout_and_values(tmp_path_factory, kind):
+    """Names and order, types, values (Gemma's norms stored as 1 + w, Phi-3's fused qkv and gate_up
+    as HF stores them) and the architecture keys llama.cpp's converter writes."""
+    arch = KINDS_SWA[kind][0]
+    model = hf_model(kind)
+    cfg = model.config
+    keys, tensors = read(converted(kind, "f32", tmp_path_factory.mktemp("conv")))
+    ckpt = checkpoint(model)
+    names = [gemma_phi_name(arch, n) for n in ckpt if n != "lm_head.weight" or arch == "phi3"]
+    extra = ["rope_factors_long.weight", "rope_factors_short.weight"] if kind == "phi3-longrope" else []
+    assert list(tensors) == extra + names
+    for hf, w in ckpt.items():
+        typ, shape, got = tensors[gemma_phi_name(arch, hf)]
+        assert shape == w.shape and typ == expected_type(hf, w.shape, "f32"), hf
+        want = w + 1 if arch.startswith("gemma") and hf.endswith("norm.weight") else w
+        np.testing.assert_array_equal(got, want.astype(np.float32), err_msg=hf)
+    a = arch
+    assert keys["general.architecture"] == arch and keys[f"{a}.block_count"] == cfg.num_hidden_layers
+    assert keys[f"{a}.attention.head_count_kv"] == cfg.num_key_value_heads
+    if arch == "gemma2":
+        assert keys[f"{a}.attention.sliding_window"] == 4 and keys[f"{a}.attention.key_length"] == 16
+        assert keys[f"{a}.attn_logit_softcapping"] == 3.0 and keys[f"{a}.final_logit_softcapping"] == 5.0
+        assert f"{a}.rope.freq_base" not in keys                  # llama.cpp's Gemma2Model writes none
+    if arch == "gemma3":
+        assert keys[f"{a}.attention.sliding_window"] == 4 and keys[f"{a}.attention.key_length"] == 16
+        assert keys[f"{a}.rope.freq_base"] == 1e6 and keys[f"{a}.rope.freq_base_swa"] == 1e4
+        assert f"{a}.final_logit_softcapping" not in keys
+    if arch == "phi3":
+        assert keys[f"{a}.rope.dimension_count"] == 16 and keys[f"{a}.attention.sliding_window"] == 0
+        assert keys[f"{a}.rope.scaling.original_context_length"] == cfg.original_max_position_embeddings
+    if kind == "phi3-longrope":
+        rope = cfg.rope_parameters
+        np.testing.assert_array_equal(tensors["rope_factors_long.weight"][2], np.float32(rope["long_factor"]))
+        np.testing.assert_array_equal(tensors["rope_factors_short.weight"][2], np.float32(rope["short_factor"]))
+        # 256 / 8 = 32 times the original context: sqrt(1 + ln 32 / ln 8)
+        assert keys[f"{a}.rope.scaling.attn_factor"] == pytest.approx(np.sqrt(1 + np.log(32) / np.log(8)), rel=1e-6)
+        assert list(keys)[3:5] == ["general.architecture", f"{a}.rope.scaling.attn_factor"]   # before general.type
+
+
+def test_gemma3_tokenizer_json_cuts_the_embedding(tmp_path):
+    """Gemma 3 without tokenizer.model: the embedding keeps the tokenizer.json's tokens only."""
+    tok = bpe_tokenizer(tmp_path / "tok", vocab_size=300)
+    n = len(tok.get_vocab())
+    model = hf_model("gemma3", vocab_size=320)
+    C.convert_hf(model, tmp_path / "m.gguf", "f32", tokenizer=tmp_path / "tok")
+    _, tensors = read(tmp_path / "m.gguf")
+    assert n < 320 and tensors["token_embd.weight"][1] == (n, 64)
+    np.testing.assert_array_equal(tensors["token_embd.weight"][2], model.model.embed_tokens.weight[:n].detach().numpy())
+
+
+def test_gemma_phi_errors(tmp_path):
+    cfg = hf_model("phi3-longrope").config.to_dict()
+    cfg["rope_parameters"]["long_factor"] = cfg["rope_parameters"]["long_factor"][:7]      # transformers refuses it
+    with pytest.raises(ValueError, match="long_factor and short_factor must have 8 values each, got 7 and 8"):
+        C.Phi3Converter(cfg, "Phi3ForCausalLM").extra_tensors()
+    with pytest.raises(ValueError, match="Phi-3 needs .*tokenizer.model"):
+        C.convert_hf(hf_model("phi3"), tmp_path / "x.gguf", tokenizer=bpe_tokenizer(tmp_path / "tok"))
+
+
+@pytest.mark.slow
+@pytest.mark.llama_cpp
+@pytest.mark.parametrize("outtype", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("kind", list(KINDS_SWA))
+def test_gemma_phi_byte_identical_to_llama_cpp(tmp_path, llama_cpp_src, kind, outtype):
+    """pyggml convert and llama.cpp's convert_hf_to_gguf.py write the same bytes from one folder
+    (a sentencepiece vocabulary, so that llama.cpp's converter has the tokenizer it requires)."""
+    import subprocess
+    import sys
+    pytest.importorskip("sentencepiece")
+    d = tmp_path / kind
+    hf_model(kind, vocab_size=320).save_pretrained(d)
+    spm_tokenizer(d)
+    ours, theirs = tmp_path / "pyggml.gguf", tmp_path / "llama_cpp.gguf"
+    C.convert_hf(d, ours, outtype)
+    env = {**os.environ, "PYTHONPATH": str(llama_cpp_src / "gguf-py")}
+    subprocess.run([sys.executable, str(llama_cpp_src / "convert_hf_to_gguf.py"), str(d), "--outtype", outtype,
+                    "--outfile", str(theirs)], env=env, check=True, capture_output=True)
+    assert ours.read_bytes() == theirs.read_bytes()

@@ -1,4 +1,4 @@
-"""GLU (glu, glu_split, swiglu, swiglu_split) and the unary activations silu, gelu, gelu_erf, gelu_quick."""
+"""GLU (glu, glu_split, swiglu, swiglu_split) and the unary activations silu, gelu, gelu_erf, gelu_quick, tanh."""
 import numpy as np
 import pytest
 import reference as ref
@@ -93,10 +93,12 @@ def test_glu_strided_rows(ctx, rng, typ, nth):
     check(out2, ref.glu_split(p.transpose(1, 0, 2), q, gg.GluOp.GEGLU), typ)
 
 
-UNARY = [(gg.silu, ref.silu), (gg.gelu, ref.gelu), (gg.gelu_erf, ref.gelu_erf), (gg.gelu_quick, ref.gelu_quick)]
+UNARY = [(gg.silu, ref.silu), (gg.gelu, ref.gelu), (gg.gelu_erf, ref.gelu_erf), (gg.gelu_quick, ref.gelu_quick),
+         (gg.tanh, ref.tanh)]
+UNARY_IDS = ["silu", "gelu", "gelu_erf", "gelu_quick", "tanh"]
 
 
-@pytest.mark.parametrize("fn,want", UNARY, ids=["silu", "gelu", "gelu_erf", "gelu_quick"])
+@pytest.mark.parametrize("fn,want", UNARY, ids=UNARY_IDS)
 @pytest.mark.parametrize("n", WIDTHS)
 @pytest.mark.parametrize("typ", [gg.Type.F32, gg.Type.F16])
 @pytest.mark.parametrize("nth", THREADS)
@@ -107,7 +109,7 @@ def test_unary(ctx, rng, fn, want, n, typ, nth):
     check(out, want(a), typ)
 
 
-@pytest.mark.parametrize("fn,want", UNARY, ids=["silu", "gelu", "gelu_erf", "gelu_quick"])
+@pytest.mark.parametrize("fn,want", UNARY, ids=UNARY_IDS)
 def test_unary_strided(ctx, rng, fn, want):
     base = inputs(rng, (4, 3, 21), gg.Type.F32)
     t = gg.permute(ctx.from_numpy(base), 0, 2, 1, 3)
@@ -127,6 +129,22 @@ def test_unary_elementwise_accuracy(ctx):
         err = np.abs(out.to_numpy() - w)
         assert (err[big] / np.abs(w[big])).max() < 2e-6, fn.__name__
         assert err[~big].max() < 1e-6, fn.__name__
+
+
+def test_tanh_edges(ctx):
+    # both sides of the polynomial/exp switch at |x| = 0.625, tiny and subnormal inputs (tanh(x) = x),
+    # saturation, the signed zeros, infinities and NaN; every SIMD lane position is hit by the repeat
+    x = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-40, 1e-4, -1e-4, 0.6249999, 0.625, 0.6250001, -0.625, 9.0, 10.0,
+                  -10.0, 50.0, 1e30, -1e30, np.inf, -np.inf, np.nan], np.float32)
+    x = np.tile(x, 5)
+    out = gg.tanh(ctx.from_numpy(x))
+    run(out)
+    got = out.to_numpy()
+    w = ref.tanh(x)
+    ok = ~np.isnan(x)
+    assert np.isnan(got[~ok]).all()
+    np.testing.assert_allclose(got[ok], w[ok], rtol=2e-7, atol=0)
+    assert (np.signbit(got[ok]) == np.signbit(x[ok])).all()
 
 
 def test_f16_rounded_once(ctx, rng):
@@ -158,7 +176,7 @@ def test_bad_input(ctx):
         gg.swiglu_split(a, ctx.new_tensor(gg.Type.F32, (8, 4)))
     with pytest.raises(ValueError, match="glu_split: b must be packed in dim 0"):
         gg.swiglu_split(ctx.new_tensor(gg.Type.F32, (3, 8)), gg.transpose(a))
-    for fn in (gg.silu, gg.gelu, gg.gelu_erf, gg.gelu_quick):
+    for fn in (gg.silu, gg.gelu, gg.gelu_erf, gg.gelu_quick, gg.tanh):
         with pytest.raises(TypeError, match=f"{fn.__name__}: a must be of type F16, F32, got I32"):
             fn(ctx.new_tensor(gg.Type.I32, (4,)))
         with pytest.raises(ValueError, match=f"{fn.__name__}: a must be packed in dim 0"):

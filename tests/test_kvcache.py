@@ -33,6 +33,78 @@ def test_causal_mask_mrope_image_order():
     np.testing.assert_array_equal(m[:, 0], [0, 0, 0, 0])
 
 
+def window_rule(cell_pos, tok_pos, n_swa):
+    """The visible cells by the rule stated element by element: a cell holds a token (pos >= 0)
+    not after the query, and, with a window, fewer than n_swa positions before it."""
+    m = np.full((len(tok_pos), len(cell_pos)), NEG)
+    for i, t in enumerate(tok_pos):
+        for j, c in enumerate(cell_pos):
+            if 0 <= c <= t and (n_swa == 0 or t - c < n_swa):
+                m[i, j] = 0
+    return m
+
+
+@pytest.mark.parametrize("n_swa", [0, 1, 2, 5, 100])
+def test_causal_mask_sliding_window(rng, n_swa):
+    cell_pos = rng.permutation(np.concatenate([np.arange(30), -np.ones(6, int)]))
+    tok_pos = np.array([0, 3, 4, 5, 17, 29, 40])
+    np.testing.assert_array_equal(causal_mask(cell_pos, tok_pos, n_swa=n_swa), window_rule(cell_pos, tok_pos, n_swa))
+    # n_swa = 1: only the token's own position
+    if n_swa == 1:
+        m = causal_mask(np.arange(5), np.arange(5), n_swa=1)
+        np.testing.assert_array_equal(m == 0, np.eye(5, dtype=bool))
+
+
+@pytest.mark.parametrize("n_tokens", [1, 3])
+def test_batch_fills_full_and_window_masks(ctx, n_tokens):
+    """A cache with a window gives every batch both masks for the same step (prefill and decode
+    routes, holes and cells of later positions), each equal to the rule; layers pick one."""
+    n_swa, n_kv = 4, 24
+    cache = gg.KVCache(ctx, 2, 32, 32, 2, pad=8, n_swa=n_swa)
+    kv = cache.batch(n_tokens, n_kv)
+    assert kv.mask_swa.ne == kv.mask.ne == (n_kv, n_tokens, 1, 1)
+    assert kv.mask_swa.flags & gg._graph.FLAG_INPUT and kv.mask_swa.name == "kq_mask_swa"
+    assert kv.get_mask(swa=True) is kv.mask_swa and kv.get_mask() is kv.mask
+    cache.alloc(np.arange(5))
+    cache.cell_pos[2] = -1                     # a hole
+    cache.cell_pos[4] = 13                     # a cell of a later position
+    for step in range(5):
+        p0 = 5 + step * n_tokens
+        cells = cache.alloc(np.arange(p0, p0 + n_tokens))
+        kv.mask.numpy()[...] = 7.0
+        kv.mask_swa.numpy()[...] = 7.0
+        kv.fill(cells)
+        cp, tp = cache.cell_pos[:n_kv], cache.cell_pos[cells]
+        np.testing.assert_array_equal(kv.mask.numpy(), window_rule(cp, tp, 0))
+        np.testing.assert_array_equal(kv.mask_swa.numpy(), window_rule(cp, tp, n_swa))
+        # the window hides something the full mask shows once the positions pass n_swa
+        assert ((kv.mask_swa.numpy() != 0) & (kv.mask.numpy() == 0)).any() == (p0 >= n_swa)
+
+
+def test_sliding_window_attention(ctx, rng):
+    """flash_attn_ext over the cache with mask_swa attends exactly the window: the result equals
+    softmax attention over the last n_swa positions computed in numpy."""
+    hd, n_swa, n = 32, 3, 7
+    cache = gg.KVCache(ctx, 1, 8, hd, 1, type=gg.Type.F32, pad=8, n_swa=n_swa)
+    kv = cache.batch(n, 8)
+    q, k, v = (rng.standard_normal((n, 1, hd)).astype(np.float32) for _ in range(3))
+    tk, tv = ctx.from_numpy(k), ctx.from_numpy(v)
+    kv.cpy_k(0, tk)
+    kv.cpy_v(0, tv)
+    tq = gg.permute(ctx.from_numpy(q), 0, 2, 1, 3)            # [hd, n, 1]
+    out = gg.flash_attn_ext(tq, kv.get_k(0), kv.get_v(0), kv.get_mask(swa=True), 0.25)
+    kv.fill(cache.alloc(np.arange(n)))
+    g = gg.CGraph()
+    g.build_forward_expand(out)
+    g.compute(1)
+    got = out.to_numpy().reshape(n, hd)
+    for i in range(n):
+        lo = max(0, i - n_swa + 1)
+        s = 0.25 * k[lo:i + 1, 0].astype(np.float64) @ q[i, 0]
+        w = np.exp(s - s.max())
+        np.testing.assert_allclose(got[i], (w / w.sum()) @ v[lo:i + 1, 0], rtol=1e-5, atol=1e-6)
+
+
 def test_n_kv_for_pads_to_the_padding_step(ctx):
     cache = gg.KVCache(ctx, 1, 600, 64, 1, pad=256)
     assert [cache.n_kv_for(n) for n in (1, 256, 257)] == [256, 256, 512]
@@ -116,5 +188,11 @@ def test_batch_and_cache_errors(ctx):
     with pytest.raises(ValueError, match=r"KVBatch: need n_tokens > 0 and 0 < n_kv <= n_ctx = 8, got n_tokens=1, n_kv=9"):
         cache.batch(1, 9)
     kv = cache.batch(1, 8)
+    assert kv.mask_swa is None
+    with pytest.raises(ValueError, match=r"KVBatch.get_mask: a sliding-window layer needs a cache made with n_swa > 0"):
+        kv.get_mask(swa=True)
+    for bad in (-1, 1.5, True, 2 ** 31):
+        with pytest.raises(ValueError, match=r"KVCache: n_swa must be an int in \[0, 2\^31\)"):
+            gg.KVCache(ctx, 1, 8, 64, 1, n_swa=bad)
     with pytest.raises(ValueError, match=r"KVBatch.cpy_v: cur must hold \[32, 2, 1\] elements, got ne=\(64, 2, 1, 1\)"):
         kv.cpy_v(0, ctx.new_tensor(gg.Type.F32, (64, 2, 1)))

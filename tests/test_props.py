@@ -485,7 +485,7 @@ op("soft_max_ext", ("soft_max_ext", "soft_max_add_sinks"))((_soft_max_build, _so
 @st.composite
 def glu_case(draw):
     kind = draw(st.sampled_from(("glu", "glu_split", "swiglu", "swiglu_split", "silu", "gelu", "gelu_erf",
-                                 "gelu_quick")))
+                                 "gelu_quick", "tanh")))
     typ = draw(st.sampled_from(("F32", "F16")))
     a = draw(specs((typ,), scale=draw(st.sampled_from((1.0, 4.0)))))
     ne = geometry(a)[0]
@@ -526,11 +526,12 @@ def _glu_ref(V, case):
         elif k == "swiglu":
             y = R.glu(V["a"], 2)
         else:
-            y = {"silu": R.silu, "gelu": R.gelu, "gelu_erf": R.gelu_erf, "gelu_quick": R.gelu_quick}[k](V["a"])
+            y = {"silu": R.silu, "gelu": R.gelu, "gelu_erf": R.gelu_erf, "gelu_quick": R.gelu_quick,
+                 "tanh": R.tanh}[k](V["a"])
     return Expect(y, 1e-7 if case.tensors["a"].type == "F32" else 1e-5)
 
 
-for _k in ("glu", "glu_split", "swiglu", "swiglu_split", "silu", "gelu", "gelu_erf", "gelu_quick"):
+for _k in ("glu", "glu_split", "swiglu", "swiglu_split", "silu", "gelu", "gelu_erf", "gelu_quick", "tanh"):
     op(_k, ("glu", "glu_split", _k))((_glu_build, _glu_ref))
 
 

@@ -331,7 +331,8 @@ def test_quantize_q8_0(rng):
 
 
 # ---- activations ----
-ACT_REF = {"silu": R.silu, "gelu": R.gelu, "gelu_erf": R.gelu_erf, "gelu_quick": R.gelu_quick, "relu": R.relu}
+ACT_REF = {"silu": R.silu, "gelu": R.gelu, "gelu_erf": R.gelu_erf, "gelu_quick": R.gelu_quick, "relu": R.relu,
+           "tanh": R.tanh}
 
 
 def assert_act(got, ref):

@@ -1,4 +1,4 @@
-/* GLU (ggml_glu, ggml_glu_split) and the unary activations SILU, GELU, GELU_QUICK, GELU_ERF.
+/* GLU (ggml_glu, ggml_glu_split) and the unary activations TANH, SILU, GELU, GELU_QUICK, GELU_ERF.
  *
  *   glu(a, op, swapped)   a [2n (+1), R, ...] -> [n, R, ...]    y = act(x) * g
  *                         x = a[0:n], g = a[n:2n] of each row (x and g exchanged when swapped;
@@ -7,7 +7,7 @@
  *   unary(a, op)          a [n, R, ...] -> same shape           y = act(a)
  *
  *   op_params[0]  GLU: REGLU (relu), GEGLU (gelu, tanh form), SWIGLU (silu), GEGLU_ERF, GEGLU_QUICK
- *                 UNARY: SILU, GELU, GELU_QUICK, GELU_ERF;   GLU op_params[1]: swapped
+ *                 UNARY: TANH, SILU, GELU, GELU_QUICK, GELU_ERF;   GLU op_params[1]: swapped
  *
  * F32 and F16 (result type = input type). F16 rows are widened into the thread's scratch, computed
  * in f32 and rounded once. Rows must be packed in dim 0; dims 1..3 may have any strides. Rows are
@@ -37,6 +37,7 @@ static const pg_glu_row pg_glu_ops[PG_GLU_MAX] = {
 };
 
 static const pg_unary_row pg_unary_ops[PG_UNARY_MAX] = {
+    [4] = {"TANH", pg_vec_tanh_f32},
     [8] = {"GELU", pg_vec_gelu_f32},
     [9] = {"GELU_QUICK", pg_vec_gelu_quick_f32},
     [10] = {"SILU", pg_vec_silu_f32},

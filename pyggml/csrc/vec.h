@@ -7,7 +7,7 @@
  *                 quants-legacy.h)
  *   vec/arith.h   elementwise add, mul, mad, scale; the maximum of a row
  *   vec/exp.h     exp (scalar and lanes, one set of constants) and the softmax sum
- *   vec/act.h     activations: silu, gelu, gelu_erf, gelu_quick, relu, and their GLU forms
+ *   vec/act.h     activations: silu, gelu, gelu_erf, gelu_quick, relu, tanh, and the GLU forms
  *   vec/norm.h    the norms' sums in double, scale-and-multiply
  *   vec/rope.h    sin/cos of the angles, rotation of pairs
  *   vec/gemm.h    the GEMM micro-kernel of mul_mat

@@ -10,7 +10,8 @@ block at a time, as llama.cpp's llm_graph_context does (build_norm, build_qkv, b
       build_qkv(h, il)          Q, K, V as [head_dim, n_head(_kv), n_tokens]
       build_rope(t, il)         RoPE with the file's scaling; rope_factors(il) gives rope_ext's c
       build_attn(q, k, v, il)   K/V into the cache, attention (flash_attn_ext, or mul_mat + soft_max_ext
-                                over a transposed V), the output projection
+                                over a transposed V), the output projection; is_swa(il) picks the
+                                sliding-window mask, attn_softcap(il) caps the logits (Gemma 2)
       build_ffn(h, il)          gate/up/down with the GLU `ffn_glu` (SwiGLU; GluOp.GEGLU: GELU-tanh)
     build_output(x)             the output norm and the LM head
 
@@ -174,7 +175,8 @@ class HParams:
     defaults: n_vocab ({arch}.vocab_size, else the token list's length, else token_embd's rows),
     n_embd, n_layer (block_count), n_head, n_head_kv (default n_head), head_dim / head_dim_v
     (attention.key_length / value_length, default n_embd / n_head), n_ff, n_ctx_train, rms_eps, rope
-    (Rope), bos_id, eos_id. An architecture subclasses it: class attributes rope_type (llama.cpp's
+    (Rope), bos_id, eos_id, n_swa (the sliding window of the layers that have one, 0: none; the KV
+    cache then fills a second mask). An architecture subclasses it: class attributes rope_type (llama.cpp's
     llama_model_rope_type), rope_scalings (the rope.scaling.type values it runs), qkv_bias (True:
     Q/K/V biases required, False: optional); read() for its own keys, check() for their relations,
     layer_tensors() for its tensors."""
@@ -191,6 +193,7 @@ class HParams:
     rope: Rope
     bos_id: int | None = None
     eos_id: int | None = None
+    n_swa: int = 0
 
     rope_type: ClassVar[RopeType] = RopeType.NORMAL
     rope_scalings: ClassVar[tuple] = ("none", "linear", "yarn")
@@ -391,6 +394,14 @@ class Decoder:
         """The scale of QK^T: 1 / sqrt(head_dim)."""
         return 1.0 / math.sqrt(self.hp.head_dim)
 
+    def is_swa(self, il):
+        """Layer il attends through the sliding window (hp.n_swa) instead of the whole context."""
+        return False
+
+    def attn_softcap(self, il):
+        """The attention logits' soft cap c (c tanh(x / c) before the softmax; 0: none)."""
+        return 0.0
+
     def build_attn(self, q, k, v, il):
         """Write k, v into the cache and attend q over the step's n_kv cells (flash_attn_ext, or
         mul_mat + soft_max_ext with V transposed); returns the output projection of the heads
@@ -401,12 +412,15 @@ class Decoder:
         self.kv.cpy_v(li, v)
         q = op.permute(q, 0, 2, 1, 3)                                   # [hd, n, nh]
         kk, vv = self.kv.get_k(li), self.kv.get_v(li)
-        scale = self.attn_scale(il)
+        scale, cap, mask = self.attn_scale(il), self.attn_softcap(il), self.kv.get_mask(self.is_swa(il))
         if self.model.flash_attn:
-            a = op.flash_attn_ext_set_prec(op.flash_attn_ext(q, kk, vv, self.kv.mask, scale), Prec.F32)
+            a = op.flash_attn_ext_set_prec(op.flash_attn_ext(q, kk, vv, mask, scale, 0.0, cap), Prec.F32)
             a = op.reshape_2d(a, hp.head_dim_v * hp.n_head, n)          # [hdv, nh, n] -> rows of n_embd
         else:
-            kq = self.cb(op.soft_max_ext(op.mul_mat(kk, q), self.kv.mask, scale, 0.0), "kq_soft_max", il)
+            kq = op.mul_mat(kk, q)
+            if cap:                      # as llama.cpp: capped before the softmax's scale
+                kq = op.scale(op.tanh(op.scale(kq, 1.0 / cap)), cap)
+            kq = self.cb(op.soft_max_ext(kq, mask, scale, 0.0), "kq_soft_max", il)
             a = op.permute(op.mul_mat(vv, kq), 0, 2, 1, 3)              # [hdv, n, nh] -> [hdv, nh, n]
             a = op.reshape_2d(op.cont(a), hp.head_dim_v * hp.n_head, n)
         a = self.cb(a, "kqv_out", il)

@@ -94,7 +94,7 @@ class Model:
         self.ctx = Context(f"pyggml.models {self.arch}")
         hp = self.hparams
         self.cache = KVCache(self.ctx, l1 - l0, self.n_ctx, hp.head_dim, hp.n_head_kv, type=kv_type,
-                             v_trans=not self.flash_attn, head_dim_v=hp.head_dim_v, pad=kv_pad)
+                             v_trans=not self.flash_attn, head_dim_v=hp.head_dim_v, pad=kv_pad, n_swa=hp.n_swa)
         self.vision = None
         self.image_token_id = None
         if vision is not None:

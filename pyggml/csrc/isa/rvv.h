@@ -82,6 +82,7 @@ void pg_rvv_silu_f32(int64_t n, float * y, const float * x);
 void pg_rvv_gelu_f32(int64_t n, float * y, const float * x);
 void pg_rvv_gelu_erf_f32(int64_t n, float * y, const float * x);
 void pg_rvv_gelu_quick_f32(int64_t n, float * y, const float * x);
+void pg_rvv_tanh_f32(int64_t n, float * y, const float * x);
 void pg_rvv_relu_glu_f32(int64_t n, float * y, const float * x, const float * g);
 void pg_rvv_gelu_glu_f32(int64_t n, float * y, const float * x, const float * g);
 void pg_rvv_silu_glu_f32(int64_t n, float * y, const float * x, const float * g);

@@ -36,6 +36,19 @@ static inline vfloat32m2_t pg_rvv_gelu_erf(vfloat32m2_t x, size_t vl) {
                                                     __riscv_vmflt_vf_f32m2_b16(x, 0.0f, vl), vl);
     return __riscv_vfmul_vv_f32m2(x, g, vl);
 }
+/* pg_f32v_tanh's two forms: (1 - e)/(1 + e) with e = exp(-2|x|) and its sign put back, and the
+ * polynomial below PG_TANH_POLY_MAX (the exp's NaN pass-through keeps NaN lanes NaN) */
+static inline vfloat32m2_t pg_rvv_tanh(vfloat32m2_t x, size_t vl) {
+    const vfloat32m2_t t = __riscv_vfabs_v_f32m2(x, vl);
+    const vfloat32m2_t e = pg_rvv_exp_f32m2(__riscv_vfmul_vf_f32m2(t, -2.0f, vl), vl);
+    const vfloat32m2_t q = __riscv_vfdiv_vv_f32m2(__riscv_vfrsub_vf_f32m2(e, 1.0f, vl), __riscv_vfadd_vf_f32m2(e, 1.0f, vl), vl);
+    const vfloat32m2_t s = __riscv_vfmul_vv_f32m2(x, x, vl);
+    vfloat32m2_t p = __riscv_vfmv_v_f_f32m2(pg_tanh_c[0], vl);
+    for (int k = 1; k < 5; k++) p = __riscv_vfmadd_vv_f32m2(p, s, __riscv_vfmv_v_f_f32m2(pg_tanh_c[k], vl), vl);
+    const vfloat32m2_t small = __riscv_vfmul_vv_f32m2(x, __riscv_vfmadd_vv_f32m2(p, s, __riscv_vfmv_v_f_f32m2(1.0f, vl), vl), vl);
+    const vfloat32m2_t big = __riscv_vfsgnj_vv_f32m2(q, x, vl);
+    return __riscv_vmerge_vvm_f32m2(big, small, __riscv_vmflt_vf_f32m2_b16(t, PG_TANH_POLY_MAX, vl), vl);
+}
 
 #define PG_RVV_ACT(ACT)                                                                          \
 void pg_rvv_##ACT##_f32(int64_t n, float * y, const float * x) {                                \
@@ -56,6 +69,7 @@ PG_RVV_ACT(silu)
 PG_RVV_ACT(gelu)
 PG_RVV_ACT(gelu_erf)
 PG_RVV_ACT(gelu_quick)
+PG_RVV_ACT(tanh)
 PG_RVV_GLU(relu)
 PG_RVV_GLU(gelu)
 PG_RVV_GLU(silu)

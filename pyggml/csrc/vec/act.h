@@ -6,6 +6,8 @@
  *   gelu_quick(x) = x / (1 + exp(-1.702x))
  *   relu(x)       = x > 0 ? x : 0
  *   gelu_erf(x)   = 0.5x(1 + erf(x/sqrt(2)))
+ *   tanh(x)       = sign(x) (1 - e) / (1 + e), e = exp(-2|x|), for |x| >= PG_TANH_POLY_MAX; below it
+ *                   x (1 + x^2 P(x^2)), where 1 - e would cancel
  * gelu is computed by its formula in f32; ggml's CPU reads it from an fp16 table instead
  * (GGML_GELU_FP16), which is less accurate; gelu_erf uses erfc(-x/sqrt(2)) for 1 + erf(x/sqrt(2)),
  * which keeps its relative accuracy for negative x where ggml's 1 + erff(...) cancels. Scalar paths
@@ -17,6 +19,7 @@
 #define PG_SQRT_2_OVER_PI  0.79788456080286535587989211986876f
 #define PG_GELU_QUICK_COEF 1.702f
 #define PG_SQRT_2_INV      0.70710678118654752440084436210484f
+#define PG_TANH_POLY_MAX   0.625f
 
 /* x / (1 + exp(-z)) with pg_f32v_sigmul's clamps (below): -z at most 88, x at least -88, NaN kept */
 static inline float pg_sigmul_f32(float x, float z) {
@@ -29,11 +32,17 @@ static inline float pg_gelu_f32(float x) {
 static inline float pg_gelu_quick_f32(float x) { return pg_sigmul_f32(x, PG_GELU_QUICK_COEF * x); }
 static inline float pg_relu_f32(float x) { return x > 0.0f ? x : 0.0f; }
 static inline float pg_gelu_erf_f32(float x) { return 0.5f * x * erfcf(-x * PG_SQRT_2_INV); }
+static inline float pg_tanh_f32(float x) { return tanhf(x); }
 
 /* erfc(t) = s*exp(-t^2 + P(s)), s = 1/(1 + t/2), for t >= 0: P's coefficients, highest power first
  * (Numerical Recipes' erfcc, relative error < 1.2e-7), for the SIMD and RVV gelu_erf */
 static const float pg_erfc_c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
                                     -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+
+/* (tanh(x) - x) / x^3 = P(x^2) on |x| < PG_TANH_POLY_MAX: P's coefficients, highest power first (a
+ * least-squares fit of the relative error; the f32 result is within 1.1e-7 of tanh), for the SIMD and
+ * RVV tanh */
+static const float pg_tanh_c[5] = {-0.0057188915f, 0.020653063f, -0.05374464f, 0.13331513f, -0.33333287f};
 
 #if PG_HAVE_F32V
 /* x / (1 + exp(-z)), with -z clamped into [PG_EXP_LO, 88] so that the exp needs no range selects
@@ -69,6 +78,19 @@ static inline pg_f32v pg_f32v_gelu_erf(pg_f32v x) {
     const pg_f32v h = PG_F32V_MUL(e, PG_F32V_SET1(0.5f));
     return PG_F32V_MUL(x, PG_F32V_SEL_LT(x, PG_F32V_ZERO(), h, PG_F32V_SUB(PG_F32V_SET1(1.0f), h)));
 }
+/* the two forms of the comment above, one chosen per lane; the exp's argument -2|x| is at most 0
+ * and raised to PG_EXP_LO (below it e < 2^-126 and the quotient is 1 either way) */
+static inline pg_f32v pg_f32v_tanh(pg_f32v x) {
+    const pg_f32v t = PG_F32V_MAX(x, PG_F32V_SUB(PG_F32V_ZERO(), x));
+    const pg_f32v e = pg_f32v_exp_in_range(PG_F32V_MAX(PG_F32V_MUL(t, PG_F32V_SET1(-2.0f)), PG_F32V_SET1(PG_EXP_LO)));
+    const pg_f32v q = PG_F32V_DIV(PG_F32V_SUB(PG_F32V_SET1(1.0f), e), PG_F32V_ADD(PG_F32V_SET1(1.0f), e));
+    const pg_f32v s = PG_F32V_MUL(x, x);
+    pg_f32v p = PG_F32V_SET1(pg_tanh_c[0]);
+    for (int k = 1; k < 5; k++) p = PG_F32V_FMA(p, s, PG_F32V_SET1(pg_tanh_c[k]));
+    const pg_f32v small = PG_F32V_MUL(x, PG_F32V_FMA(s, p, PG_F32V_SET1(1.0f)));   /* x (1 + s p): keeps -0 */
+    const pg_f32v big = PG_F32V_SEL_LT(x, PG_F32V_ZERO(), PG_F32V_SUB(PG_F32V_ZERO(), q), q);
+    return PG_F32V_KEEP_NAN(x, PG_F32V_SEL_LT(t, PG_F32V_SET1(PG_TANH_POLY_MAX), small, big));
+}
 /* The GLU rows prefetch their two inputs PG_GLU_AHEAD floats (64 vectors) ahead: a large GLU
  * (swiglu [2x11008, 512], 67 MB a call) streams from DRAM, and the long exp chain of each vector
  * fills the out-of-order window, so the misses the hardware prefetcher leaves are not overlapped:
@@ -100,6 +122,7 @@ PG_VEC_ACT(silu)
 PG_VEC_ACT(gelu)
 PG_VEC_ACT(gelu_erf)
 PG_VEC_ACT(gelu_quick)
+PG_VEC_ACT(tanh)
 PG_VEC_GLU(relu)
 PG_VEC_GLU(gelu)
 PG_VEC_GLU(silu)
