@@ -34,7 +34,7 @@ from pyggml._tensor cimport Memory, Tensor, block_align, check_int, tensor_nbyte
 from pyggml._typedefs cimport *
 
 from pyggml._enums import Op
-from pyggml._ops import FA_PATHS
+from pyggml._tables import FA_PARAMS, FA_PATHS
 from pyggml._threads import count_threads
 
 cdef extern from "graph.h" nogil:
@@ -103,7 +103,7 @@ cdef int _fusion_size(int k) noexcept:
 
 
 # flash_attn_ext reports the path its plan chose in this op_params slot (flash_attn_ext_get_path)
-cdef int _FA_PARAM_TAKEN = 5
+cdef int _FA_TAKEN = FA_PARAMS["taken"]
 
 
 _default_threads = None
@@ -555,7 +555,7 @@ cdef class CGraph:
         _, ex_mem, n_steps, groups = self._plans[key]
         cdef Tensor t
         for t, path in plan.paths.items():
-            t.c.op_params[_FA_PARAM_TAKEN] = FA_PATHS.index(path)
+            t.c.op_params[_FA_TAKEN] = FA_PATHS.index(path)
         cdef pg_run st
         if self._work is None or self._work.size < plan.work_size:
             self._work = Memory(plan.work_size)
