@@ -106,6 +106,19 @@ cdef int _fusion_size(int k) noexcept:
 cdef int _FA_TAKEN = FA_PARAMS["taken"]
 
 
+# What compute(profile=True) returns and what to_dot draws: pyggml.profile sits above this module
+# and installs both when it is imported (pyggml's __init__ imports it), so the core imports nothing
+# from the layers above it.
+_make_profile = _graph_dot = None
+
+
+def _install_views(make_profile, graph_dot):
+    """Called by pyggml.profile: make_profile(groups, times, wall_ns, paths) makes what
+    compute(profile=True) returns, graph_dot(nodes, leafs, fused) the DOT text of to_dot."""
+    global _make_profile, _graph_dot
+    _make_profile, _graph_dot = make_profile, graph_dot
+
+
 _default_threads = None
 
 
@@ -582,15 +595,13 @@ cdef class CGraph:
         if st.shared.err:
             self._raise_data_error(st.shared)
         if profile:
-            from pyggml.profile import Profile
             times = np.frombuffer(prof, dtype=np.uint64, count=n_steps * nth * 3).reshape(n_steps, nth, 3)[:, :used]
-            return Profile(groups, times, wall, plan.paths)
+            return _make_profile(groups, times, wall, plan.paths)
 
     def to_dot(self):
         """The graph as Graphviz DOT (pyggml.profile.graph_dot): nodes with op, name, type and
         shape, leafs, sources as edges, the groups that fusion would run as one kernel outlined."""
-        from pyggml.profile import graph_dot
-        return graph_dot(self._nodes, self._leafs, [g for _, g in self._fusions()])
+        return _graph_dot(self._nodes, self._leafs, [g for _, g in self._fusions()])
 
     cdef _raise_data_error(self, pg_shared * sh):
         # the indices are src[1] of get_rows (range: a.ne[1]) and of set_rows (range: the destination's
