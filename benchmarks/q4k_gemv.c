@@ -1,5 +1,5 @@
 /* The Q4_K GEMV (pg_vec_dot_q4_K_q8_K_rows, mul_mat's one-column path) against a plain 512-bit read
- * of the same bytes, ns per 144-byte super-block, weights resident in L1, L2 and L3 (docs/benchmarks.md,
+ * of the same bytes, ns per 144-byte super-block, weights resident in L1, L2 and L3 (docs/bench/journal.md,
  * "The Q4_K GEMV against a pipeline model"). Build and run on an AVX-512 host:
  *   gcc -O3 -march=native -fno-math-errno -Ipyggml/csrc -Wno-unused-function -o /tmp/q4k_gemv benchmarks/q4k_gemv.c
  *   /tmp/q4k_gemv */

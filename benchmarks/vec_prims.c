@@ -6,7 +6,7 @@
  *       -I <tree>/pyggml/csrc benchmarks/vec_prims.c -o /tmp/vp_$t -lm; done
  *   for i in 1 2 3 4; do /tmp/vp_before; /tmp/vp_after; done       (add -mno-avx512f for AVX2)
  *
- * Results: docs/benchmarks.md (row primitives). */
+ * Results: docs/bench/journal.md ("Row primitives before and after the vec.h split"). */
 #include "vec.h"
 #include "quants-legacy.h"   /* the Q8_0 dot */
 #include <stdio.h>

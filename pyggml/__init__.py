@@ -14,6 +14,7 @@ if _ilu.find_spec("pyggml._tensor") is None:  # the source folder shadows the in
 from pyggml import (
     _ops,
     gguf,  # noqa: F401  (pyggml.gguf.load without importing the submodule)
+    profile,  # noqa: F401  (installs what CGraph.compute(profile=True) and CGraph.to_dot return)
 )
 from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
 from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output

@@ -34,7 +34,7 @@ from pyggml._tensor cimport Memory, Tensor, block_align, check_int, tensor_nbyte
 from pyggml._typedefs cimport *
 
 from pyggml._enums import Op
-from pyggml._ops import FA_PATHS
+from pyggml._tables import FA_PARAMS, FA_PATHS
 from pyggml._threads import count_threads
 
 cdef extern from "graph.h" nogil:
@@ -103,7 +103,20 @@ cdef int _fusion_size(int k) noexcept:
 
 
 # flash_attn_ext reports the path its plan chose in this op_params slot (flash_attn_ext_get_path)
-cdef int _FA_PARAM_TAKEN = 5
+cdef int _FA_TAKEN = FA_PARAMS["taken"]
+
+
+# What compute(profile=True) returns and what to_dot draws: pyggml.profile sits above this module
+# and installs both when it is imported (pyggml's __init__ imports it), so the core imports nothing
+# from the layers above it.
+_make_profile = _graph_dot = None
+
+
+def _install_views(make_profile, graph_dot):
+    """Called by pyggml.profile: make_profile(groups, times, wall_ns, paths) makes what
+    compute(profile=True) returns, graph_dot(nodes, leafs, fused) the DOT text of to_dot."""
+    global _make_profile, _graph_dot
+    _make_profile, _graph_dot = make_profile, graph_dot
 
 
 _default_threads = None
@@ -555,7 +568,7 @@ cdef class CGraph:
         _, ex_mem, n_steps, groups = self._plans[key]
         cdef Tensor t
         for t, path in plan.paths.items():
-            t.c.op_params[_FA_PARAM_TAKEN] = FA_PATHS.index(path)
+            t.c.op_params[_FA_TAKEN] = FA_PATHS.index(path)
         cdef pg_run st
         if self._work is None or self._work.size < plan.work_size:
             self._work = Memory(plan.work_size)
@@ -582,15 +595,13 @@ cdef class CGraph:
         if st.shared.err:
             self._raise_data_error(st.shared)
         if profile:
-            from pyggml.profile import Profile
             times = np.frombuffer(prof, dtype=np.uint64, count=n_steps * nth * 3).reshape(n_steps, nth, 3)[:, :used]
-            return Profile(groups, times, wall, plan.paths)
+            return _make_profile(groups, times, wall, plan.paths)
 
     def to_dot(self):
         """The graph as Graphviz DOT (pyggml.profile.graph_dot): nodes with op, name, type and
         shape, leafs, sources as edges, the groups that fusion would run as one kernel outlined."""
-        from pyggml.profile import graph_dot
-        return graph_dot(self._nodes, self._leafs, [g for _, g in self._fusions()])
+        return _graph_dot(self._nodes, self._leafs, [g for _, g in self._fusions()])
 
     cdef _raise_data_error(self, pg_shared * sh):
         # the indices are src[1] of get_rows (range: a.ne[1]) and of set_rows (range: the destination's

@@ -755,11 +755,13 @@ from pyggml._enums import Prec
 # accumulated (attn_acc, to f32 on tiled)
 _FA_K_TYPES = kernel_types("vec_dot", "attn_dot", "to_float")
 _FA_V_TYPES = kernel_types("attn_acc", "to_float")
-# op_params slot 4 = forced path (index in FA_PATHS), slot 5 = path of the last compute (CGraph.compute
-# writes the one its plan chose)
-FA_PATHS = ("auto", "one_chunk", "tiled", "split")
-cdef int _FA_PARAM_PATH = 4
-cdef int _FA_PARAM_TAKEN = 5
+# the op_params slots and the paths are csrc/flash-attn.h's (pg_fa_param, pg_fa_path); FA_PATHS[i]
+# names path i
+from pyggml._tables import FA_PARAMS, FA_PATHS
+
+cdef int _FA_SCALE = FA_PARAMS["scale"], _FA_MAX_BIAS = FA_PARAMS["max_bias"]
+cdef int _FA_SOFTCAP = FA_PARAMS["logit_softcap"], _FA_PREC = FA_PARAMS["prec"]
+cdef int _FA_PATH = FA_PARAMS["path"], _FA_TAKEN = FA_PARAMS["taken"]
 
 
 def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
@@ -819,9 +821,9 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     if mb > 0 and mask is None:
         raise ValueError(f"{op}: max_bias > 0 (got {max_bias}) needs a mask")
     cdef Tensor t = new_node(tq.ctx, Type.F32, (tv.c.ne[0], Hq, N, S), Op.FLASH_ATTN_EXT, tuple(srcs))
-    set_param_f32(t, 0, _finite(op, "scale", scale))
-    set_param_f32(t, 1, mb)
-    set_param_f32(t, 2, _finite(op, "logit_softcap", logit_softcap))
+    set_param_f32(t, _FA_SCALE, _finite(op, "scale", scale))
+    set_param_f32(t, _FA_MAX_BIAS, mb)
+    set_param_f32(t, _FA_SOFTCAP, _finite(op, "logit_softcap", logit_softcap))
     return t
 
 
@@ -833,13 +835,13 @@ cdef Tensor _fa_node(str op, t):
 
 
 def flash_attn_ext_set_prec(t, prec):
-    """Precision request (op_params[3]); DEFAULT and F32 are identical on the CPU (always f32)."""
+    """Precision request (an op_params slot); DEFAULT and F32 are identical on the CPU (always f32)."""
     cdef Tensor tt = _fa_node("flash_attn_ext_set_prec", t)
     try:
         p = Prec(prec)
     except ValueError:
         raise ValueError(f"flash_attn_ext_set_prec: prec must be a pyggml.Prec, got {prec!r}") from None
-    set_param_i32(tt, 3, p)
+    set_param_i32(tt, _FA_PREC, p)
     return tt
 
 
@@ -866,7 +868,7 @@ def flash_attn_ext_set_path(t, path):
         raise ValueError(f"{op}: path must be one of {FA_PATHS}, got {path!r}")
     if path == "split" and (tt.c.ne[2] != 1 or tt.c.ne[3] != 1):
         raise ValueError(f"{op}: the split path needs N == 1 and S == 1, got N={tt.c.ne[2]} S={tt.c.ne[3]}")
-    set_param_i32(tt, _FA_PARAM_PATH, FA_PATHS.index(path))
+    set_param_i32(tt, _FA_PATH, FA_PATHS.index(path))
     return tt
 
 
@@ -874,7 +876,7 @@ def flash_attn_ext_get_path(t):
     """The path the last compute of this flash_attn_ext node took ("one_chunk", "tiled", "split"),
     or None before it has run (CGraph.plan chooses it; Plan.paths reports it). pyggml only."""
     cdef Tensor tt = _fa_node("flash_attn_ext_get_path", t)
-    taken = tt.c.op_params[_FA_PARAM_TAKEN]
+    taken = tt.c.op_params[_FA_TAKEN]
     return FA_PATHS[taken] if taken else None
 
 

@@ -1,5 +1,6 @@
 """The C tables as Python sees them: the op table (csrc/ops.h), the GLU and unary op tables
-(csrc/glu.h) and the type table (csrc/types.h). _enums.py builds pyggml.Op, GluOp, UnaryOp and Type
+(csrc/glu.h), the type table (csrc/types.h) and flash_attn_ext's op_params slots and paths
+(csrc/flash-attn.h). _enums.py builds pyggml.Op, GluOp, UnaryOp and Type
 from them, so each is defined once, in C; the builders take the types an op supports from the type
 table's kernels. type_size, blck_size and row_size are ggml_type_size, ggml_blck_size and
 ggml_row_size."""
@@ -34,6 +35,21 @@ cdef extern from "glu.h" nogil:
     const pg_glu_row pg_glu_ops[]
     const pg_unary_row pg_unary_ops[]
 
+cdef extern from "flash-attn.h" nogil:
+    enum pg_fa_param:
+        PG_FA_PARAM_SCALE
+        PG_FA_PARAM_MAX_BIAS
+        PG_FA_PARAM_SOFTCAP
+        PG_FA_PARAM_PREC
+        PG_FA_PARAM_PATH
+        PG_FA_PARAM_TAKEN
+
+    enum pg_fa_path:
+        PG_FA_PATH_AUTO
+        PG_FA_PATH_ONE_CHUNK
+        PG_FA_PATH_TILED
+        PG_FA_PATH_SPLIT
+
 
 def ops():
     """(name, flags) of every op, in the order of the op ids; flags as OPF_NO_COMPUTE | OPF_ROWS."""
@@ -52,6 +68,16 @@ def glu_ops():
 def unary_ops():
     """{name: ggml value} of the unary ops with a kernel."""
     return {pg_unary_ops[i].name.decode(): i for i in range(PG_UNARY_MAX) if pg_unary_ops[i].name != NULL}
+
+
+# flash_attn_ext's op_params slots and its attention paths (csrc/flash-attn.h's pg_fa_param and
+# pg_fa_path): FA_PATHS[i] names path i
+FA_PARAMS = {"scale": PG_FA_PARAM_SCALE, "max_bias": PG_FA_PARAM_MAX_BIAS, "logit_softcap": PG_FA_PARAM_SOFTCAP,
+             "prec": PG_FA_PARAM_PREC, "path": PG_FA_PARAM_PATH, "taken": PG_FA_PARAM_TAKEN}
+_paths = {PG_FA_PATH_AUTO: "auto", PG_FA_PATH_ONE_CHUNK: "one_chunk", PG_FA_PATH_TILED: "tiled",
+          PG_FA_PATH_SPLIT: "split"}
+FA_PATHS = tuple(_paths[i] for i in range(len(_paths)))
+del _paths
 
 
 KINDS = {PG_KIND_FLOAT: "float", PG_KIND_QUANT: "quant", PG_KIND_INT: "int"}

@@ -153,8 +153,8 @@ cdef size_t block_align(size_t size) noexcept nogil:
     """Alignment of a block of tensor data: 64 bytes (a cache line), a page for a page or more.
     Page-aligned blocks share their offset within a 4 KiB page, so a kernel streaming
     y[i] = f(x[i], w[i]) never issues a load whose low 12 address bits match a store still in
-    flight (4K aliasing: the CPU assumes a dependence and stalls the load). With y 128 bytes past x
-    in the page, rms_norm(x) * w [4096, 512] took 15-30% longer on Zen 4 (docs/bench/norm.md)."""
+    flight (4K aliasing: the CPU assumes a dependence and stalls the load; the fused
+    rms_norm(x) * w is where it shows, docs/bench/norm.md)."""
     return 4096 if size >= 4096 else 64
 
 

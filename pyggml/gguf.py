@@ -6,8 +6,8 @@
     pyggml.gguf.save("copy.gguf", f.tensors, f.metadata, types=f.types)
 
 load() needs numpy only: it maps the file copy-on-write and parses the header itself (struct over
-the mapping; the gguf package's GGUFReader makes numpy views of every metadata element, which took
-12 s and 0.5 GB for a 151k-token vocabulary with its merges, against 0.3 s here). Weights are read
+the mapping; the gguf package's GGUFReader makes numpy views of every metadata element, which costs
+seconds and hundreds of MB for a large vocabulary with its merges: docs/gguf.md). Weights are read
 from the page cache and cost no anonymous memory (RssAnon); a write into a tensor changes the
 process's copy, never the file. Tensors keep the mapping alive after close(). save() writes with
 the gguf package's GGUFWriter (an optional dependency: pip install pyggml[gguf]).

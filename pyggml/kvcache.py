@@ -231,9 +231,9 @@ class KVBatch:
             for out, n_swa in masks:
                 causal_mask(c.cell_pos[:n], c.cell_pos[cells], out, n_swa=n_swa)
             return
-        # a decode step (one token, text): causal_mask's values in two numpy calls (run after a
-        # compute has streamed the weights through the caches, each call costs tens of us), an
-        # empty cell's -1 comparing as the largest unsigned value
+        # a decode step (one token, text): causal_mask's values in two numpy calls (few calls,
+        # because each is slow right after a compute has streamed the weights through the caches),
+        # an empty cell's -1 comparing as the largest unsigned value
         np.greater(c.cell_pos[:n].view(np.uint32), p, out=self._hidden)
         np.take(_MASK_VALUES, self._hidden.view(np.uint8), out=self._mask_np[0])
         if self.mask_swa is not None:

@@ -1,9 +1,11 @@
 """compute(profile=True) and pyggml.profile: the records of every step and thread, their summaries,
 the timeline SVG, the JSON, and CGraph.to_dot."""
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +168,12 @@ def test_profile_command_on_the_demo_model(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("demo model: one decode step") and "FLASH_ATTN_EXT" in p.stdout
     assert (tmp_path / "profile.svg").exists() and (tmp_path / "profile.json").exists()
+
+
+def test_core_imports_run_one_way():
+    """The executor's module imports nothing from above it: pyggml.profile installs what
+    compute(profile=True) returns (and _graph never names the model layer either)."""
+    src = (Path(__file__).resolve().parent.parent / "pyggml" / "_graph.pyx").read_text()
+    imported = set(re.findall(r"^\s*(?:from|import|cimport)\s+(pyggml[\w.]*)", src, re.MULTILINE))
+    assert imported <= {"pyggml._openmp", "pyggml._tensor", "pyggml._typedefs", "pyggml._enums", "pyggml._tables",
+                        "pyggml._threads"}, imported

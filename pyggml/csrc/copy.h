@@ -40,7 +40,7 @@ static inline void pg_compute_dup(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * src = dst->src[0];
     if (src->type == dst->type && pg_is_contiguous(src) && pg_is_contiguous(dst)) {
         /* memory order is logical order on both sides: one memcpy per thread, cut at cache lines
-         * (row by row, a [128, 32, 512] copy took 20% longer than numpy's) */
+         * (row by row, every row would pay a call and a short tail) */
         const int64_t n = (int64_t) pg_row_size(dst->type, pg_nelements(dst));
         int64_t l0, l1;
         pg_split_rows((n + PG_CACHE_LINE - 1) / PG_CACHE_LINE, p->ith, p->nth, &l0, &l1);

@@ -13,9 +13,8 @@
  *   A key whose slope*mask is -inf never gets weight, on every path, whatever its K and V rows hold
  *   (inf and NaN included); a row with no key left is exactly 0.
  *
- * op_params: [0] scale [1] max_bias [2] logit_softcap [3] prec (DEFAULT/F32, identical on CPU)
- *            [4] forced path (0 = automatic)   [5] path the last compute took (CGraph.compute
- *            writes it from the plan, for flash_attn_ext_get_path)
+ * op_params: the slots of pg_fa_param below (the one definition: pyggml._tables exposes them to
+ *            the builders in _ops.pyx and to CGraph.compute)
  *
  * Paths, chosen by the plan (pg_plan_flash_attn_ext; use_ref forces one_chunk), which sizes the
  * work buffer for that path only from the same layout the kernel carves (pg_fa_<path>_layout):
@@ -49,9 +48,17 @@
  * docs/bench/flash_attn.md: bench_flash_attn.py --sweep) and the tiled path from PG_FA_TILE_Q rows on */
 #define PG_FA_SPLIT_MIN_L 64
 
-/* op_params[4] holds the forced path (0: automatic); the plan's choice is its variant */
+/* flash_attn_ext's op_params: f32 scale, max_bias and logit_softcap as ggml packs them, the precision
+ * request (DEFAULT/F32, identical on the CPU), the forced path (a pg_fa_path; AUTO lets the plan
+ * choose) and the path the last compute took (CGraph.compute writes the plan's choice there for
+ * flash_attn_ext_get_path) */
+typedef enum pg_fa_param {
+    PG_FA_PARAM_SCALE = 0, PG_FA_PARAM_MAX_BIAS = 1, PG_FA_PARAM_SOFTCAP = 2, PG_FA_PARAM_PREC = 3,
+    PG_FA_PARAM_PATH = 4, PG_FA_PARAM_TAKEN = 5,
+} pg_fa_param;
+
+/* the attention paths; the plan's choice is its variant (pyggml.FA_PATHS names them in this order) */
 typedef enum pg_fa_path { PG_FA_PATH_AUTO = 0, PG_FA_PATH_ONE_CHUNK = 1, PG_FA_PATH_TILED = 2, PG_FA_PATH_SPLIT = 3 } pg_fa_path;
-#define PG_FA_PARAM_PATH 4
 
 typedef struct pg_fa_ctx {
     const pg_tensor * q, * k, * v, * mask, * sinks;
@@ -65,10 +72,10 @@ static inline void pg_fa_init(pg_fa_ctx * c, const pg_tensor * dst) {
     c->DK = c->q->ne[0]; c->DV = c->v->ne[0]; c->DVp = PG_PAD(c->DV, PG_F32_EPR);
     c->N = c->q->ne[1]; c->Hq = c->q->ne[2]; c->S = c->q->ne[3];
     c->L = c->k->ne[1]; c->Hkv = c->k->ne[2]; c->G = c->Hq / c->Hkv;
-    c->scale = pg_op_param_f32(dst, 0);
-    c->softcap = pg_op_param_f32(dst, 2);
+    c->scale = pg_op_param_f32(dst, PG_FA_PARAM_SCALE);
+    c->softcap = pg_op_param_f32(dst, PG_FA_PARAM_SOFTCAP);
     if (c->softcap != 0.0f) c->scale /= c->softcap;
-    c->alibi = pg_alibi_init(pg_op_param_f32(dst, 1), c->Hq);
+    c->alibi = pg_alibi_init(pg_op_param_f32(dst, PG_FA_PARAM_MAX_BIAS), c->Hq);
 }
 
 static inline float pg_fa_slope(const pg_fa_ctx * c, int64_t h) { return pg_alibi_slope(&c->alibi, h); }
@@ -238,7 +245,7 @@ static inline bool pg_plan_flash_attn_ext(const pg_tensor * dst, pg_plan * pl) {
     pg_fa_ctx c;
     pg_fa_init(&c, dst);
     const int forced = dst->op_params[PG_FA_PARAM_PATH];
-    if (forced < PG_FA_PATH_AUTO || forced > PG_FA_PATH_SPLIT) return pg_plan_fail(pl, "op_params[4] = %d is no path", forced);
+    if (forced < PG_FA_PATH_AUTO || forced > PG_FA_PATH_SPLIT) return pg_plan_fail(pl, "op_params[%d] = %d is no path", PG_FA_PARAM_PATH, forced);
     const pg_type_traits * kt = &pg_traits[c.k->type], * vt = &pg_traits[c.v->type];
     if (!kt->vec_dot || !kt->attn_dot || !kt->to_float || !vt->attn_acc || !vt->to_float)
         return pg_plan_fail(pl, "the type table has no attention kernels for K %s, V %s", kt->name, vt->name);

@@ -125,9 +125,9 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
 /* phase 2, types with vec_dot_n: weight rows [i0, i1) of matrix (i12, i13) against columns [j0, j1),
  * mr rows x the type's tile_nc columns per vec_dot_tile call (each row dotted with four columns per
  * vec_dot_n call without one); a column's sums are the same whatever the columns around it. The
- * GEMV takes one row per call: reading adjacent rows side by side from memory ran at about half the
- * bandwidth of one stream on the Zen 5 test machine (docs/benchmarks.md), and few columns leave
- * little to share (one column of a type with a vec_dot_rows goes to that instead) */
+ * GEMV takes one row per call: adjacent rows read side by side from memory are as many streams
+ * close together, which read slower than one (docs/bench/journal.md), and few columns leave little
+ * to share (one column of a type with a vec_dot_rows goes to that instead) */
 static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, const char * conv, int64_t i12, int64_t i13,
                                    int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t mr) {
     const pg_tensor * a = dst->src[0];

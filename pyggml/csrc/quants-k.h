@@ -665,7 +665,7 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 #elif defined(PG_SIMD_AVX2) && !defined(PG_SIMD_AVX512)
 /* AVX2: the K-quant rows by each type's vec_dot_n body (nc = 1, so the same bits), called in one
  * loop: per row through vec_dot_n the indirect call, the column switch, the body's constants and the
- * result copy cost more than the super-block loop gained from anything else tried (docs/benchmarks.md) */
+ * result copy cost more than the super-block loop gained from anything else tried (docs/bench/journal.md) */
 #define PG_KQ_AVX2_ROWS(T)                                                                             \
 static inline void pg_kq_avx2_##T##_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) { \
     for (int64_t r = 0; r < nr; r++) pg_kq_x86_##T##_body(n / PG_QK_K, (const char *) x + (size_t) r * bx, y, 0, 1, s + r); \
@@ -892,7 +892,8 @@ PG_KQ_DOT_N(q6_K)
 
 /* vec_dot_tile (mul_mat's GEMM): with AVX-512 isa/kgemm-x86.h's tiles of two weight rows x four
  * (Q3_K, IQ4_XS: eight) columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes
- * vec_dot_n row by row: an AVX2 tile of the same form ran no faster than it, docs/benchmarks.md) */
+ * vec_dot_n row by row: without VNNI a tile of the same form does the same maddubs + madd + add per
+ * pair, and 16 registers do not hold its accumulators; docs/bench/journal.md) */
 #if defined(PG_SIMD_AVX512)
 #include "isa/kgemm-x86.h"
 #define PG_KTILE_FN(T) pg_vec_dot_##T##_q8_K_tile

@@ -22,7 +22,7 @@
  * Threads in set_rows: with at least nth source rows whose indices rise strictly along each index
  * row (every destination row written once: a KV cache write), each thread takes a contiguous range
  * of source rows, the range the node that made them wrote on the same thread (so they come from its
- * own cache: a 512-row F16 write after an add, 2 threads, 149 -> 49 us). Other indices deal whole rows
+ * own cache, not from another core's). Other indices deal whole rows
  * out by destination, row (i, i2, i3) to thread (c_index + i2 + A2*i3) % nth: every write to one
  * destination row is made by one thread in source order, so duplicates resolve to the last source
  * row with any thread count. With fewer rows than threads (decode writes one row per layer) every
@@ -50,8 +50,8 @@ static inline int64_t pg_rows_index(const pg_tensor * c, int64_t i, int64_t j, i
 }
 
 /* the first i in [i0, i1) whose index c[i, j, k] is outside [0, R), else i1. Packed indices are
- * scanned branch-free first (the loop vectorises): checking a KV write's 512 indices one by one
- * through pg_rows_index was 0.2 us of set_rows' 2.25 us for 512 rows of 16 (ggml: 1.75 us). */
+ * scanned branch-free first (the loop vectorises): a KV write of short rows is short enough that a
+ * check of its indices one by one through pg_rows_index would be a visible share of it. */
 static inline int64_t pg_rows_first_bad(const pg_tensor * c, int64_t i0, int64_t i1, int64_t j, int64_t k, int64_t R) {
     const char * base = (const char *) c->data + j * c->nb[1] + k * c->nb[2];
     int bad = 1;
@@ -140,7 +140,7 @@ static inline void pg_rope_source_row(pg_rows_rope * rr, int64_t ir, int64_t E, 
 static inline void pg_set_row(const pg_tensor * dst, pg_rows_rope * rr, int64_t r, int64_t i, int64_t i2,
                               int64_t i3, int64_t e0, int64_t e1, float * buf) {
     const pg_tensor * b = dst->src[0];
-    /* whole rows (e0 = 0) skip pg_row_size's two divisions: ~6% of an F16 row of 1024 on AVX2 */
+    /* whole rows (e0 = 0) skip pg_row_size's two divisions, a visible share of a short row's cost */
     const char * x = pg_row(b, i, i2, i3) + (e0 ? pg_row_size(b->type, e0) : 0);
     char * y = pg_row(dst, r, i2, i3) + (e0 ? pg_row_size(dst->type, e0) : 0);
     const int64_t m = e1 - e0;
@@ -214,15 +214,15 @@ static inline void pg_set_rows_impl(const pg_params * p, pg_tensor * dst, const 
     } else if (pg_set_rows_widens(dst)) {
         buf = (float *) pg_scratch(p, E * sizeof(float));
     }
-    /* the source rows in order, by nested loops: the four divisions per row of a linear index were
-     * a fifth of an F16 cache write of 512 rows of 1024 (34 -> 27 us at 1 thread) */
+    /* the source rows in order, by nested loops: a linear index would cost four divisions per row,
+     * a large share of a KV-cache write's time */
     const int64_t nr = n * A2 * A3;
     if (nr >= p->nth && (p->nth == 1 || pg_set_rows_rising(c, n, C1, C2))) {
         int64_t s0, s1;
         pg_split_rows(nr, p->ith, p->nth, &s0, &s1);
         /* by runs of rows of one matrix (i2, i3). f32 source rows (a KV-cache write) go straight to
-         * the converter with the row and index pointers carried, without pg_set_row's call and frame:
-         * 512 rows of 16 into F16 on AVX2 2.04 -> 1.41 us (ggml: 1.77), rows of 1024 27.7 -> 27.2 */
+         * the converter with the row and index pointers carried, without pg_set_row's call and frame
+         * (most of the cost of a short row) */
         const pg_from_float_fn from_float = !prr && b->type == PG_TYPE_F32 ? pg_traits[dst->type].from_float : NULL;
         const size_t bx = b->nb[1], by = dst->nb[1], bc = c->nb[0];
         const bool c64 = c->type == PG_TYPE_I64;

@@ -6,8 +6,8 @@
 #define PG_HAVE_F32V 1
 #define PG_F32_EPR 8
 #define PG_F32V_NREGS 16
-/* the one-column F16/BF16 GEMV dots its fp16 activation in place at every K (matmul.h): measured
- * 2-40% faster than through an f32 copy at K = 2048..5632 on Zen 5 */
+/* the one-column F16/BF16 GEMV dots its fp16 activation in place at every K (matmul.h): on AVX2
+ * an f32 copy of it does not pay for itself at any K (docs/bench/journal.md) */
 #define PG_GEMV_WIDEN_MAX 0
 typedef __m256 pg_f32v;
 #define PG_F32V_LOAD(p)          _mm256_loadu_ps(p)

@@ -28,8 +28,8 @@ typedef __m512 pg_f32v;
 #define PG_F32V_SEL_LT(a, b, t, f) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), f, t)
 #define PG_F32V_KEEP_NAN(x, r)   _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x)
 /* without it GCC folds the load of a K or V vector into every FMA that uses it (one load per FMA
- * instead of one per row block), which makes the attention micro-GEMMs load-bound (about 80% of the
- * FMA peak instead of 98% on Zen 4) */
+ * instead of one per row block), which makes the attention micro-GEMMs load-bound instead of
+ * FMA-bound */
 #define PG_F32V_KEEP(v)          __asm__("" : "+v"(v))
 
 static inline pg_f32v pg_f32v_mul_pow2(pg_f32v p, pg_f32v k) {

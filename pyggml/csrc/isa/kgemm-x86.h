@@ -3,9 +3,8 @@
  * PG_KG_NC activation rows per pass, each weight register decoded once for the pass's columns and
  * each activation register loaded once for its rows; a super-block is 4 chunks of 64 activations.
  * Eight columns per pass rather than four halve the per-row work (the scales' unpacking, the codes'
- * decoding) per product: 12-15% faster through mul_mat for Q3_K and IQ4_XS, whose row work is most,
- * though a few accumulators spill; the others ran as fast or slower that way (Q6_K 7-9% slower) and
- * keep four (docs/benchmarks.md).
+ * decoding) per product but spill a few accumulators, which pays only where the row work is largest:
+ * Q3_K and IQ4_XS take eight, the other types four (the type table's tile_nc; docs/bench/journal.md).
  *
  * A (row, column) pair gets exactly the integers and f32 steps of isa/kquants-x86.h's one-row kernels
  * (so the GEMM has the GEMV's bits): per super-block its 16 int32 lanes of scale * q * y (the same

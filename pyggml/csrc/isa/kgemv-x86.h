@@ -105,7 +105,7 @@ static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, con
         if (R == 2) {
             /* the two rows' f32 steps side by side, lane for lane the operations of the R == 1 branch
              * (so the same bits): row 0 in the lower half of acc2/accm2, row 1 in the upper, one
-             * convert and one fma each instead of two (llvm-mca: 49 -> 43.5 instructions per super-block) */
+             * convert and one fma each instead of two */
             int32_t d0, d1;
             memcpy(&d0, x, sizeof(d0));
             memcpy(&d1, x + bx, sizeof(d1));

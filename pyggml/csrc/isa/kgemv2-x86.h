@@ -102,7 +102,7 @@ static inline __attribute__((always_inline)) void pg_kgv_q3_K_body(int64_t nb, c
  * per super-block one product table per row, 128-bit lane m holding c * scale of groups m, 4 + m,
  * 8 + m, 12 + m (c 0..3) at bytes 4j + c, from which pshufb takes each element's scaled code (group
  * 8h + 4k + m for register (h, k)'s lane m: index 4 (2h + k) + code), dotted with y by one dpbusd
- * (the lanes' integers as before: scale * the 4 codes * y); the mins (high nibbles) widened to int16 */
+ * (the lanes' integers those of the one-row body: scale * the 4 codes * y); the mins (high nibbles) widened to int16 */
 static inline __attribute__((always_inline)) void pg_kgv_q2_K_body(int64_t nb, const char * x, size_t bx,
                                                                    const pg_block_q8_K * y, const int R, float * s) {
     __m256 acc[2], accm[2];

@@ -100,7 +100,7 @@ static inline __m128 pg_kq_avx2_fp16x2(const pg_fp16_t * p) {
 
 /* pg_kq_avx2_pick's shuffle controls for k = 0, 2, .., 14: int16 lanes 0x8000 | k, then 0x8000 | (k + 1).
  * A table in memory: built from set1/set_m128i, gcc composed all eight in registers at every call
- * (about 60 instructions per row of 16 super-blocks) and then spilled six of them to the stack */
+ * and then spilled most of them to the stack */
 static const int16_t pg_kq_avx2_pick_ctl[8][16] __attribute__((aligned(32))) = {
 #define PG_KQ_PICK8(v) v, v, v, v, v, v, v, v
 #define PG_KQ_PICK_ROW(k) {PG_KQ_PICK8((int16_t) (0x8000 | (k))), PG_KQ_PICK8((int16_t) (0x8001 | (k)))}

@@ -5,7 +5,7 @@
  * and GEMM (matmul.h) both run on it, so a column's result does not depend on N. On AVX2 a call takes
  * up to PG_QT_NC (64) columns, 4 at a time in registers: with more than 4 its weight rows are decoded
  * once into a stack buffer (NAME##_tile_pre) that each group of 4 reads back, the same lanes as the
- * body's own decode (Q8_0 GEMM x 128 about 6% less time, IQ4_NL 15%, Q5_0/Q5_1 25%; docs/benchmarks.md).
+ * body's own decode; the dearer a type's decode, the more this saves (docs/bench/journal.md).
  *
  * Per block and pair the int8 products are summed exactly in 8 int32 lanes (AVX-512 VNNI dpbusd, else
  * maddubs + madd), converted to f32 and added times d_x*d_y into 8 f32 lanes, as ggml's vec_dot does.
@@ -14,8 +14,8 @@
  * vec_dot_n's bit for bit (Q4_1/Q5_1 add their m*s terms in vector lanes, not in vec_dot_n's order).
  * AVX2 steps two blocks too, one ymm each; hadd folds each block's 8 int32 lanes to 4 and puts both
  * blocks in one 8-lane f32 accumulator, so a step costs one conversion and one FMA per (row, column)
- * (the one-block step waited on one FMA chain per row; its GEMV ran at about half ggml's speed for
- * Q4_1/Q5_1), and Q4_1/Q5_1 add m*s off that chain. Without VNNI the 4- and 5-bit types fold maddubs'
+ * (a one-block step would wait on one FMA chain per row, two FMAs a block for Q4_1/Q5_1), and
+ * Q4_1/Q5_1 add m*s off that chain. Without VNNI the 4- and 5-bit types fold maddubs'
  * int16 pair sums of both blocks into hadd's lanes before their one madd, and the signed ones in
  * tiles of several rows interleave the two blocks' dwords once per row and column (pg_qt_pq), so
  * each pair sums to hadd's lanes with one add. Each (row, column) has one

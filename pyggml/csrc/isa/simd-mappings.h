@@ -100,8 +100,8 @@
 #  define PG_HAVE_FP16_SCALAR 0
 #endif
 /* bytes: the longest f32 copy of a one-column activation row the F16/BF16 GEMV reads (matmul.h);
- * longer rows are dotted in place. AVX-512 on Zen 5: the copy is as fast up to K = 4096 and falls
- * behind at 5632 (25 vs 31 GB/s), when the streamed weights push it out of L1 */
+ * longer rows are dotted in place: a longer copy does not stay in L1 while the weights stream past
+ * it (docs/bench/journal.md) */
 #ifndef PG_GEMV_WIDEN_MAX
 #  define PG_GEMV_WIDEN_MAX 16384
 #endif

@@ -93,8 +93,8 @@ static inline pg_f32v pg_f32v_tanh(pg_f32v x) {
 }
 /* The GLU rows prefetch their two inputs PG_GLU_AHEAD floats (64 vectors) ahead: a large GLU
  * (swiglu [2x11008, 512], 67 MB a call) streams from DRAM, and the long exp chain of each vector
- * fills the out-of-order window, so the misses the hardware prefetcher leaves are not overlapped:
- * 2320 -> 1980 us on AVX2 and 1910 -> 1440 us on AVX-512 at 1 thread (Zen 5, docs/benchmarks.md). */
+ * fills the out-of-order window, so the misses the hardware prefetcher leaves are not overlapped
+ * (docs/bench/journal.md). */
 #define PG_GLU_AHEAD (64 * PG_F32_EPR)
 #define PG_VEC_ACT_SIMD(AHEAD, STORE_EXPR) for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) { AHEAD; STORE_EXPR; }
 #else

@@ -6,10 +6,10 @@
 #include "vec/quant.h"
 
 /* How far ahead of its loads the dot prefetches x, the weight row of matmul's vec_dot: a GEMV
- * streams its weights from DRAM and the hardware prefetcher alone left the F16 GEMV 4096x4096 at
- * 36 GB/s on the Zen 5 test machine; a prefetch of each cache line 16 KB ahead (the next rows, for
- * a GEMV's consecutive rows) took it from 900 to 600 us on AVX2 and 850 to 520 us on AVX-512
- * (docs/benchmarks.md). A prefetch past the end of the matrix is a hint: it cannot fault. */
+ * streams its weights from DRAM, and the hardware prefetcher alone leaves misses that the loop does
+ * not overlap; each cache line is prefetched 16 KB ahead (the next rows, for a GEMV's consecutive
+ * rows), the best of the distances tried (docs/bench/journal.md). A prefetch past the end of the
+ * matrix is a hint: it cannot fault. */
 #define PG_DOT_AHEAD 16384
 
 /* dot(x, y) over n elements of rows of types tx, ty (PG_ROW_*, compile-time constants): four
@@ -61,8 +61,8 @@ static inline float pg_vec_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const fl
 /* s[r] = dot(x + r * bx, y) for r < 2: two weight rows of type tx against one activation row of type
  * ty (compile-time constants), each with pg_dot_kernel's four accumulators and order, so each sum is
  * bit for bit the one-row kernel's. mul_mat's GEMV hands it rows far apart (two halves of a thread's
- * range): two independent read streams keep more cache misses in flight than one (on Zen 5 one core
- * streams ~10% faster), and the activation is loaded once for both. */
+ * range): two independent read streams keep more cache misses in flight than one, and the
+ * activation is loaded once for both. */
 PG_ALWAYS_INLINE void pg_dot2_kernel(int64_t n, const void * x, size_t bx, const int tx, const void * y, const int ty,
                                      float * s) {
     const char * x1 = (const char *) x + bx;

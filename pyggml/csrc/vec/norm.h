@@ -10,14 +10,13 @@
  * bit whether they arrive from a tensor, from x + r or from x - mean.
  *
  * pg_f64acc_add (isa/<isa>.h) widens with the ISA's f32 -> f64 conversion. pg_f64acc_add_sq adds v*v; on x86 it
- * skips the conversion, which is what bounds the loop (Zen 4: ~3.4 cycles per 16 floats with
- * vcvtps2pd, cross-lane and double-pumped): the bits of a square q >= 0 moved up by 29 within a
+ * skips the conversion, which is what bounds the loop (vcvtps2pd is cross-lane, and double-pumped
+ * on Zen 4): the bits of a square q >= 0 moved up by 29 within a
  * 64-bit lane are those of the double q * 2^-896 (the f32 exponent lands in the double's, the
  * mantissa on top of the double's; f32 subnormals become double subnormals with the same factor).
  * The move is an unsigned 32 x 32 -> 64-bit multiply by 2^29 (vpmuludq reads the even element, the
  * low half of each lane, and ignores the other), the odd element first shifted down by 32: one
- * shift per vector instead of two, which were the bottleneck (Zen 4 sum of 4096 squares: 143 ->
- * 108 us per 512 rows with AVX-512, 210 -> 124 us with AVX2). The sums are exact in scaled form
+ * shift per vector instead of two, which were the bottleneck (docs/bench/norm.md). The sums are exact in scaled form
  * (every term a multiple of 2^-1045), and PG_SQ_SCALE undoes the factor. Inf or NaN squares turn
  * into finite garbage, so a scaled sum >= 2^128 (which only huge or non-finite values give) is redone
  * by a scalar loop. */
