@@ -155,7 +155,7 @@ def test_sequences_follow_the_rule(ctx, rng):
     want = {s: {} for s in range(4)}
     tag = 0.0
     for _ in range(300):
-        op = rng.choice(["alloc", "alloc", "alloc", "rm", "cp", "keep", "defrag"], p=[.2, .2, .2, .2, .1, .02, .08])
+        op = rng.choice(["alloc", "alloc", "alloc", "rm", "cp", "keep", "defrag"], p=[.18, .18, .18, .25, .13, .02, .06])
         s = int(rng.integers(4))
         if op == "alloc":
             n = int(rng.integers(1, 6))
