@@ -215,7 +215,8 @@ class KVCache:
         p0, p1 = self._range(p0, p1)
         return self._seq_cells(int(seq)) & (self.cell_pos >= p0) & (self.cell_pos < p1)
 
-    def _free(self, cells):
+    def free(self, cells):
+        """Empty these cells (whatever sequences they hold)."""
         self.cell_pos[cells] = -1
         self.cell_seq[cells] = 0
         self.n_used = int((self.cell_pos >= 0).sum())
@@ -227,7 +228,7 @@ class KVCache:
         if int(seq) >= 0:
             self.cell_seq[hit] &= ~self._bit(seq, "seq_rm")
             hit = hit[self.cell_seq[hit] == 0]
-        self._free(hit)
+        self.free(hit)
 
     def seq_cp(self, src, dst, p0=-1, p1=-1):
         """Make sequence dst share src's cells at positions [p0, p1): the cells are not copied,
@@ -245,7 +246,7 @@ class KVCache:
         used = self.cell_pos >= 0
         keep = used & ((self.cell_seq & bit) != 0)
         self.cell_seq[keep] = bit
-        self._free(np.flatnonzero(used & ~keep))
+        self.free(np.flatnonzero(used & ~keep))
 
     def seq_pos_min(self, seq):
         """The lowest position of sequence seq in the cache, -1 when it has none."""
