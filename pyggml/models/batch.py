@@ -7,7 +7,7 @@
         eng.step()
     a.tokens, b.tokens, a.finish_reason               # "stop", "length", "cancelled" or "error"
 
-A step is one StepGraph over the next token of every decoding sequence plus prefill chunks of the
+A step is one graph (the model's graph_class, a pyggml.models.blocks.Decoder) over the next token of every decoding sequence plus prefill chunks of the
 prompts still being read, up to n_batch tokens (a long prompt is read over several steps, so it
 does not stall the others). Each token carries its sequence id: its K/V go to cells of that
 sequence (KVCache.alloc) and the mask lets it see only its sequence's cells (KVBatch.fill); the
@@ -49,7 +49,6 @@ from pyggml._enums import Op, Type
 from pyggml._ops import flash_attn_ext_set_path
 from pyggml._vec import gemm_shape
 from pyggml.kvcache import MAX_SEQ
-from pyggml.models.graph import StepGraph
 from pyggml.models.sampling import Sampler
 
 __all__ = ["BatchEngine", "EngineThread", "Request", "agenerate", "generate_batch"]
@@ -180,7 +179,7 @@ class BatchEngine:
         if logprobs is not None and not 0 <= int(logprobs) <= self.model.n_vocab:
             raise ValueError(f"BatchEngine.submit: logprobs must be in [0, n_vocab], got {logprobs}")
         if stop is None:
-            eos = self.model.hparams.get("eos_id")
+            eos = self.model.hparams.eos_id
             stop = () if eos is None else (eos,)
         if sampler is None:
             sampler = Sampler(temperature, top_k, top_p, seed)
@@ -258,7 +257,7 @@ class BatchEngine:
         if sg is None:
             while len(self._graphs) >= _MAX_GRAPHS:
                 self._graphs.popitem(last=False)
-            sg = StepGraph(self.model, n_tokens, n_kv, n_out)
+            sg = self.model.graph_class(self.model, n_tokens, n_kv, n_out)
             for node in sg.graph.nodes:
                 if node.op == Op.FLASH_ATTN_EXT:        # keys in cell order, each row alone: see above
                     flash_attn_ext_set_path(node, "one_chunk")
@@ -340,7 +339,7 @@ class BatchEngine:
                 n_tok = n
             n_out = min(max(_pow2(max(len(want), 1)), self.min_cols), n_tok)
             sg = self._graph(n_tok, self.cache.pad_n_kv(cells.max() + 1), n_out)
-            rows_pos = np.broadcast_to(pos, (4 if self.model.spec.multi_rope else 1, n_tok))
+            rows_pos = np.broadcast_to(pos, (self.model.pos_rows, n_tok))
             sg.feed(ids, rows_pos, cells)
             if sg.out_ids is not None:
                 out_ids = sg.out_ids.numpy()
