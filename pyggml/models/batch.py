@@ -42,6 +42,7 @@ runs the steps in a background thread (what agenerate and pyggml.serve use).
 """
 import collections
 import threading
+import time
 
 import numpy as np
 
@@ -398,6 +399,7 @@ class EngineThread:
 
     def __init__(self, engine):
         self.engine = engine
+        self.busy_s = 0.0           # seconds spent in steps
         self._stop = False
         self.thread = threading.Thread(target=self._loop, name="pyggml-batch", daemon=True)
         self.thread.start()
@@ -409,7 +411,9 @@ class EngineThread:
                 eng.wake.wait(0.5)
                 eng.wake.clear()
                 continue
+            t0 = time.perf_counter()
             eng.step()
+            self.busy_s += time.perf_counter() - t0
 
     def close(self):
         for req in list(self.engine.running) + list(self.engine.waiting) + list(self.engine._inbox):
