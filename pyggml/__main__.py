@@ -1,7 +1,8 @@
-"""The pyggml command: run, convert, info, demo, profile (`pyggml CMD --help`; also python -m pyggml from
+"""The pyggml command: run, serve, convert, info, demo, profile (`pyggml CMD --help`; also python -m pyggml from
 outside the source tree). Without a command it runs the demo."""
 import argparse
 import itertools
+import os
 import sys
 
 _KV_TYPES = ("f16", "f32", "bf16", "q8_0", "q4_0")
@@ -98,6 +99,23 @@ def _cmd_convert(args):
 def _cmd_demo(args):
     from pyggml.demo import main as demo
     return demo(args)
+
+
+def _cmd_serve(args):
+    import pyggml
+    from pyggml import models
+    try:
+        from pyggml import serve
+    except ImportError as e:
+        print(f"pyggml serve: needs the server extra (pip install 'pyggml[server]'): {e}", file=sys.stderr)
+        return 2
+    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
+                    n_batch=args.batch)
+    server = serve.Server(m, n_seq=args.parallel, api_key=args.api_key, name=args.alias)
+    print(f"pyggml serve: {args.model} on http://{args.host}:{args.port} ({args.parallel} sequences of "
+          f"{server.engine.n_ctx_seq} tokens)", file=sys.stderr)
+    serve.run(server, args.host, args.port)
+    return 0
 
 
 def _cmd_profile(args):
@@ -207,6 +225,23 @@ def parser():
     pr.add_argument("--out", default=".", help="folder for profile.svg and profile.json (default: here)")
     pr.add_argument("--dot", action="store_true", help="also write the step's graph as graph.dot")
     pr.set_defaults(fn=_cmd_profile)
+
+    sv = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (needs pyggml[server])",
+                        description="Serve a GGUF model over an OpenAI-compatible HTTP API (/v1/completions, "
+                                    "/v1/chat/completions, /v1/embeddings, /v1/models, /health, /metrics) with "
+                                    "continuous batching. See docs/serving.md.")
+    sv.add_argument("model", help="the GGUF file")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    sv.add_argument("--parallel", type=int, default=4, help="sequences generated at once (default 4)")
+    sv.add_argument("--ctx", type=int, default=4096, help="KV cache cells shared by the sequences (default 4096)")
+    sv.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
+    sv.add_argument("--batch", type=int, default=512, help="most tokens per graph step (default 512)")
+    sv.add_argument("--kv-type", choices=_KV_TYPES, default="f16", help="KV cache type (default f16)")
+    sv.add_argument("--api-key", default=os.environ.get("PYGGML_API_KEY"),
+                    help="require Authorization: Bearer KEY (default $PYGGML_API_KEY; none: open)")
+    sv.add_argument("--alias", help="the model name /v1/models reports (default the file name)")
+    sv.set_defaults(fn=_cmd_serve)
     return p
 
 

@@ -3,8 +3,14 @@
 Layer il holds K [head_dim * n_head_kv, n_ctx] (one row per cell, the heads side by side) and V
 either the same way (`v_trans=False`, what flash_attn_ext reads) or transposed, [n_ctx,
 head_dim_v * n_head_kv] (one row per value dimension, `v_trans=True`, what mul_mat(v, softmax(kq))
-reads: llama.cpp's layout without flash attention). Cells are handed out contiguously; each
-remembers the position of the token it holds (-1: empty).
+reads: llama.cpp's layout without flash attention). Each cell remembers the position of the token
+it holds (-1: empty) and the sequences that token belongs to (a bit set of sequence ids 0..63,
+llama.cpp's cells with their seq_id sets): several sequences share one cache, a token attends only
+the cells of its own sequences at positions <= its own, and seq_rm / seq_cp / seq_keep /
+seq_pos_max / defrag work as llama.cpp's llama_memory_seq_* (see KVCache). A sequence's new tokens
+go to the lowest free cells after its last cell, so its cells always hold increasing positions: the
+flash attention path that visits keys one by one (one_chunk) then meets a sequence's keys in the
+same order whatever else shares the cache, and gives the same bits as the sequence alone.
 
 A decode loop builds its graph once and feeds it in place (llama.cpp's way):
 
@@ -22,8 +28,8 @@ get_k/get_v view the first n_kv cells ([head_dim, n_kv, n_head_kv]; transposed V
 head_dim_v, n_head_kv]), built on this batch's set_rows node so a graph runs the write first.
 n_kv is fixed per graph; n_kv_for pads it to a multiple of `pad` cells (256, as llama.cpp), so one
 decode graph serves 256 steps and is rebuilt only when the used cells cross a padding step. The mask
-(F16 [n_kv, n_tokens]) is causal_mask(): 0 where a cell may be attended, -inf for empty cells and
-cells of later positions.
+(F16 [n_kv, n_tokens]) is causal_mask(): 0 where a cell may be attended, -inf for empty cells,
+cells of other sequences and cells of later positions.
 
 Sliding-window attention (Gemma 2/3, Phi-3, as llama.cpp's LLAMA_SWA_TYPE_STANDARD): a cache made
 with n_swa > 0 gives each batch a second mask, `mask_swa`, for the same step, which also hides the
@@ -34,6 +40,8 @@ keeps every token, the window is the mask's business only.
 KVStep (cache.prepare(n)) is the one-shot form: input tensors made for one step, already filled,
 with n_kv = the used cells (no padding). It rebuilds the graph every step; prefer batch() + fill().
 """
+import ctypes
+
 import numpy as np
 
 from pyggml._enums import QUANT_TYPES, Type
@@ -41,7 +49,9 @@ from pyggml._graph import set_input
 from pyggml._ops import reshape_2d, set_rows, view_3d
 from pyggml._tables import blck_size, row_size
 
-__all__ = ["KVBatch", "KVCache", "KVStep", "causal_mask"]
+__all__ = ["MAX_SEQ", "KVBatch", "KVCache", "KVStep", "causal_mask"]
+
+MAX_SEQ = 64        # sequence ids 0..63: a cell's sequences are the bits of one uint64
 
 _MASK_VALUES = np.array([0, -np.inf], np.float16)     # visible, hidden
 
@@ -49,12 +59,14 @@ _MASK_VALUES = np.array([0, -np.inf], np.float16)     # visible, hidden
 _CACHE_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0, Type.Q4_1, Type.Q5_0, Type.Q5_1, Type.IQ4_NL)
 
 
-def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None, n_swa=0):
+def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None, n_swa=0, cell_seq=None, tok_seq=None):
     """The attention mask of tokens at positions tok_pos [n_tokens] over cells holding positions
     cell_pos [n_kv] (-1 = empty): float16 [n_tokens, n_kv], 0 where the token may attend the cell
     (cell_pos >= 0 and cell_pos <= tok_pos), -inf elsewhere. n_swa > 0: a sliding window of n_swa
     positions, as llama.cpp's is_masked_swa (LLAMA_SWA_TYPE_STANDARD): cells with tok_pos - cell_pos
-    >= n_swa are hidden too, so a token sees itself and the n_swa - 1 positions before it. For M-RoPE image tokens that share a
+    >= n_swa are hidden too, so a token sees itself and the n_swa - 1 positions before it.
+    cell_seq / tok_seq (uint64 bit sets of sequence ids, [n_kv] and [n_tokens]): a cell is also
+    masked when it shares no sequence with the token. For M-RoPE image tokens that share a
     temporal position, cell_yx / tok_yx ([n, 2] (y, x) positions) order them as llama.cpp does: a
     cell at the same temporal position is masked when its (y, x) comes later. Written into `out`
     (an array or a tensor's numpy() view of that shape) when given, else returned new."""
@@ -63,6 +75,8 @@ def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None, n_swa=0)
     masked = (cp < 0) | (cp > tp)
     if n_swa > 0:
         masked |= tp - cp >= n_swa
+    if cell_seq is not None and tok_seq is not None:
+        masked |= (np.asarray(cell_seq, np.uint64)[None, :] & np.asarray(tok_seq, np.uint64)[:, None]) == 0
     if cell_yx is not None and tok_yx is not None:
         cy, cx = (np.asarray(cell_yx)[:, i][None, :] for i in (0, 1))
         ty, tx = (np.asarray(tok_yx)[:, i][:, None] for i in (0, 1))
@@ -109,14 +123,27 @@ class KVCache:
         self.k = [ctx.new_tensor(typ, (head_dim * n_head_kv, n_ctx)) for _ in range(n_layer)]
         self.v = [ctx.new_tensor(typ, ne_v) for _ in range(n_layer)]
         self.cell_pos = np.full(n_ctx, -1, np.int32)      # position of the token in each cell, -1 empty
+        self.cell_seq = np.zeros(n_ctx, np.uint64)        # its sequences, a bit per id (valid where pos >= 0)
         self.cell_yx = np.zeros((n_ctx, 2), np.int32)     # (y, x) of M-RoPE tokens
         self.has_yx = False         # some cell holds a (y, x): the mask orders equal positions by it
+        self.seqs_used = np.uint64(0)   # the sequences ever given cells since clear (1: only sequence 0)
         self.n_used = 0
+
+    def pad_n_kv(self, n_cells):
+        """n_cells rounded up to a multiple of pad, at most n_ctx: the n_kv of a graph that must see
+        cells [0, n_cells)."""
+        return min(self.n_ctx, -(-int(n_cells) // self.pad) * self.pad)
 
     def n_kv_for(self, n_tokens):
         """The padded n_kv of a graph that appends n_tokens to the cells in use: n_used + n_tokens
-        rounded up to a multiple of pad, at most n_ctx."""
-        return min(self.n_ctx, -(-(self.n_used + int(n_tokens)) // self.pad) * self.pad)
+        rounded up to a multiple of pad, at most n_ctx (one sequence filling cells from 0)."""
+        return self.pad_n_kv(self.n_used + int(n_tokens))
+
+    @property
+    def n_cells_top(self):
+        """One past the highest occupied cell (0 when empty)."""
+        used = np.flatnonzero(self.cell_pos >= 0)
+        return int(used[-1]) + 1 if len(used) else 0
 
     def _reserve(self, what, n_tokens):
         n_tokens = int(n_tokens)
@@ -129,32 +156,150 @@ class KVCache:
         self.n_used += n_tokens
         return first
 
-    def alloc(self, positions, yx=None):
-        """Reserve the next len(positions) cells for tokens at `positions` (ints; yx: their (y, x)
-        for M-RoPE, [n, 2]) and return the cell indices (an int64 array). ValueError when full."""
+    @staticmethod
+    def _bit(seq, what):
+        seq = int(seq)
+        if not 0 <= seq < MAX_SEQ:
+            raise ValueError(f"KVCache.{what}: sequence ids are 0..{MAX_SEQ - 1}, got {seq}")
+        return np.uint64(1 << seq)
+
+    def _seq_cells(self, seq):
+        """Boolean [n_ctx]: the occupied cells of seq (every occupied cell when seq < 0)."""
+        used = self.cell_pos >= 0
+        return used if seq < 0 else used & ((self.cell_seq & self._bit(seq, "seq")) != 0)
+
+    def alloc(self, positions, yx=None, seqs=0):
+        """Reserve cells for tokens at `positions` (ints) of sequences `seqs` (one id for all, or
+        one per token; yx: their (y, x) for M-RoPE, [n, 2]) and return the cell indices (an int64
+        array, in the tokens' order). A sequence's tokens, in the order given, take the lowest free
+        cells after its last occupied cell. ValueError when the cache has too few free cells, or
+        when a sequence has too few free cells after its last one (defrag() gathers them)."""
         pos = np.asarray(positions, dtype=np.int32).reshape(-1)
-        first = self._reserve("alloc", len(pos))
-        self.cell_pos[first:first + len(pos)] = pos
-        self.cell_yx[first:first + len(pos)] = 0 if yx is None else yx
+        n = len(pos)
+        if n == 0:
+            raise ValueError("KVCache.alloc: n_tokens must be > 0, got 0")
+        seq = np.broadcast_to(np.asarray(seqs, np.int64).reshape(-1), (n,))
+        bits = {int(s): self._bit(s, "alloc") for s in np.unique(seq)}
+        if self.n_used + n > self.n_ctx:
+            raise ValueError(f"KVCache.alloc: {n} new tokens do not fit: {self.n_used} of n_ctx={self.n_ctx} "
+                             f"slots are used ({self.n_ctx - self.n_used} free)")
+        cells = np.empty(n, np.int64)
+        free = self.cell_pos < 0
+        used = np.flatnonzero(~free)
+        for s, bit in bits.items():
+            at = np.flatnonzero(seq == s)
+            mine = used[(self.cell_seq[used] & bit) != 0]
+            start = int(mine[-1]) + 1 if len(mine) else 0
+            got = np.flatnonzero(free[start:])[:len(at)] + start
+            if len(got) < len(at):
+                raise ValueError(f"KVCache.alloc: sequence {s} needs {len(at)} cells after its last cell {start - 1}, "
+                                 f"{len(got)} are free there ({self.n_ctx - self.n_used} in all): call defrag()")
+            cells[at] = got
+            free[got] = False
+        self.cell_pos[cells] = pos
+        self.cell_seq[cells] = np.array([bits[int(s)] for s in seq], np.uint64) if len(bits) > 1 else bits[int(seq[0])]
+        self.cell_yx[cells] = 0 if yx is None else yx
         self.has_yx |= yx is not None
-        return np.arange(first, first + len(pos), dtype=np.int64)
+        for bit in bits.values():
+            self.seqs_used |= bit
+        self.n_used += n
+        return cells
 
     def prepare(self, n_tokens):
         """Reserve the next n_tokens cells at positions = cells and return the one-shot KVStep."""
         first = self._reserve("prepare", n_tokens)
         self.cell_pos[first:self.n_used] = np.arange(first, self.n_used)
+        self.cell_seq[first:self.n_used] = 1
         self.cell_yx[first:self.n_used] = 0
+        self.seqs_used |= np.uint64(1)
         return KVStep(self, first, int(n_tokens))
 
     def batch(self, n_tokens, n_kv):
         """The reusable input tensors and K/V nodes of a graph of n_tokens tokens over n_kv cells."""
         return KVBatch(self, n_tokens, n_kv)
 
+    # ---- sequences: llama.cpp's llama_memory_seq_* ----
+
+    @staticmethod
+    def _range(p0, p1):
+        """llama.cpp's position range: p0 < 0 is 0, p1 < 0 is infinity; [p0, p1)."""
+        return max(int(p0), 0), (np.iinfo(np.int32).max if int(p1) < 0 else int(p1))
+
+    def _in_range(self, seq, p0, p1):
+        p0, p1 = self._range(p0, p1)
+        return self._seq_cells(int(seq)) & (self.cell_pos >= p0) & (self.cell_pos < p1)
+
+    def free(self, cells):
+        """Empty these cells (whatever sequences they hold)."""
+        self.cell_pos[cells] = -1
+        self.cell_seq[cells] = 0
+        self.n_used = int((self.cell_pos >= 0).sum())
+
+    def seq_rm(self, seq, p0=-1, p1=-1):
+        """Remove sequence seq (every sequence when seq < 0) from the cells at positions [p0, p1)
+        (p0 < 0: from 0; p1 < 0: to the end); a cell left without a sequence is freed."""
+        hit = np.flatnonzero(self._in_range(seq, p0, p1))
+        if int(seq) >= 0:
+            self.cell_seq[hit] &= ~self._bit(seq, "seq_rm")
+            hit = hit[self.cell_seq[hit] == 0]
+        self.free(hit)
+
+    def seq_cp(self, src, dst, p0=-1, p1=-1):
+        """Make sequence dst share src's cells at positions [p0, p1): the cells are not copied,
+        they hold both sequences (as llama.cpp's unified cache). dst's new tokens then go after
+        its last cell, so a prefix copied into an empty dst keeps dst's cells in position order."""
+        if int(src) == int(dst):
+            return
+        bit = self._bit(dst, "seq_cp")
+        self.cell_seq[self._in_range(src, p0, p1)] |= bit
+        self.seqs_used |= bit
+
+    def seq_keep(self, seq):
+        """Keep sequence seq only: its cells hold seq alone, every other cell is freed."""
+        bit = self._bit(seq, "seq_keep")
+        used = self.cell_pos >= 0
+        keep = used & ((self.cell_seq & bit) != 0)
+        self.cell_seq[keep] = bit
+        self.free(np.flatnonzero(used & ~keep))
+
+    def seq_pos_min(self, seq):
+        """The lowest position of sequence seq in the cache, -1 when it has none."""
+        p = self.cell_pos[self._seq_cells(int(seq))]
+        return int(p.min()) if len(p) else -1
+
+    def seq_pos_max(self, seq):
+        """The highest position of sequence seq in the cache, -1 when it has none."""
+        p = self.cell_pos[self._seq_cells(int(seq))]
+        return int(p.max()) if len(p) else -1
+
+    def defrag(self):
+        """Move the occupied cells to the front, keeping their order (so each sequence's cells
+        still hold increasing positions), K and V rows with them. Returns the old indices of the
+        cells now at 0, 1, ... (an int64 array); nothing moves when there is no hole."""
+        old = np.flatnonzero(self.cell_pos >= 0)
+        n = len(old)
+        if n == 0 or old[-1] == n - 1:
+            return old
+        for t in self.k + ([] if self.v_trans else self.v):
+            rows = _bytes(t).reshape(self.n_ctx, -1)
+            rows[:n] = rows[old]
+        if self.v_trans:
+            for t in self.v:
+                cols = _bytes(t).reshape(-1, self.n_ctx, t.nbytes // (t.ne[1] * self.n_ctx))
+                cols[:, :n] = cols[:, old]
+        for a in (self.cell_pos, self.cell_seq, self.cell_yx):
+            a[:n] = a[old]
+        self.cell_pos[n:] = -1
+        self.cell_seq[n:] = 0
+        return old
+
     def clear(self):
         """Forget every cached token (the cells are reused from 0; the data is not erased)."""
         self.n_used = 0
         self.cell_pos[:] = -1
+        self.cell_seq[:] = 0
         self.has_yx = False
+        self.seqs_used = np.uint64(0)
 
     @property
     def nbytes(self):
@@ -163,6 +308,11 @@ class KVCache:
     def __repr__(self):
         return (f"KVCache({self.type.name}, n_layer={self.n_layer}, n_ctx={self.n_ctx}, head_dim={self.head_dim}, "
                 f"n_head_kv={self.n_head_kv}, v_trans={self.v_trans}, n_used={self.n_used})")
+
+
+def _bytes(t):
+    """The bytes of tensor t's data as a writable uint8 array (quantized types have no numpy view)."""
+    return np.ctypeslib.as_array((ctypes.c_uint8 * t.nbytes).from_address(t.data_ptr))
 
 
 class KVBatch:
@@ -208,32 +358,36 @@ class KVBatch:
         return self.mask_swa if swa else self.mask
 
     def fill(self, cells):
-        """Write the cells the batch's tokens go to (cache.alloc's result) and the causal mask (and
-        the sliding-window mask, if the cache has a window) over the first n_kv cells into the input
-        tensors."""
+        """Write the cells the batch's tokens go to (cache.alloc's result) and the mask over the
+        first n_kv cells (and the sliding-window mask, if the cache has a window) into the input
+        tensors: a token sees the cells of its sequences at positions <= its own. A cell that holds
+        no token (a padding token's) sees nothing."""
         c = self.cache
+        cells = np.asarray(cells, np.int64)
         if len(cells) != self.n_tokens:
             raise ValueError(f"{self._name}.fill: need {self.n_tokens} cells, got {len(cells)}")
-        if cells[-1] >= self.n_kv:
-            raise ValueError(f"{self._name}.fill: cell {cells[-1]} is beyond n_kv = {self.n_kv}; build a batch "
+        if cells.max() >= self.n_kv:
+            raise ValueError(f"{self._name}.fill: cell {cells.max()} is beyond n_kv = {self.n_kv}; build a batch "
                              f"with n_kv = cache.n_kv_for(...)")
         self._idx_np[:] = cells
         if c.v_trans:
-            self._idx_v_np[:] = (np.asarray(cells, np.int64)[:, None] + self._dim_offs).reshape(-1)
+            self._idx_v_np[:] = (cells[:, None] + self._dim_offs).reshape(-1)
         n = self.n_kv
+        one_seq = c.seqs_used <= 1
+        seq = {} if one_seq else {"cell_seq": c.cell_seq[:n], "tok_seq": c.cell_seq[cells]}
         masks = ((self._mask_np, 0),) if self.mask_swa is None else ((self._mask_np, 0), (self._mask_swa_np, c.n_swa))
         if c.has_yx:
             for out, n_swa in masks:
-                causal_mask(c.cell_pos[:n], c.cell_pos[cells], out, c.cell_yx[:n], c.cell_yx[cells], n_swa)
+                causal_mask(c.cell_pos[:n], c.cell_pos[cells], out, c.cell_yx[:n], c.cell_yx[cells], n_swa, **seq)
             return
         p = int(c.cell_pos[cells[0]])
-        if self.n_tokens > 1 or p < 0:
+        if self.n_tokens > 1 or p < 0 or not one_seq:
             for out, n_swa in masks:
-                causal_mask(c.cell_pos[:n], c.cell_pos[cells], out, n_swa=n_swa)
+                causal_mask(c.cell_pos[:n], c.cell_pos[cells], out, n_swa=n_swa, **seq)
             return
-        # a decode step (one token, text): causal_mask's values in two numpy calls (few calls,
-        # because each is slow right after a compute has streamed the weights through the caches),
-        # an empty cell's -1 comparing as the largest unsigned value
+        # a decode step (one token, text, one sequence): causal_mask's values in two numpy calls
+        # (few calls, because each is slow right after a compute has streamed the weights through
+        # the caches), an empty cell's -1 comparing as the largest unsigned value
         np.greater(c.cell_pos[:n].view(np.uint32), p, out=self._hidden)
         np.take(_MASK_VALUES, self._hidden.view(np.uint8), out=self._mask_np[0])
         if self.mask_swa is not None:

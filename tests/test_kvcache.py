@@ -196,3 +196,136 @@ def test_batch_and_cache_errors(ctx):
             gg.KVCache(ctx, 1, 8, 64, 1, n_swa=bad)
     with pytest.raises(ValueError, match=r"KVBatch.cpy_v: cur must hold \[32, 2, 1\] elements, got ne=\(64, 2, 1, 1\)"):
         kv.cpy_v(0, ctx.new_tensor(gg.Type.F32, (64, 2, 1)))
+
+
+# ---- several sequences in one cache (llama.cpp's llama_memory_seq_*) ----
+
+def _tags(cache):
+    """The tag each cell holds: the first K value of layer 0 (the tests write a token's tag there)."""
+    return cache.k[0].numpy()[:, 0]
+
+
+def _check_against_rule(cache, want):
+    """The cache against the rule, a dict seq -> {position: tag} kept without looking at cells:
+    each sequence holds exactly its tokens, its cells hold increasing positions, a token of s at p
+    sees the cells holding s's positions <= p and nothing else, and the counts agree."""
+    tags = _tags(cache)
+    for s in range(4):
+        bit = np.uint64(1 << s)
+        cells = np.flatnonzero((cache.cell_pos >= 0) & ((cache.cell_seq & bit) != 0))
+        got = {int(cache.cell_pos[c]): float(tags[c]) for c in cells}
+        assert got == want[s] and len(cells) == len(want[s])
+        assert (np.diff(cache.cell_pos[cells]) > 0).all()
+        assert cache.seq_pos_max(s) == max(want[s], default=-1)
+        assert cache.seq_pos_min(s) == min(want[s], default=-1)
+        for p in (0, 3, 7, 20):
+            m = causal_mask(cache.cell_pos, [p], cell_seq=cache.cell_seq, tok_seq=[bit])[0]
+            seen = sorted(float(tags[c]) for c in np.flatnonzero(m == 0))
+            assert seen == sorted(t for q, t in want[s].items() if q <= p)
+    assert cache.n_used == len({t for w in want.values() for t in w.values()})
+
+
+def test_sequences_follow_the_rule(ctx, rng):
+    """Random alloc / seq_rm / seq_cp / seq_keep / defrag on 4 sequences, checked after every
+    operation against a per-sequence dict of positions (the K rows carry each token's tag, so a
+    defrag that lost or swapped a row shows)."""
+    cache = gg.KVCache(ctx, 1, 48, 32, 1, type=gg.Type.F32, pad=16)
+    want = {s: {} for s in range(4)}
+    tag = 0.0
+    for _ in range(300):
+        op = rng.choice(["alloc", "alloc", "alloc", "rm", "cp", "keep", "defrag"], p=[.18, .18, .18, .25, .13, .02, .06])
+        s = int(rng.integers(4))
+        if op == "alloc":
+            n = int(rng.integers(1, 6))
+            p0 = cache.seq_pos_max(s) + 1
+            try:
+                cells = cache.alloc(np.arange(p0, p0 + n), seqs=s)
+            except ValueError as e:
+                assert "call defrag()" in str(e) or "do not fit" in str(e)
+                if "call defrag()" in str(e):
+                    cache.defrag()
+                    assert cache.n_cells_top == cache.n_used
+                    cells = cache.alloc(np.arange(p0, p0 + n), seqs=s)
+                else:
+                    continue
+            for c, p in zip(cells, range(p0, p0 + n)):
+                tag += 1
+                cache.k[0].numpy()[c, 0] = tag
+                want[s][p] = tag
+        elif op == "rm":
+            p0, p1 = int(rng.integers(-1, 10)), int(rng.integers(-1, 20))
+            seq = -1 if rng.random() < 0.05 else s
+            cache.seq_rm(seq, p0, p1)
+            lo, hi = max(p0, 0), (1 << 30) if p1 < 0 else p1
+            for t in (range(4) if seq < 0 else [s]):
+                want[t] = {p: v for p, v in want[t].items() if not lo <= p < hi}
+        elif op == "cp":
+            dst = int(rng.integers(4))
+            if dst != s and not want[dst]:         # a prefix into an empty sequence (what a server does)
+                p1 = int(rng.integers(0, 12))
+                cache.seq_cp(s, dst, 0, p1)
+                want[dst] = {p: v for p, v in want[s].items() if p < p1}
+        elif op == "keep":
+            cache.seq_keep(s)
+            want = {t: (want[t] if t == s else {}) for t in range(4)}
+        else:
+            cache.defrag()
+            assert cache.n_cells_top == cache.n_used
+        _check_against_rule(cache, want)
+
+
+def test_batch_mask_of_several_sequences(ctx):
+    """KVBatch.fill over tokens of three sequences, one sharing a copied prefix: each token sees
+    its own sequence's cells at positions <= its own; a padding token (a free cell) sees nothing."""
+    cache = gg.KVCache(ctx, 1, 32, 32, 1, pad=16)
+    cache.alloc(np.arange(4), seqs=0)
+    cache.alloc(np.arange(3), seqs=1)
+    cache.seq_cp(0, 2, 0, 2)                    # sequence 2 starts from 0's first two tokens
+    cells = cache.alloc([4, 3, 2, 3], seqs=[0, 1, 2, 2])
+    assert list(cells) == [7, 8, 9, 10]
+    kv = cache.batch(5, 16)
+    kv.fill(np.append(cells, 11))               # cell 11 is free: a padding token
+    vis = kv.mask.numpy() == 0
+    pos = cache.cell_pos
+    for i, (s, p) in enumerate(zip([0, 1, 2, 2], [4, 3, 2, 3])):
+        mine = (pos >= 0) & ((cache.cell_seq & np.uint64(1 << s)) != 0) & (pos <= p)
+        np.testing.assert_array_equal(vis[i], mine[:16])
+    assert not vis[4].any()
+    assert sorted(pos[:16][vis[3]]) == [0, 1, 2, 3] and set(np.flatnonzero(vis[3])) == {0, 1, 9, 10}
+
+
+@pytest.mark.parametrize("typ,v_trans", [("F16", False), ("F16", True), ("Q8_0", False)])
+def test_defrag_moves_rows_in_order(ctx, rng, typ, v_trans):
+    cache = gg.KVCache(ctx, 2, 16, 32, 2, type=gg.Type[typ], v_trans=v_trans, pad=16)
+    from pyggml.kvcache import _bytes
+    for t in cache.k + cache.v:
+        _bytes(t)[:] = rng.integers(0, 256, t.nbytes, dtype=np.uint8)
+    before = [_bytes(t).copy() for t in cache.k + cache.v]
+    cache.alloc(np.arange(6), seqs=0)
+    cache.alloc(np.arange(5), seqs=1)
+    cache.seq_rm(0, 1, 4)                        # holes at cells 1..3
+    cache.seq_rm(1, 0, 2)                        # and 6..7
+    old = cache.defrag()
+    assert list(old) == [0, 4, 5, 8, 9, 10] and cache.n_cells_top == 6
+    assert list(cache.cell_pos[:7]) == [0, 4, 5, 2, 3, 4, -1]
+    for t, b in zip(cache.k + cache.v, before):
+        if t in cache.v and v_trans:
+            b, got = b.reshape(-1, 16, 2), _bytes(t).reshape(-1, 16, 2)
+            np.testing.assert_array_equal(got[:, :6], b[:, old])
+        else:
+            b, got = b.reshape(16, -1), _bytes(t).reshape(16, -1)
+            np.testing.assert_array_equal(got[:6], b[old])
+
+
+def test_sequence_errors(ctx):
+    cache = gg.KVCache(ctx, 1, 8, 32, 1, pad=8)
+    with pytest.raises(ValueError, match=r"KVCache.alloc: sequence ids are 0..63, got 64"):
+        cache.alloc([0], seqs=64)
+    cache.alloc(np.arange(3), seqs=0)
+    cache.alloc(np.arange(5), seqs=1)
+    cache.seq_rm(0, 0, 2)
+    with pytest.raises(ValueError, match=r"sequence 0 needs 1 cells after its last cell 2, 0 are free there "
+                                         r"\(2 in all\): call defrag\(\)"):
+        cache.alloc([3], seqs=0)
+    cache.defrag()
+    assert list(cache.alloc([3], seqs=0)) == [6]

@@ -379,6 +379,23 @@ class Model:
         """The ids stream() yields, as a list (the new ids only)."""
         return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop, images=images))
 
+    def generate_batch(self, prompts, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None,
+                       n_seq=None):
+        """The new ids of each prompt, generated together (pyggml.models.batch.generate_batch): each
+        list is what the prompt alone gives. Clears the context."""
+        from pyggml.models.batch import generate_batch
+        return generate_batch(self, prompts, n_predict, temperature, top_k, top_p, seed, stop, n_seq)
+
+    def agenerate(self, prompt, n_predict, n_seq=4, **options):
+        """An async iterator of the new ids of one request (`async for tok in model.agenerate(...)`),
+        options as BatchEngine.submit. Concurrent calls are batched by one BatchEngine of n_seq
+        sequences run in a background thread, started on the first call; from then on the KV cache
+        belongs to it (do not call eval or generate)."""
+        from pyggml.models import batch
+        if getattr(self, "_engine_thread", None) is None:
+            self._engine_thread = batch.EngineThread(batch.BatchEngine(self, n_seq))
+        return batch.agenerate(self._engine_thread.engine, prompt, n_predict, **options)
+
     def __repr__(self):
         hp = self.hparams
         layers = "" if (self.l0, self.l1) == (0, hp.n_layer) else f", layers=[{self.l0}, {self.l1})"

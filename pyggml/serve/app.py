@@ -1,0 +1,377 @@
+"""The OpenAI-compatible HTTP server: a Starlette app over one BatchEngine run by an EngineThread.
+
+Every generation request becomes one Request of the engine (pyggml.models.batch); the handler waits
+on an asyncio.Event the engine's thread sets after each token, turns ids into text with the
+tokenizer's StreamDecoder, applies the stop strings and answers in one JSON body or as server-sent
+events. A streaming client that goes away cancels its request (the engine frees its slot at the
+start of the next step); a non-streaming one is polled for the same.
+"""
+import asyncio
+import base64
+import hmac
+import json
+import os
+import threading
+import time
+import uuid
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.routing import Route
+
+from pyggml.models.batch import BatchEngine, EngineThread
+from pyggml.serve.protocol import ApiError, parse_chat, parse_completion, parse_embeddings
+
+__all__ = ["Server", "render_chat"]
+
+# end-of-turn tokens of common chat formats: a chat completion also stops at these
+_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+_POOLING = {1: "mean", 2: "cls", 3: "last"}     # llama.cpp's enum llama_pooling_type
+
+
+def render_chat(model, messages):
+    """The prompt text of a chat: the model's chat template (Model.apply_chat_template) when the
+    model has one, else ChatML (<|im_start|>role\\ncontent<|im_end|>, then the assistant's turn)."""
+    apply = getattr(model, "apply_chat_template", None)
+    if apply is not None:
+        return apply(messages, add_generation_prompt=True)
+    turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return turns + "<|im_start|>assistant\n"
+
+
+def _held(text, stops):
+    """How many trailing characters of text could begin a stop string (held back from a stream)."""
+    n = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), n, -1):
+            if text.endswith(s[:k]):
+                n = k
+                break
+    return n
+
+
+class Server:
+    """The server's state: model (a whole pyggml.models.Model; its KV cache belongs to the server),
+    n_seq parallel sequences, api_key (None: open), name (what /v1/models lists), max_body (bytes
+    of a request body). app is the ASGI application; close() stops the engine thread."""
+
+    def __init__(self, model, n_seq=4, api_key=None, name=None, max_body=1 << 20, n_batch=None):
+        self.model = model
+        self.engine = BatchEngine(model, n_seq, n_batch)
+        self.runner = EngineThread(self.engine)
+        self.api_key = api_key.encode() if api_key else None
+        self.name = name or os.path.basename(model.source) or model.arch
+        self.max_body = int(max_body)
+        self.created = int(time.time())
+        self.counts = {"completions": 0, "chat": 0, "embeddings": 0, "errors": 0, "prompt_tokens": 0,
+                       "completion_tokens": 0}
+        self._embedder, self._embed_lock = None, threading.Lock()
+        routes = [Route("/health", self.health), Route("/v1/models", self.models), Route("/metrics", self.metrics),
+                  Route("/v1/completions", self.completions, methods=["POST"]),
+                  Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                  Route("/v1/embeddings", self.embeddings, methods=["POST"])]
+        self.app = Starlette(routes=routes, exception_handlers={HTTPException: self._http_error})
+
+    def close(self):
+        self.runner.close()
+
+    # ---- plumbing ----
+
+    async def _http_error(self, request, exc):
+        return JSONResponse(ApiError(exc.status_code, exc.detail, type="invalid_request_error").body(),
+                            status_code=exc.status_code)
+
+    def _check_key(self, request):
+        if self.api_key is None:
+            return
+        auth = request.headers.get("authorization", "")
+        given = auth[7:].encode() if auth.lower().startswith("bearer ") else b""
+        if not hmac.compare_digest(given, self.api_key):
+            raise ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", type="authentication_error",
+                           code="invalid_api_key")
+
+    async def _json(self, request):
+        size = request.headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > self.max_body):
+            raise ApiError(413, f"the request body is larger than {self.max_body} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.max_body:
+                raise ApiError(413, f"the request body is larger than {self.max_body} bytes")
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+
+    def _error(self, e):
+        self.counts["errors"] += 1
+        return JSONResponse(e.body(), status_code=e.status)
+
+    def _tokenizer(self):
+        tok = self.model.tokenizer
+        if tok is None:
+            raise ApiError(400, f"{self.name} has no tokenizer: send token ids", param="prompt")
+        return tok
+
+    def _check_prompt(self, ids, param):
+        if not ids:
+            raise ApiError(400, f"{param}: the prompt is empty", param)
+        if len(ids) >= self.engine.n_ctx_seq:
+            raise ApiError(400, f"{param}: the prompt has {len(ids)} tokens; this server's sequences hold "
+                           f"{self.engine.n_ctx_seq} (n_ctx / parallel), so at most {self.engine.n_ctx_seq - 1}",
+                           param, code="context_length_exceeded")
+
+    # ---- generation ----
+
+    async def _generate(self, request, ids, p, stop_ids, watch):
+        """Yield {"text", "token", "logprob"} per new id, then {"finish_reason", "n_tokens"}."""
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        n_max = self.engine.n_ctx_seq if p["max_tokens"] is None else p["max_tokens"]
+        req = self.engine.submit(ids, n_max, p["temperature"], p["top_k"], p["top_p"], p["seed"], stop_ids,
+                                 logprobs=p.get("logprobs"), on_update=lambda r: loop.call_soon_threadsafe(changed.set))
+        tok = self.model.tokenizer
+        dec = tok.stream() if tok is not None else None
+        stops, full, sent, seen, reason, by_string = p["stop"], "", 0, 0, None, False
+        try:
+            while reason is None:
+                try:
+                    await asyncio.wait_for(changed.wait(), 0.25 if watch else None)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        return
+                    continue
+                changed.clear()
+                toks = req.tokens[:]
+                for i in range(seen, len(toks)):
+                    t = toks[i]
+                    lp = req.logprobs[i] if req.n_logprobs is not None else None
+                    if t in stop_ids:
+                        reason = "stop"
+                        break
+                    full += dec.push(t) if dec else ""
+                    hit = [j for j in (full.find(s, max(0, sent - len(s) + 1)) for s in stops) if j >= 0]
+                    if hit:
+                        yield {"text": full[sent:min(hit)], "token": t, "logprob": lp}
+                        sent, reason, by_string = min(hit), "stop", True
+                        break
+                    safe = len(full) - _held(full, stops)
+                    yield {"text": full[sent:safe], "token": t, "logprob": lp}
+                    sent = max(sent, safe)
+                seen = len(toks)
+                if reason is None and req.done and seen == len(req.tokens):
+                    if req.finish_reason == "error":
+                        raise ApiError(500, f"generation failed: {req.error}", type="server_error")
+                    reason = "length" if req.finish_reason == "length" else "stop"
+            rest = "" if by_string else full[sent:] + (dec.flush() if dec else "")
+            if rest:            # what was held back for a stop string that never came
+                yield {"text": rest, "token": None, "logprob": None}
+            n_gen = len([t for t in req.tokens if t not in stop_ids])
+            self.counts["prompt_tokens"] += len(ids)
+            self.counts["completion_tokens"] += n_gen
+            yield {"finish_reason": reason, "n_tokens": n_gen}
+        finally:
+            if not req.done:
+                req.cancel()
+                self.engine.wake.set()
+
+    def _piece(self, t):
+        tok = self.model.tokenizer
+        return tok.token_to_piece(t, special=True) if tok is not None else str(t)
+
+    def _usage(self, n_prompt, n_gen):
+        return {"prompt_tokens": n_prompt, "completion_tokens": n_gen, "total_tokens": n_prompt + n_gen}
+
+    async def _respond(self, request, ids, p, stop_ids, kind):
+        """The completion (kind "text") or chat completion (kind "chat") body, or its SSE stream."""
+        rid = ("cmpl-" if kind == "text" else "chatcmpl-") + uuid.uuid4().hex
+        obj = "text_completion" if kind == "text" else "chat.completion"
+        base = {"id": rid, "object": obj, "created": int(time.time()), "model": self.name}
+
+        def lp_text(evs):
+            lps = [e for e in evs if e["logprob"] is not None]
+            return {"tokens": [self._piece(e["token"]) for e in lps], "token_logprobs": [e["logprob"][0] for e in lps],
+                    "top_logprobs": [{self._piece(t): v for t, v in e["logprob"][1]} for e in lps]}
+
+        def lp_chat(evs):
+            def entry(t, v):
+                piece = self._piece(t)
+                return {"token": piece, "logprob": v, "bytes": list(piece.encode())}
+            return {"content": [dict(entry(e["token"], e["logprob"][0]),
+                                     top_logprobs=[entry(t, v) for t, v in e["logprob"][1]])
+                                for e in evs if e["logprob"] is not None]}
+
+        lp_of = lp_text if kind == "text" else lp_chat
+        want_lp = p.get("logprobs") is not None
+
+        def choice(text, evs, reason):
+            c = {"index": 0, "finish_reason": reason, "logprobs": lp_of(evs) if want_lp else None}
+            if kind == "text":
+                c["text"] = text
+            else:
+                c["message" if not p["stream"] else "delta"] = {"role": "assistant", "content": text}
+            return c
+
+        if not p["stream"]:
+            evs, text = [], ""
+            async for e in self._generate(request, ids, p, stop_ids, watch=True):
+                if "finish_reason" in e:
+                    return JSONResponse({**base, "choices": [choice(text, evs, e["finish_reason"])],
+                                         "usage": self._usage(len(ids), e["n_tokens"])})
+                evs.append(e)
+                text += e["text"]
+            return JSONResponse({"error": {"message": "client gone"}}, status_code=499)
+
+        base["object"] = "text_completion" if kind == "text" else "chat.completion.chunk"
+
+        async def events():
+            if kind == "chat":
+                first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                              "finish_reason": None, "logprobs": None}]}
+                yield f"data: {json.dumps(first)}\n\n"
+            try:
+                async for e in self._generate(request, ids, p, stop_ids, watch=False):
+                    if "finish_reason" in e:
+                        c = choice("", [], e["finish_reason"])
+                        if kind == "chat":
+                            c["delta"] = {}
+                        yield f"data: {json.dumps({**base, 'choices': [c]})}\n\n"
+                        if p["include_usage"]:
+                            yield f"data: {json.dumps({**base, 'choices': [], 'usage': self._usage(len(ids), e['n_tokens'])})}\n\n"
+                        break
+                    if e["text"] or (want_lp and e["logprob"] is not None):
+                        c = choice(e["text"], [e], None)
+                        if kind == "chat":
+                            c["delta"] = {"content": e["text"]}
+                        yield f"data: {json.dumps({**base, 'choices': [c]})}\n\n"
+            except ApiError as err:
+                yield f"data: {json.dumps(err.body())}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    # ---- endpoints ----
+
+    async def health(self, request):
+        return JSONResponse({"status": "ok"})
+
+    async def models(self, request):
+        try:
+            self._check_key(request)
+        except ApiError as e:
+            return self._error(e)
+        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
+            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+        return JSONResponse({"object": "list", "data": [{"id": self.name, "object": "model", "created": self.created,
+                                                          "owned_by": "pyggml"}]})
+
+    async def completions(self, request):
+        try:
+            self._check_key(request)
+            p = parse_completion(await self._json(request), self.model.n_vocab)
+            ids = self._tokenizer().encode(p["prompt"]) if isinstance(p["prompt"], str) else p["prompt"]
+            self._check_prompt(ids, "prompt")
+            self.counts["completions"] += 1
+            eos = self.model.hparams.eos_id
+            return await self._respond(request, ids, p, () if eos is None else (eos,), "text")
+        except ApiError as e:
+            return self._error(e)
+        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
+            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+
+    async def chat(self, request):
+        try:
+            self._check_key(request)
+            p = parse_chat(await self._json(request), self.model.n_vocab)
+            tok = self._tokenizer()
+            try:
+                text = render_chat(self.model, p["messages"])
+            except ValueError as e:
+                raise ApiError(400, f"messages: {e}", "messages") from None
+            ids = tok.encode(text)
+            self._check_prompt(ids, "messages")
+            stop_ids = {tok.tokens.index(s) for s in _END_OF_TURN if s in tok.tokens}
+            if self.model.hparams.eos_id is not None:
+                stop_ids.add(self.model.hparams.eos_id)
+            self.counts["chat"] += 1
+            return await self._respond(request, ids, p, tuple(sorted(stop_ids)), "chat")
+        except ApiError as e:
+            return self._error(e)
+        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
+            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+
+    def _embed(self, ids):
+        """The pooled, L2-normalised last hidden state (after the output norm) of ids."""
+        from pyggml.models import Model
+        with self._embed_lock:
+            m = self.model
+            if self._embedder is None:
+                n = m.n_ctx
+                self._embedder = Model(m.arch, m.hparams, m.tensors, n_ctx=n, n_threads=m.n_threads, n_batch=n,
+                                       kv_type=m.cache.type, keep=("result_norm",), source=m.source)
+                meta = getattr(getattr(m, "gguf", None), "metadata", {})
+                self._pooling = _POOLING.get(meta.get(f"{m.arch}.pooling_type"), "mean")
+            e = self._embedder
+            e.reset()
+            e.eval(ids)
+            h = np.asarray(e.last_graph.get_tensor("result_norm").numpy(), np.float64).reshape(len(ids), -1)
+            v = {"mean": lambda: h.mean(0), "cls": lambda: h[0], "last": lambda: h[-1]}[self._pooling]()
+            return (v / max(np.linalg.norm(v), 1e-12)).astype(np.float32)
+
+    async def embeddings(self, request):
+        try:
+            self._check_key(request)
+            p = parse_embeddings(await self._json(request), self.model.n_vocab)
+            items = [self._tokenizer().encode(x) if isinstance(x, str) else x for x in p["input"]]
+            for ids in items:
+                if not 0 < len(ids) <= self.model.n_ctx:
+                    raise ApiError(400, f"input: an input has {len(ids)} tokens; at most {self.model.n_ctx}", "input",
+                                   code="context_length_exceeded")
+            self.counts["embeddings"] += 1
+            data = []
+            for i, ids in enumerate(items):
+                v = await asyncio.to_thread(self._embed, ids)
+                emb = base64.b64encode(v.tobytes()).decode() if p["encoding_format"] == "base64" else v.tolist()
+                data.append({"object": "embedding", "index": i, "embedding": emb})
+            n = sum(len(x) for x in items)
+            return JSONResponse({"object": "list", "data": data, "model": self.name,
+                                 "usage": {"prompt_tokens": n, "total_tokens": n}})
+        except ApiError as e:
+            return self._error(e)
+        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
+            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+
+    async def metrics(self, request):
+        try:
+            self._check_key(request)
+        except ApiError as e:
+            return self._error(e)
+        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
+            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+        s, eng, c = self.engine.stats, self.engine, self.counts
+        busy = self.runner.busy_s
+        rows = [
+            ("pyggml_requests_total", "counter", "requests by endpoint",
+             [(f'{{endpoint="{k}"}}', c[k]) for k in ("completions", "chat", "embeddings")]),
+            ("pyggml_request_errors_total", "counter", "requests answered with an error", [("", c["errors"])]),
+            ("pyggml_prompt_tokens_total", "counter", "prompt tokens of finished generations", [("", c["prompt_tokens"])]),
+            ("pyggml_tokens_prefilled_total", "counter", "prompt tokens computed", [("", s["tokens_prefilled"])]),
+            ("pyggml_tokens_reused_total", "counter", "prompt tokens whose cache was reused", [("", s["tokens_reused"])]),
+            ("pyggml_tokens_generated_total", "counter", "tokens sampled", [("", s["tokens_generated"])]),
+            ("pyggml_steps_total", "counter", "graph steps run", [("", s["steps"])]),
+            ("pyggml_busy_seconds_total", "counter", "seconds the engine spent in steps", [("", round(busy, 6))]),
+            ("pyggml_tokens_per_second", "gauge", "tokens generated per busy second",
+             [("", round(s["tokens_generated"] / busy, 3) if busy else 0)]),
+            ("pyggml_requests_running", "gauge", "requests holding a sequence", [("", eng.n_running)]),
+            ("pyggml_requests_waiting", "gauge", "requests queued for a sequence", [("", eng.n_waiting)]),
+            ("pyggml_kv_cells_used", "gauge", "KV cache cells in use", [("", eng.cache.n_used)]),
+        ]
+        lines = []
+        for name, typ, help_, samples in rows:
+            lines += [f"# HELP {name} {help_}", f"# TYPE {name} {typ}"]
+            lines += [f"{name}{labels} {value}" for labels, value in samples]
+        return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")

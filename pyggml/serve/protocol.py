@@ -1,0 +1,200 @@
+"""The OpenAI request bodies the server accepts, checked field by field: a wrong type, a value out of
+range or an unknown field is an ApiError (HTTP 400 with OpenAI's {"error": {...}} body), never an
+exception from deeper down."""
+
+__all__ = ["ApiError", "parse_chat", "parse_completion", "parse_embeddings"]
+
+MAX_TOKENS_LIMIT = 1 << 20
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI does: status, {"error": {"message", "type", "param", "code"}}."""
+
+    def __init__(self, status, message, param=None, type="invalid_request_error", code=None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.type, self.code = status, message, param, type, code
+
+    def body(self):
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def _bad(param, message):
+    return ApiError(400, f"{param}: {message}", param)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _int(body, key, default, lo, hi):
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if not _is_int(v):
+        raise _bad(key, f"expected an integer, got {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise _bad(key, f"must be in [{lo}, {hi}], got {v}")
+    return v
+
+
+def _num(body, key, default, lo, hi, lo_open=False):
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if not _is_num(v):
+        raise _bad(key, f"expected a number, got {type(v).__name__}")
+    if not (lo < v if lo_open else lo <= v) or v > hi:
+        raise _bad(key, f"must be in {'(' if lo_open else '['}{lo}, {hi}], got {v}")
+    return float(v)
+
+
+def _bool(body, key, default):
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise _bad(key, f"expected a boolean, got {type(v).__name__}")
+    return v
+
+
+def _stop(body):
+    v = body.get("stop")
+    if v is None:
+        return []
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(s, str) and s for s in v) or len(v) > 16:
+        raise _bad("stop", "expected a non-empty string or a list of at most 16 non-empty strings")
+    return v
+
+
+def _check_keys(body, allowed):
+    if not isinstance(body, dict):
+        raise ApiError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise _bad(unknown[0], "unknown field")
+
+
+# fields every generation endpoint takes; those OpenAI defines that the server does not implement
+# are accepted only at their no-op values (n = 1, penalties 0, ...)
+_SAMPLING = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stream", "stream_options",
+             "n", "presence_penalty", "frequency_penalty", "user"}
+
+
+def _sampling(body, n_vocab):
+    out = {
+        "max_tokens": _int(body, "max_tokens", 16, 0, MAX_TOKENS_LIMIT),
+        "temperature": _num(body, "temperature", 1.0, 0.0, 2.0),
+        "top_p": _num(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
+        "top_k": _int(body, "top_k", 0, 0, n_vocab),
+        "seed": _int(body, "seed", None, -(1 << 63), (1 << 64) - 1),
+        "stop": _stop(body),
+        "stream": _bool(body, "stream", False),
+    }
+    if out["seed"] is not None and out["seed"] < 0:
+        out["seed"] &= (1 << 64) - 1
+    _int(body, "n", 1, 1, 1)
+    for key in ("presence_penalty", "frequency_penalty"):
+        _num(body, key, 0.0, 0.0, 0.0)
+    opts = body.get("stream_options")
+    if opts is not None:
+        if not isinstance(opts, dict) or set(opts) - {"include_usage"}:
+            raise _bad("stream_options", "expected an object with include_usage")
+        out["include_usage"] = _bool(opts, "include_usage", False)
+    else:
+        out["include_usage"] = False
+    if body.get("model") is not None and not isinstance(body["model"], str):
+        raise _bad("model", "expected a string")
+    return out
+
+
+def _token_list(v):
+    return isinstance(v, list) and len(v) > 0 and all(_is_int(t) for t in v)
+
+
+def parse_completion(body, n_vocab):
+    """/v1/completions: prompt (a string, token ids, or a list of one of them), the sampling
+    fields, logprobs (0..20), echo (false)."""
+    _check_keys(body, _SAMPLING | {"prompt", "logprobs", "echo", "best_of", "suffix"})
+    out = _sampling(body, n_vocab)
+    p = body.get("prompt")
+    if isinstance(p, list) and len(p) == 1 and (isinstance(p[0], str) or _token_list(p[0])):
+        p = p[0]
+    if not (isinstance(p, str) or _token_list(p)):
+        raise _bad("prompt", "expected a string or a non-empty list of token ids (one prompt per request)")
+    if isinstance(p, list):
+        bad = [t for t in p if not 0 <= t < n_vocab]
+        if bad:
+            raise _bad("prompt", f"token id {bad[0]} is outside the vocabulary [0, {n_vocab})")
+    out["prompt"] = p
+    out["logprobs"] = _int(body, "logprobs", None, 0, 20)
+    if _bool(body, "echo", False):
+        raise _bad("echo", "echo is not supported")
+    _int(body, "best_of", 1, 1, 1)
+    if body.get("suffix") is not None:
+        raise _bad("suffix", "suffix is not supported")
+    return out
+
+
+def _content(i, m):
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if c is None and m.get("role") == "assistant":
+        return ""
+    if isinstance(c, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                                   for p in c):
+        return "".join(p["text"] for p in c)
+    raise _bad(f"messages[{i}].content", "expected a string or a list of text parts")
+
+
+def parse_chat(body, n_vocab):
+    """/v1/chat/completions: messages ({role, content}), the sampling fields, max_completion_tokens,
+    logprobs (bool) and top_logprobs (0..20), response_format type text."""
+    _check_keys(body, _SAMPLING | {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
+                                   "response_format"})
+    if "max_completion_tokens" in body and body["max_completion_tokens"] is not None:
+        body = dict(body, max_tokens=body["max_completion_tokens"])
+    out = _sampling(body, n_vocab)
+    if "max_tokens" not in body or body["max_tokens"] is None:
+        out["max_tokens"] = None        # until the context ends
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise _bad("messages", "expected a non-empty list of messages")
+    clean = []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
+            raise _bad(f"messages[{i}]", "expected an object with role system, developer, user, assistant or tool")
+        clean.append({"role": m["role"], "content": _content(i, m)})
+    out["messages"] = clean
+    top = _int(body, "top_logprobs", None, 0, 20)
+    out["logprobs"] = (top or 0) if _bool(body, "logprobs", False) else None
+    rf = body.get("response_format")
+    if rf is not None and (not isinstance(rf, dict) or rf.get("type") != "text"):
+        raise _bad("response_format", "only {\"type\": \"text\"} is supported (no grammar engine in this server)")
+    return out
+
+
+def parse_embeddings(body, n_vocab):
+    """/v1/embeddings: input (a string, token ids, or a list of either), encoding_format float or base64."""
+    _check_keys(body, {"model", "input", "encoding_format", "user", "dimensions"})
+    v = body.get("input")
+    items = v if isinstance(v, list) and v and isinstance(v[0], (str, list)) else [v]
+    for i, x in enumerate(items):
+        if not ((isinstance(x, str) and x) or _token_list(x)):
+            raise _bad("input", f"item {i}: expected a non-empty string or a non-empty list of token ids")
+        if isinstance(x, list) and any(not 0 <= t < n_vocab for t in x):
+            raise _bad("input", f"item {i}: a token id is outside the vocabulary [0, {n_vocab})")
+    if len(items) > 256:
+        raise _bad("input", f"at most 256 inputs per request, got {len(items)}")
+    fmt = body.get("encoding_format", "float")
+    if fmt not in ("float", "base64"):
+        raise _bad("encoding_format", f"expected 'float' or 'base64', got {fmt!r}")
+    if body.get("dimensions") is not None:
+        raise _bad("dimensions", "dimensions is not supported")
+    return {"input": items, "encoding_format": fmt}
