@@ -602,7 +602,7 @@ cdef class CGraph:
         i = self._index.get(id(t))
         if i is None:
             where = "a leaf (an input or a weight: read it before or after compute)" if any(
-                l is t for l in self._leafs) else "not in this graph"
+                leaf is t for leaf in self._leafs) else "not in this graph"
             raise ValueError(f"{what}: {t!r} is {where}; hooks run on nodes")
         return i, t
 
