@@ -237,3 +237,18 @@ def test_model_steering_equals_a_layer_split(tmp_path):
     again = np.concatenate([whole.eval(ids[:4])] + [whole.eval([t]) for t in ids[4:]])
     np.testing.assert_array_equal(again, plain)
     assert whole.n_graph_builds == builds       # the graphs of the first run, reused throughout
+
+
+@pytest.mark.parametrize("nth", THREADS)
+def test_a_hook_may_compute_another_graph(ctx, data, nth):
+    """A hook computing a second graph (here a copy of the block, on 2 threads asked, inside the
+    first compute's region) gets that graph's exact results."""
+    g, s = block(ctx, data)
+    g2, s2 = block(ctx, data)
+    g2.compute(2)
+    expect = s2["out"].numpy().copy()
+    s2["out"].numpy()[...] = 0
+    got = []
+    g.compute(nth, hooks={"y": lambda t: (g2.compute(2), got.append(s2["out"].numpy().copy()))})
+    np.testing.assert_array_equal(got[0], expect)
+    assert ref.nmse(s["out"].numpy(), reference(data)) < 1e-10
