@@ -18,10 +18,20 @@ Plan.fused:
 Matching depends only on the graph, so the memory planner treats a group as one step (no block is
 reused inside it, whether the group then runs fused or not). use_ref=True, or the environment
 variable PYGGML_DISABLE_FUSION set to anything but "" or "0" when the plan is made, turns fusion off.
+
+Hooks. compute(hooks=...) and set_hook call a Python function on a node's result as soon as it is
+computed, before any later step runs (llama.cpp's eval callback, inside the one parallel region): a
+hooked node is a cut no fused group spans (a fused kernel could otherwise skip writing it, or read
+it before the hook changed it), so a compute with hooks has a plan of its own, cached per set of
+hooked nodes; after the step that completes the node, thread 0 (the calling thread) takes the GIL
+and calls the hooks while the other threads wait at the barrier (graph.h's pg_graph_walk). The
+memory plan needs no change: a node's block is reused only after its last consumer ran, and every
+consumer runs after the hook. A compute without hooks runs the plain walk, unchanged.
 """
 import os
 import struct
 import weakref
+from bisect import bisect_right
 from time import perf_counter
 
 import numpy as np
@@ -60,6 +70,10 @@ cdef extern from "graph.h" nogil:
         uint64_t * prof
         int prof_nth
         uint64_t t0
+        const int32_t * hook_after
+        int (*hook)(void * ctx, int k)
+        void * hook_ctx
+        int * hook_stop
 
     uint64_t pg_now_ns()
     bint pg_executed(const pg_tensor * t)
@@ -100,6 +114,28 @@ def set_output(tensor):
 
 cdef int _fusion_size(int k) noexcept:
     return pg_fusions[k].n
+
+
+cdef class _HookRun:
+    """The hooks of one compute, by the step they follow (graph.h's pg_run.hook_ctx), and the
+    exception that stopped it."""
+    cdef list at
+    cdef object exc
+
+    def __init__(self, list at):
+        self.at = at
+
+
+cdef int _call_hooks(void * ctx, int k) noexcept with gil:
+    # thread 0 of the compute, every other thread at the barrier: 1 stops the compute
+    cdef _HookRun r = <_HookRun> ctx
+    try:
+        for t, fn in r.at[k]:
+            fn(t)
+    except BaseException as e:
+        r.exc = e
+        return 1
+    return 0
 
 
 # flash_attn_ext reports the path its plan chose in this op_params slot (flash_attn_ext_get_path)
@@ -219,6 +255,8 @@ cdef class CGraph:
     cdef Memory _shared_mem
     cdef tuple _mem           # (arena bytes, bytes without reuse)
     cdef bint _busy           # an expand, plan or compute is running (see _enter)
+    cdef dict _index          # id(node) -> its position in _nodes
+    cdef dict _hooks          # id(node) -> (position, node, fn): set_hook's hooks
     cdef object __weakref__
     cdef public double run_seconds    # wall time of the last compute's parallel region
 
@@ -235,6 +273,8 @@ cdef class CGraph:
         self._arena = None
         self._mem_planned = False
         self._plans = {}
+        self._index = {}
+        self._hooks = {}
         self.run_seconds = 0.0
 
     @property
@@ -317,6 +357,7 @@ cdef class CGraph:
                 if len(self._nodes) >= self.size:
                     raise ValueError(f"build_forward_expand: graph is full (size={self.size} nodes)")
                 self._claim(t)
+                self._index[id(t)] = len(self._nodes)
                 self._nodes.append(t)
             self._seen.add(id(t))
 
@@ -370,16 +411,18 @@ cdef class CGraph:
         self._mem_planned = False
         self._plans = {}
 
-    def _fusions(self):
+    def _fusions(self, cuts=()):
         """[(fusion row, (Tensor, ...))]: the groups of consecutive executed nodes that graph.h's
-        fusion table fuses."""
+        fusion table fuses. cuts: positions in nodes (sorted) after which no group goes on (hooked
+        nodes)."""
         cdef Tensor n
         uses = {}
         for n in self._nodes:
             for s in n._src:
                 if s is not None:
                     uses[id(s)] = uses.get(id(s), 0) + 1
-        run = [n for n in self._nodes if _executed(n)]
+        at = [i for i, n in enumerate(self._nodes) if _executed(n)]
+        run = [self._nodes[i] for i in at]
         cdef int n_all = len(self._nodes), n_run = len(run), i
         buf = Memory(max(n_all + n_run, 1) * sizeof(pg_tensor *) + max(n_all + n_run, 1) * sizeof(int32_t))
         cdef pg_tensor ** ptrs = <pg_tensor **> buf.ptr
@@ -395,7 +438,12 @@ cdef class CGraph:
         g.nodes = ptrs
         g.n = n_all
         g.uses = ints
-        pg_graph_fuse(&g, ptrs + n_all, n_run, ints + n_all)
+        # each stretch of run between two cuts is matched on its own
+        bounds = [0] + [bisect_right(at, j) for j in cuts] + [n_run]
+        cdef int a, b
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if b > a:
+                pg_graph_fuse(&g, ptrs + n_all + a, b - a, ints + n_all + a)
         found = []
         for i in range(n_run):
             k = ints[n_all + i]
@@ -503,13 +551,18 @@ cdef class CGraph:
             self._leave()
 
     def _plan(self, key):
-        nth, use_ref = key
+        """The Plan for key = (n_threads, use_ref) or, for a compute with hooks, (n_threads, use_ref,
+        cuts): cuts are the hooked nodes' positions, and the cached entry then also holds, per cut,
+        the step after which its hooks run (-1: before the first)."""
+        nth, use_ref = key[0], key[1]
+        cuts = key[2] if len(key) > 2 else ()
         if key in self._plans:
             return self._plans[key][0]
         if not self._mem_planned:
             self._plan_memory()
         cdef Tensor n
-        groups = [] if use_ref or os.environ.get("PYGGML_DISABLE_FUSION", "") not in ("", "0") else self._fusions()
+        no_fusion = use_ref or os.environ.get("PYGGML_DISABLE_FUSION", "") not in ("", "0")
+        groups = [] if no_fusion else self._fusions(cuts)
         group_of = {id(t): (kind, g) for kind, g in groups for t in g}
         steps = []       # (fusion row or -1, nodes) in execution order
         n_tasks = []
@@ -543,10 +596,74 @@ cdef class CGraph:
                 paths[g[0]] = FA_PATHS[ex[i].variant]
         plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
                     bool(use_ref), paths)
-        self._plans[key] = (plan, ex_mem, len(steps), [g for _, g in steps])
+        ends = [self._index[id(g[-1])] for _, g in steps] if cuts else []
+        hook_at = [bisect_right(ends, j) - 1 for j in cuts]
+        self._plans[key] = (plan, ex_mem, len(steps), [g for _, g in steps], hook_at)
         return plan
 
-    def compute(self, n_threads=None, use_ref=False, profile=False):
+    def _hook_node(self, str what, target):
+        """(position, node) of a hook's target: a node of this graph, or the name of one."""
+        if isinstance(target, str):
+            t = self.get_tensor(target)
+            if t is None:
+                raise ValueError(f"{what}: no node named {target!r} in the graph")
+        elif isinstance(target, Tensor):
+            t = target
+        else:
+            raise TypeError(f"{what}: a hook's node must be a pyggml.Tensor or a tensor name, "
+                            f"got {type(target).__name__}")
+        i = self._index.get(id(t))
+        if i is None:
+            where = "a leaf (an input or a weight: read it before or after compute)" if any(
+                leaf is t for leaf in self._leafs) else "not in this graph"
+            raise ValueError(f"{what}: {t!r} is {where}; hooks run on nodes")
+        return i, t
+
+    def set_hook(self, target, fn):
+        """Call fn(tensor) in every later compute as soon as node `target` (a Tensor of this graph or
+        a node's name, e.g. "l_out-3") is computed, before anything after it runs. fn holds the GIL;
+        it may read target.numpy() and write into it in place (what it writes is what the rest of the
+        graph reads). Replaces an earlier hook on the node; fn=None removes it. The graph is not
+        rebuilt: the first compute with a new set of hooked nodes plans its steps (hooked nodes are
+        kept out of fused groups that would skip or pre-read them). A compute without hooks runs as
+        if none were ever set. RuntimeError while a call of this graph runs (from a hook, too)."""
+        if fn is not None and not callable(fn):
+            raise TypeError(f"set_hook: fn must be callable or None, got {type(fn).__name__}")
+        self._enter("set_hook")
+        try:
+            i, t = self._hook_node("set_hook", target)
+            if fn is None:
+                self._hooks.pop(id(t), None)
+            else:
+                self._hooks[id(t)] = (i, t, fn)
+        finally:
+            self._leave()
+
+    def remove_hook(self, target):
+        """Remove the hook set on node `target` (a Tensor or a name); nothing when it has none."""
+        self.set_hook(target, None)
+
+    @property
+    def hooks(self):
+        """{node: fn} of the hooks set with set_hook."""
+        return {t: fn for _, t, fn in self._hooks.values()}
+
+    def _hook_calls(self, hooks):
+        """{position: [(node, fn), ...]} of set_hook's hooks and a compute's own (after them)."""
+        calls = {}
+        for i, t, fn in self._hooks.values():
+            calls.setdefault(i, []).append((t, fn))
+        if hooks is not None:
+            if not isinstance(hooks, dict):
+                raise TypeError(f"compute: hooks must be a dict {{node or name: fn}}, got {type(hooks).__name__}")
+            for target, fn in hooks.items():
+                if not callable(fn):
+                    raise TypeError(f"compute: the hook of {target!r} must be callable, got {type(fn).__name__}")
+                i, t = self._hook_node("compute", target)
+                calls.setdefault(i, []).append((t, fn))
+        return calls
+
+    def compute(self, n_threads=None, use_ref=False, profile=False, hooks=None):
         """Run every node; the GIL is released for the whole compute. Data errors found while
         running raise afterwards: IndexError for indices out of range (get_rows, set_rows),
         ValueError for a rope frequency factor that is not finite and > 0; the results of such a
@@ -555,17 +672,41 @@ cdef class CGraph:
         build_forward_expand from another Python thread while this runs raises RuntimeError.
         run_seconds is then the time spent in the C parallel region (Python preparation excluded).
         profile=True times every step on every thread and returns a pyggml.profile.Profile
-        (docs/profiling.md); else None."""
+        (docs/profiling.md); else None.
+        hooks: {node or name: fn}, called for this compute only, after those of set_hook: fn(tensor)
+        runs once the node is computed and before anything after it, with the GIL (the other
+        threads wait); it may read and rewrite the tensor in place. An exception from a hook ends
+        the compute there (no later step or hook runs) and is raised. A hook runs on the thread
+        that called compute; a graph it computes (another one: this one raises RuntimeError) runs
+        on that thread alone."""
         key = _plan_key(n_threads, use_ref)
         self._enter("compute")
         try:
-            return self._run(key, profile)
+            calls = self._hook_calls(hooks) if hooks or self._hooks else None
+            return self._run(key, profile, calls)
         finally:
             self._leave()
 
-    cdef _run(self, tuple key, bint profile):
+    cdef _run(self, tuple key, bint profile, dict calls):
+        cdef _HookRun hook_run = None
+        cdef Memory hook_after = None
+        if calls:
+            cuts = tuple(sorted(calls))
+            key = key + (cuts,)
         plan = self._plan(key)
-        _, ex_mem, n_steps, groups = self._plans[key]
+        _, ex_mem, n_steps, groups, hook_at = self._plans[key]
+        if calls:
+            # the hooks of one step run together, in node order; those before the first step now
+            at = {}
+            for j, k in zip(cuts, hook_at):
+                at.setdefault(k, []).extend(calls[j])
+            for node, fn in at.pop(-1, ()):
+                fn(node)
+            hook_run = _HookRun(list(at.values()))
+            hook_after = Memory((len(at) + 1) * sizeof(int32_t))
+            for i, k in enumerate(at):
+                (<int32_t *> hook_after.ptr)[i] = k
+            (<int32_t *> hook_after.ptr)[len(at)] = -1
         cdef Tensor t
         for t, path in plan.paths.items():
             t.c.op_params[_FA_TAKEN] = FA_PATHS.index(path)
@@ -584,6 +725,11 @@ cdef class CGraph:
         cdef Memory prof = Memory(max(n_steps, 1) * nth * 3 * sizeof(uint64_t)) if profile else None
         st.prof = <uint64_t *> prof.ptr if profile else NULL
         st.prof_nth = nth
+        cdef int stop = 0
+        st.hook_after = <int32_t *> hook_after.ptr if hook_after is not None else NULL
+        st.hook = _call_hooks
+        st.hook_ctx = <void *> hook_run
+        st.hook_stop = &stop
         t0 = perf_counter()
         try:
             st.t0 = pg_now_ns()
@@ -594,6 +740,8 @@ cdef class CGraph:
             self.run_seconds = perf_counter() - t0
         if st.shared.err:
             self._raise_data_error(st.shared)
+        if stop:
+            raise hook_run.exc
         if profile:
             times = np.frombuffer(prof, dtype=np.uint64, count=n_steps * nth * 3).reshape(n_steps, nth, 3)[:, :used]
             return _make_profile(groups, times, wall, plan.paths)

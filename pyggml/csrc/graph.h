@@ -5,7 +5,8 @@
  *             pg_exec_plan      per step (a node or a fused group): its plan function -> work bytes,
  *                               the variant its kernel reads, or why it cannot run
  *   compute:  pg_graph_worker   every thread walks every step with (ith, nth), a barrier between
- *                               steps; a step runs its fusion's kernel or its node's op-table kernel
+ *                               steps; a step runs its fusion's kernel or its node's op-table kernel;
+ *                               hooks (Python callbacks at chosen nodes) run between two barriers
  *
  * No case falls through to a default: an op without a kernel, or a plan function that refuses its
  * node (an unknown GLU op, a type without the kernels), is an error of the plan.
@@ -194,15 +195,27 @@ typedef struct pg_run {
     uint64_t * prof;
     int prof_nth;
     uint64_t t0;
+    /* hooks (compute with hooks), else hook_after is NULL: after step hook_after[k] (increasing, ended
+     * by -1) thread 0 calls hook(hook_ctx, k) while the other threads wait at the barrier that follows;
+     * a nonzero return, kept in *hook_stop, ends the compute there on every thread */
+    const int32_t * hook_after;
+    int (*hook)(void * ctx, int k);
+    void * hook_ctx;
+    int * hook_stop;
 } pg_run;
 
-/* prof is a constant at both call sites: the unprofiled walk has no clock read and no test. A
- * barrier after the last step too: the threads then reach the end of the parallel region
- * together, and the wait for a descheduled one happens in pg_barrier (which sleeps after a short
- * spin), not in libgomp's end-of-region barrier (which spins for milliseconds) */
-static inline __attribute__((always_inline)) void pg_graph_walk(const pg_run * r, int ith, int nth, const bool prof) {
+/* prof and hooks are constants at the call sites: the plain walk has no clock read, no hook test and
+ * no call beyond the steps' kernels. A barrier after the last step too: the threads then reach the
+ * end of the parallel region together, and the wait for a descheduled one happens in pg_barrier
+ * (which sleeps after a short spin), not in libgomp's end-of-region barrier (which spins for
+ * milliseconds). A hook runs on thread 0, the thread that called compute (OpenMP's master; the one
+ * that can take the GIL back), once every thread has passed the barrier of its step: the hooked
+ * tensors are complete and nothing after them has started. */
+static inline __attribute__((always_inline)) void pg_graph_walk(const pg_run * r, int ith, int nth, const bool prof,
+                                                                const bool hooks) {
     pg_params p = {ith, nth, r->wsize, r->wdata, r->shared, 0};
     uint64_t t = prof ? pg_now_ns() - r->t0 : 0;   /* a step starts where the previous barrier returned */
+    int h = 0;
     for (int i = 0; i < r->n; i++) {
         uint64_t * rec = prof ? r->prof + ((size_t) i * r->prof_nth + ith) * 3 : NULL;
         if (prof) rec[0] = t;
@@ -211,11 +224,24 @@ static inline __attribute__((always_inline)) void pg_graph_walk(const pg_run * r
         if (prof) rec[1] = pg_now_ns() - r->t0;
         pg_barrier(&p);
         if (prof) rec[2] = t = pg_now_ns() - r->t0;
+        if (hooks && i == r->hook_after[h]) {
+            if (ith == 0) __atomic_store_n(r->hook_stop, r->hook(r->hook_ctx, h), __ATOMIC_RELAXED);
+            pg_barrier(&p);     /* its atomics order thread 0's store before every thread's load */
+            if (__atomic_load_n(r->hook_stop, __ATOMIC_RELAXED)) return;
+            h++;
+            if (prof) t = pg_now_ns() - r->t0;     /* the hook's time is no step's */
+        }
     }
 }
 
 static inline void pg_graph_worker(void * arg, int ith, int nth) {
     const pg_run * r = (const pg_run *) arg;
-    if (r->prof) pg_graph_walk(r, ith, nth, true);
-    else pg_graph_walk(r, ith, nth, false);
+    if (r->hook_after) {
+        if (r->prof) pg_graph_walk(r, ith, nth, true, true);
+        else pg_graph_walk(r, ith, nth, false, true);
+    } else if (r->prof) {
+        pg_graph_walk(r, ith, nth, true, false);
+    } else {
+        pg_graph_walk(r, ith, nth, false, false);
+    }
 }

@@ -1,4 +1,5 @@
 """Model: weights, a reusable KV cache and the graphs of each batch shape; eval, generate, reset."""
+import contextlib
 import time
 import warnings
 
@@ -100,6 +101,7 @@ class Model:
         if vision is not None:
             self._attach_vision(vision)
         self._graphs = {}
+        self._hooks = {}
         self.n_graph_builds = 0
         self.last_graph = None
         self.n_past = 0
@@ -198,9 +200,37 @@ class Model:
             self._graphs = {k: g for k, g in self._graphs.items() if k[1] == key[1]}
             while len(self._graphs) >= _MAX_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
-            sg = self._graphs[key] = self.graph_class(self, *key)
+            sg = self.graph_class(self, *key)
+            for name, fn in self._hooks.items():
+                sg.graph.set_hook(name, fn)
+            self._graphs[key] = sg
             self.n_graph_builds += 1
         return sg
+
+    def add_hook(self, name, fn):
+        """Call fn(tensor) in every step as soon as the intermediate `name` ("l_out-3",
+        "attn_norm-0", ...; the Decoder's names) is computed; fn may rewrite tensor.numpy() in place
+        and the rest of the step reads what it wrote (CGraph.set_hook). Graphs are not rebuilt."""
+        for sg in self._graphs.values():
+            sg.graph.set_hook(name, fn)
+        self._hooks[name] = fn
+
+    def remove_hook(self, name):
+        """Remove the hook on `name`; steps run as without it."""
+        if self._hooks.pop(name, None) is not None:
+            for sg in self._graphs.values():
+                sg.graph.remove_hook(name)
+
+    @contextlib.contextmanager
+    def hooks(self, hooks):
+        """with model.hooks({name: fn, ...}): add_hook each for the block, remove_hook after it."""
+        try:
+            for name, fn in hooks.items():
+                self.add_hook(name, fn)
+            yield self
+        finally:
+            for name in hooks:
+                self.remove_hook(name)
 
     def _inputs(self, tokens):
         a = tokens if isinstance(tokens, np.ndarray) else None
