@@ -8,6 +8,17 @@ import sys
 _KV_TYPES = ("f16", "f32", "bf16", "q8_0", "q4_0")
 
 
+class UserError(Exception):
+    """A mistake in the command line or its files: one line on stderr, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line `pyggml CMD: error: ...` (exit status 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def _cmd_info(args):
     import pyggml
     for k, v in pyggml.build_info().items():
@@ -39,23 +50,22 @@ def _cmd_run(args):
     from pyggml import models
     from pyggml.progress import progress
 
+    models.Sampler(args.temp, args.top_k, args.top_p, args.seed)      # bad sampling values: an error before loading
     if args.image and not args.mmproj:
-        print("pyggml run: --image needs --mmproj (the vision tower's GGUF)", file=sys.stderr)
-        return 2
+        raise UserError("--image needs --mmproj (the vision tower's GGUF)")
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
                     flash_attn=not args.no_flash_attn, n_batch=args.batch, mmproj=args.mmproj)
     tok = m.tokenizer
     if args.prompt is not None:
         if tok is None:
-            print(f"pyggml run: {args.model} has no usable tokenizer (pip install pyggml[tokenizer]); "
-                  "pass --tokens", file=sys.stderr)
-            return 2
+            raise UserError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer]); pass --tokens")
         prompt = tok.encode(args.prompt)
     else:
         prompt = args.tokens
     if not prompt:
-        print("pyggml run: the prompt is empty", file=sys.stderr)
-        return 2
+        raise UserError("the prompt is empty")
+    if len(prompt) > m.n_ctx:
+        raise UserError(f"the prompt is {len(prompt)} tokens, more than the context (--ctx {m.n_ctx})")
     images = None
     if args.image:
         images = [m.vision.preprocess(f) for f in args.image]
@@ -89,6 +99,11 @@ def _cmd_run(args):
     print(f"prefill: {tm['prefill_tokens']} tokens in {tm['prefill_s'] * 1e3:.1f} ms, {pp:.2f} tokens/s\n"
           f"decode:  {tm['decode_tokens']} tokens in {tm['decode_s'] * 1e3:.1f} ms, {tg:.2f} tokens/s", file=sys.stderr)
     return 0
+
+
+def _cmd_chat(args):
+    from pyggml import chat_cli
+    return chat_cli.main(args)
 
 
 def _cmd_convert(args):
@@ -156,11 +171,14 @@ def parser():
     """The argparse parser of the pyggml command."""
     from pyggml.demo import add_arguments as demo_arguments
 
-    p = argparse.ArgumentParser(prog="pyggml", description="ggml's CPU backend in Python: run GGUF models, "
-                                "convert Hugging Face models, show the build. Without a command: the demo.")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
+    p = _Parser(prog="pyggml", parents=[common], description="ggml's CPU backend in Python: run GGUF models, "
+                "chat, convert Hugging Face models, show the build. Without a command: the demo. A user error "
+                "prints one line and exits with status 2.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    r = sub.add_parser("run", help="generate tokens with a GGUF model", description="Generate with a GGUF model "
+    r = sub.add_parser("run", parents=[common], help="generate tokens with a GGUF model", description="Generate with a GGUF model "
                        "(llama, qwen2, qwen2vl): streams the new tokens (text when the file has a tokenizer) and "
                        "ends with prefill and decode tokens/s on stderr.")
     r.add_argument("model", help="the .gguf file")
@@ -190,20 +208,28 @@ def parser():
                         "output is not one)")
     r.set_defaults(fn=_cmd_run)
 
+    from pyggml import chat_cli
+    ch = sub.add_parser("chat", parents=[common], help="chat with a GGUF model in the terminal",
+                        description="An interactive chat through the file's chat template: streams the answer, "
+                                    "keeps the conversation in the KV cache (only the new turn is prefilled). "
+                                    "/reset, /system TEXT, /stats, /help; Ctrl-C stops the answer; Ctrl-D quits.")
+    chat_cli.add_arguments(ch)
+    ch.set_defaults(fn=_cmd_chat)
+
     from pyggml import convert
-    c = sub.add_parser("convert", help="convert a Hugging Face model folder to GGUF",
+    c = sub.add_parser("convert", parents=[common], help="convert a Hugging Face model folder to GGUF",
                        description="Convert a Hugging Face model (llama, qwen2, qwen2-vl) to GGUF as llama.cpp's "
                                    "convert_hf_to_gguf.py lays it out.")
     convert.add_arguments(c)
     c.set_defaults(fn=_cmd_convert)
 
-    i = sub.add_parser("info", help="what was compiled (and a GGUF file's hyper-parameters)",
+    i = sub.add_parser("info", parents=[common], help="what was compiled (and a GGUF file's hyper-parameters)",
                        description="Print the build (SIMD, OpenMP, compiler) and, for each MODEL, its architecture, "
                                    "tensor types and hyper-parameters.")
     i.add_argument("model", nargs="*", help=".gguf files to describe")
     i.set_defaults(fn=_cmd_info)
 
-    d = sub.add_parser("demo", help="build, save, load and run a random llama model; report speed",
+    d = sub.add_parser("demo", parents=[common], help="build, save, load and run a random llama model; report speed",
                        description="Build a small llama model with seeded random weights, write it to a temporary "
                                    "GGUF, load it back, prefill and decode, and print tokens/s and decode's share of "
                                    "the weight-read bandwidth measured in the same run. No download.")
@@ -211,7 +237,7 @@ def parser():
     d.set_defaults(fn=_cmd_demo)
 
     from pyggml.demo import DEMO
-    pr = sub.add_parser("profile", help="profile one decode step: per-op tables, profile.svg, profile.json",
+    pr = sub.add_parser("profile", parents=[common], help="profile one decode step: per-op tables, profile.svg, profile.json",
                         description="Profile one decode step of MODEL (default: the demo's random llama, written to "
                                     "a temporary GGUF) after a random prompt: print the time per op type, the top "
                                     "steps, the barrier wait per thread and the parallel efficiency, and write the "
@@ -246,10 +272,25 @@ def parser():
 
 
 def main(argv=None):
+    """Run the pyggml command; returns the exit status. A user error (a missing or unusable file, an
+    unsupported architecture, a bad option value, a prompt that does not fit) prints one line
+    `pyggml CMD: error: ...` and returns 2; --debug shows the traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
     p = parser()
     args = p.parse_args(argv or ["demo"])
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        if getattr(args, "debug", False):
+            raise
+        print(file=sys.stderr)
+        return 130
+    except (UserError, ValueError, TypeError, KeyError, IndexError, RuntimeError, OSError, ImportError) as e:
+        if getattr(args, "debug", False):
+            raise
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"pyggml {args.command or 'demo'}: error: {msg}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -92,3 +92,110 @@ def test_bad_arguments(tmp_path):
     for args, msg in cases:
         p = pyggml(*args, cwd=tmp_path)
         assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
+
+
+# ---- user errors: one line, exit status 2, a traceback only with --debug ----
+
+@pytest.fixture(scope="module")
+def chat_gguf(tmp_path_factory):
+    from pyggml.convert import convert_hf
+    d = tmp_path_factory.mktemp("chatcli")
+    tok = bpe_tokenizer(d / "tok", vocab_size=300)
+    convert_hf(hf_model("qwen2", vocab_size=320), d / "m.gguf", "f32", tokenizer=tok)
+    return d / "m.gguf"
+
+
+def test_user_errors_are_one_line(tmp_path, chat_gguf):
+    (tmp_path / "text.txt").write_text("not a model")
+    import numpy as np
+
+    import pyggml.gguf as G
+    G.save(tmp_path / "bert.gguf", {"w": np.zeros(4, np.float32)}, {"general.architecture": "bert"})
+    cases = [(["run", tmp_path / "nope.gguf", "--tokens", "1"], "cannot open: No such file"),
+             (["chat", tmp_path / "nope.gguf"], "cannot open: No such file"),
+             (["info", tmp_path / "text.txt"], "not a GGUF file"),
+             (["profile", tmp_path / "text.txt"], "not a GGUF file"),
+             (["run", tmp_path / "bert.gguf", "--tokens", "1"], "bert"),
+             (["run", chat_gguf, "--tokens", "1", "--ctx", "0"], "n_ctx and n_batch must be > 0"),
+             (["run", chat_gguf, "--tokens", "1", "--top-p", "2"], "top_p must be in (0, 1]"),
+             (["run", chat_gguf, "--tokens", "1," * 40, "--ctx", "16"], "the prompt is 40 tokens, more than the context"),
+             (["run", chat_gguf, "-p", ""], "the prompt is empty"),
+             (["run", chat_gguf, "--tokens", "1", "--threads", "x"], "argument -t/--threads: invalid int value"),
+             (["chat", chat_gguf, "--temp", "nan"], "temperature must be finite"),
+             (["convert", tmp_path / "nodir", "-o", tmp_path / "x.gguf"], "has no config.json"),
+             (["demo", "--layers", "0"], "error: ")]
+    for args, msg in cases:
+        p = pyggml(*args, cwd=tmp_path)
+        cmd = args[0]
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert lines[-1].startswith(f"pyggml {cmd}: error: ") and msg in lines[-1], (args, p.stderr)
+        assert "Traceback" not in p.stderr and len(lines) == 1, (args, p.stderr)
+    p = pyggml("run", tmp_path / "nope.gguf", "--tokens", "1", "--debug", cwd=tmp_path)
+    assert p.returncode == 1 and "Traceback" in p.stderr and "GGUFError" in p.stderr
+
+
+# ---- pyggml chat ----
+
+def test_chat_piped(tmp_path, chat_gguf):
+    script = "hello world\nthis is a test\n/stats\n/system be brief\nhello world\n/reset\n/bogus\n"
+    p = subprocess.run([sys.executable, "-m", "pyggml", "chat", str(chat_gguf), "--temp", "0", "-n", "6", "-t", "1",
+                        "--ctx", "256"], input=script, capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+    m = models.load(chat_gguf, n_ctx=256, n_threads=1)
+    kw = {"max_tokens": 6, "temperature": 0.0}
+    h = [{"role": "user", "content": "hello world"}]
+    a1 = m.create_chat_completion(h, **kw)["choices"][0]["message"]["content"]
+    h += [{"role": "assistant", "content": a1}, {"role": "user", "content": "this is a test"}]
+    a2 = m.create_chat_completion(h, **kw)["choices"][0]["message"]["content"]
+    m.reset()
+    a3 = m.create_chat_completion([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}],
+                                  **kw)["choices"][0]["message"]["content"]
+    head = f"{a1}\n{a2}\n"                             # answers may hold line breaks: compare text
+    assert p.stdout.startswith(head), p.stdout
+    stats, rest = p.stdout[len(head):].split("\n", 1)
+    assert stats.startswith("prefill: ") and "tokens/s; decode: " in stats
+    n_full = len(m.tokenizer.encode(m.apply_chat_template(h)))
+    prefilled = int(stats.split()[1])
+    assert prefilled < n_full - 5                      # only the new turn was prefilled
+    assert rest.startswith(f"(system message set; conversation reset)\n{a3}\n(conversation reset)\n"
+                           "unknown command /bogus"), rest
+
+
+def tmux(*args):
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False, timeout=30)
+
+
+def test_chat_in_a_terminal(tmp_path, chat_gguf):
+    import shutil
+    import time
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    name = f"pyggml-chat-{tmp_path.name}"
+    cmd = f"{sys.executable} -m pyggml chat {chat_gguf} --ctx 4096 -t 1 --seed 1; echo EXITED=$?; sleep 30"
+    assert tmux("new-session", "-d", "-s", name, "-x", "200", "-y", "50", cmd).returncode == 0
+    try:
+        def screen():
+            return tmux("capture-pane", "-p", "-t", name, "-S", "-200").stdout
+
+        def wait_for(text, timeout=120):
+            end = time.time() + timeout
+            while time.time() < end:
+                if text in screen():
+                    return True
+                time.sleep(0.2)
+            return False
+        assert wait_for("\n>"), screen()                      # the banner, then the prompt "> "
+        assert "/reset" in screen()
+        tmux("send-keys", "-t", name, "hello world", "Enter")
+        time.sleep(0.5)
+        tmux("send-keys", "-t", name, "C-c")                  # stops the answer, not the program
+        time.sleep(1)
+        tmux("send-keys", "-t", name, "/stats", "Enter")
+        assert wait_for("prefill: "), screen()
+        assert "EXITED" not in screen() and "Traceback" not in screen()
+        tmux("send-keys", "-t", name, "C-d")
+        assert wait_for("EXITED=0"), screen()
+    finally:
+        tmux("kill-session", "-t", name)

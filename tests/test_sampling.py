@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from pyggml.models import Sampler, candidates
+from pyggml.models import sampling as S
 
 
 def softmax(x):
@@ -79,3 +80,194 @@ def test_errors():
         Sampler(top_k=-1)
     with pytest.raises(ValueError, match="temperature must be finite"):
         candidates([1.0], float("nan"))
+
+
+# ---- each sampler of the chain against a numpy reference of its definition (float64) ----
+
+
+def by_logit(ids, x):
+    """ids sorted by decreasing logit, the lower id first among equal ones."""
+    ids = np.asarray(ids)
+    return ids[np.lexsort((ids, -np.asarray(x)[ids]))]
+
+
+def kept(c):
+    return c.ids.tolist()
+
+
+LOGITS = {"random": np.random.default_rng(7).standard_normal(50) * 2,
+          "ties": np.array([1.0, 3.0, 3.0, -2.0, 1.0, 3.0, 0.5, 1.0]),
+          "flat": np.zeros(6),
+          "peaked": np.array([20.0, 0.0, -1.0, -1.0, -5.0])}
+
+
+@pytest.mark.parametrize("name", list(LOGITS))
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 49])
+def test_top_k_definition(name, k):
+    x = LOGITS[name]
+    got = S.top_k(S.Candidates.of(x), k)
+    want = by_logit(np.arange(len(x)), x)[:k] if k < len(x) else np.arange(len(x))
+    assert kept(got) == want.tolist()
+    np.testing.assert_array_equal(got.logits, x[want])
+
+
+@pytest.mark.parametrize("name", list(LOGITS))
+@pytest.mark.parametrize("p", [1e-9, 0.3, 0.5, 0.9, 0.99])
+@pytest.mark.parametrize("min_keep", [0, 3])
+def test_top_p_definition(name, p, min_keep):
+    x = LOGITS[name]
+    prob = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    order = by_logit(np.arange(len(x)), x)
+    n = 1
+    while n < len(x) and (prob[order[:n]].sum() < p or n < min_keep):
+        n += 1
+    assert kept(S.top_p(S.Candidates.of(x), p, min_keep)) == order[:n].tolist()
+
+
+def test_top_p_sees_only_the_candidates():
+    x = np.log(np.array([0.4, 0.3, 0.2, 0.06, 0.04]))
+    c = S.top_k(S.Candidates.of(x), 2)                     # renormalised: 4/7, 3/7
+    assert kept(S.top_p(c, 0.55)) == [0] and kept(S.top_p(c, 0.6)) == [0, 1]
+
+
+@pytest.mark.parametrize("name", list(LOGITS))
+@pytest.mark.parametrize("p", [0.01, 0.2, 0.5, 1.0])
+@pytest.mark.parametrize("min_keep", [0, 4])
+def test_min_p_definition(name, p, min_keep):
+    x = LOGITS[name]
+    prob = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    passing = np.flatnonzero(prob >= p * prob.max() * (1 - 1e-12))
+    got = kept(S.min_p(S.Candidates.of(x), p, min_keep))
+    if len(passing) >= max(min_keep, 1):
+        assert got == passing.tolist()                     # the candidates' order is kept
+    else:
+        assert got == by_logit(np.arange(len(x)), x)[:min_keep].tolist()
+
+
+@pytest.mark.parametrize("name", list(LOGITS))
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.9, 0.999])
+@pytest.mark.parametrize("min_keep", [0, 3])
+def test_typical_definition(name, p, min_keep):
+    x = LOGITS[name]
+    prob = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    entropy = -(prob * np.log(prob)).sum()
+    order = by_logit(np.arange(len(x)), x)
+    score = np.abs(-np.log(prob[order]) - entropy)
+    ranked = order[np.argsort(score, kind="stable")]       # equal scores: the more likely (sorted) first
+    n = 1
+    while n < len(x) and (prob[ranked[:n]].sum() <= p or n < min_keep):
+        n += 1
+    assert kept(S.typical(S.Candidates.of(x), p, min_keep)) == ranked[:n].tolist()
+
+
+@pytest.mark.parametrize("t", [0.1, 0.7, 1.0, 2.5])
+def test_temperature_definition(t):
+    x = LOGITS["random"]
+    got = S.temperature(S.Candidates.of(x), t)
+    np.testing.assert_allclose(got.probs(), np.exp(x / t - (x / t).max()) / np.exp(x / t - (x / t).max()).sum(),
+                               rtol=1e-12)
+    assert kept(S.temperature(S.Candidates.of(LOGITS["ties"]), 0.0)) == [1]    # the first largest
+
+
+@pytest.mark.parametrize("name", ["random", "peaked", "flat"])
+@pytest.mark.parametrize("t, delta, exponent", [(0.8, 0.5, 1.0), (1.0, 0.3, 2.0), (0.2, 0.5, 0.5)])
+def test_dynamic_temperature_definition(name, t, delta, exponent):
+    x = LOGITS[name]
+    prob = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    h = -(prob[prob > 0] * np.log(prob[prob > 0])).sum()
+    lo, hi = max(0.0, t - delta), t + delta
+    temp = lo + (hi - lo) * (h / np.log(len(x))) ** exponent
+    got = S.temperature(S.Candidates.of(x), t, delta, exponent)
+    ref = np.exp((x - x.max()) / temp)
+    ref /= ref.sum()
+    np.testing.assert_allclose(got.probs(), ref[got.ids], rtol=1e-9, atol=1e-300)
+
+
+def test_penalties_definition():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(20) * 3
+    x[5] = 0.0                                   # a zero logit is multiplied (stays 0)
+    seen = [3, 5, 3, 9, 11, 3, 5, 0, 19, 7]
+    for last_n in (-1, 0, 1, 4, 64):
+        s = Sampler(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.5, penalty_last_n=last_n)
+        s.accept(seen)
+        window = seen if last_n == -1 else seen[len(seen) - last_n:] if last_n else []
+        ref = x.copy()
+        for t in set(window):
+            n = window.count(t)
+            ref[t] = ref[t] * 1.3 if ref[t] <= 0 else ref[t] / 1.3
+            ref[t] -= n * 0.2 + 0.5
+        np.testing.assert_allclose(s._biased(x).logits, ref, rtol=1e-15)
+    # greedy sees the penalties: the repeated best id loses to the next
+    s = Sampler(repeat_penalty=10.0)
+    s.accept([int(np.argmax(x))])
+    assert s(x) == int(np.argsort(-x)[1])
+
+
+def test_logit_bias_definition():
+    x = LOGITS["ties"]
+    s = Sampler(logit_bias={0: 5.0, 2: -np.inf, 7: 0.25})
+    np.testing.assert_array_equal(s._biased(x).logits, x + np.array([5.0, 0, -np.inf, 0, 0, 0, 0, 0.25]))
+    assert s(x) == 0
+    banned = Sampler(temperature=1.0, seed=1, logit_bias={1: -np.inf, 2: -np.inf, 5: -np.inf})
+    assert not {banned(x) for _ in range(300)} & {1, 2, 5}
+    with pytest.raises(IndexError, match="logit_bias has id 8, outside the vocabulary of 8"):
+        Sampler(logit_bias={8: 1.0})(x)
+    # bias applies to the candidates wherever they are (here after a top-k reordering)
+    c = S.logit_bias(S.top_k(S.Candidates.of(x), 3), {5: 1.0})
+    assert kept(c) == [1, 2, 5] and c.logits.tolist() == [3.0, 3.0, 4.0]
+
+
+def test_mt19937_is_the_standard_generator():
+    """C++ [rand.predef]: the 10000th output of a default-constructed std::mt19937 (seed 5489)
+    is 4123659995; a double from uniform_real_distribution takes two outputs, low word first."""
+    g = S._MT19937(5489)
+    assert int(g.rs.randint(0, 2 ** 32, size=10000, dtype=np.uint64)[-1]) == 4123659995
+    a, b = np.random.RandomState(42).randint(0, 2 ** 32, size=2, dtype=np.uint64)
+    assert S._MT19937(42).uniform() == (int(a) + int(b) * 2 ** 32) / 2 ** 64
+
+
+def test_dist_walks_the_candidates_in_order():
+    x = np.log(np.array([0.1, 0.2, 0.3, 0.4]))
+    c = S.Candidates.of(x)
+
+    class Fixed:
+        def __init__(self, u):
+            self.u = u
+
+        def uniform(self):
+            return self.u
+    for u, want in [(0.0, 0), (0.05, 0), (0.1 + 1e-9, 1), (0.35, 2), (0.61, 3), (0.999, 3)]:
+        assert S.dist(c, Fixed(u)) == want
+    c2 = S.top_k(c, 4)                                   # unchanged (k = n): vocabulary order
+    assert S.dist(c2, Fixed(0.05)) == 0
+    assert S.dist(S.top_k(c, 3), Fixed(0.05)) == 3        # sorted: the largest first
+
+
+def test_chain_draws_follow_the_kept_distribution():
+    x = LOGITS["random"]
+    s = Sampler(temperature=0.7, top_k=10, top_p=0.9, min_p=0.05, seed=4)
+    ids, p = candidates(x, 0.7, 10, 0.9, min_p=0.05)
+    draws = np.array([s(x) for _ in range(20000)])
+    assert set(draws.tolist()) <= set(ids.tolist())
+    freq = np.array([(draws == i).mean() for i in ids])
+    np.testing.assert_allclose(freq, p, atol=0.015)
+    # the reference: top-k, top-p at temperature 1, min-p, then the temperature
+    order = by_logit(np.arange(len(x)), x)[:10]
+    q = np.exp(x[order] - x[order].max())
+    q /= q.sum()
+    n = int(np.argmax(np.cumsum(q) >= 0.9)) + 1
+    order = order[:n]
+    order = order[x[order] >= x[order].max() + np.log(0.05)]
+    assert ids.tolist() == order.tolist()
+    np.testing.assert_allclose(p, np.exp(x[order] / 0.7) / np.exp(x[order] / 0.7).sum())
+
+
+def test_option_errors():
+    for kw, msg in [({"min_p": 1.5}, "min_p must be in"), ({"typical_p": 0.0}, "typical_p must be in"),
+                    ({"penalty_last_n": -2}, "penalty_last_n >= -1"), ({"repeat_penalty": 0.0}, "repeat_penalty"),
+                    ({"logit_bias": {-1: 1.0}}, "logit_bias maps"), ({"presence_penalty": np.nan}, "finite")]:
+        with pytest.raises(ValueError, match=msg):
+            Sampler(**kw)
+    with pytest.raises(ValueError, match="logits are empty"):
+        Sampler(temperature=1.0)(np.zeros(0))

@@ -372,6 +372,31 @@ class Model:
         self.cache.clear()
         self.n_past = 0
 
+    def truncate(self, n):
+        """Keep the first n tokens of a text context (positions 0 .. n-1) and forget the rest."""
+        c = self.cache
+        if not 0 <= n <= c.n_used or self.spec.multi_rope:
+            raise ValueError(f"Model.truncate: n must be in [0, {c.n_used}] for a text context, got {n}")
+        c.n_used = self.n_past = int(n)
+        c.cell_pos[n:] = -1
+
+    # ---- text in, text out (pyggml.models.chat) ----
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tools=None, **extra):
+        """The prompt text of OpenAI-style messages through the file's chat template (see chat)."""
+        from pyggml.models import chat
+        return chat.apply_chat_template(self, messages, add_generation_prompt, tools, **extra)
+
+    def create_chat_completion(self, messages, **options):
+        """llama-cpp-python's create_chat_completion: an OpenAI-style dict, or chunks with stream=True."""
+        from pyggml.models import chat
+        return chat.create_chat_completion(self, messages, **options)
+
+    def create_completion(self, prompt, **options):
+        """llama-cpp-python's create_completion: an OpenAI-style dict, or chunks with stream=True."""
+        from pyggml.models import chat
+        return chat.create_completion(self, prompt, **options)
+
     def tokenize(self, text, add_bos=True):
         if self.tokenizer is None:
             raise RuntimeError(f"Model.tokenize: {self.source or self.arch} has no tokenizer (install the "

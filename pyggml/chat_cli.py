@@ -1,0 +1,114 @@
+"""`pyggml chat model.gguf`: an interactive chat in the terminal.
+
+Each turn renders the whole history with the file's chat template and generates through
+Model.create_chat_completion, which keeps the KV cache of the previous turns and prefills only the
+new suffix. Commands: /reset (forget the conversation), /system TEXT (the system message; the
+conversation starts again), /stats (prefill and decode speed of the last answer), /help. Ctrl-C stops
+the answer being written (what was written stays in the history); EOF (Ctrl-D) exits.
+"""
+import sys
+
+HELP = ("/reset: forget the conversation  /system TEXT: set the system message (and reset)  "
+        "/stats: speed of the last answer  /help: this  Ctrl-C: stop the answer  Ctrl-D: quit")
+
+
+def add_arguments(p):
+    p.add_argument("model", help="the .gguf file")
+    p.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
+    p.add_argument("--ctx", type=int, default=2048, help="context size in tokens (default 2048)")
+    p.add_argument("-n", "--n-predict", type=int, default=-1, help="most tokens per answer (default -1: until the "
+                   "context is full)")
+    p.add_argument("--system", help="a system message")
+    p.add_argument("--temp", type=float, default=0.8, help="temperature; 0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=int, default=40, help="top-k (default 40; 0 = off)")
+    p.add_argument("--top-p", type=float, default=0.95, help="top-p (default 0.95; 1 = off)")
+    p.add_argument("--min-p", type=float, default=0.05, help="min-p (default 0.05; 0 = off)")
+    p.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default 1.0 = off)")
+    p.add_argument("--seed", type=int, help="sampling seed")
+
+
+def _stats(m):
+    tm = m.timings
+    if not tm:
+        return "no answer yet"
+    pp = tm["prefill_tokens"] / tm["prefill_s"] if tm["prefill_s"] else 0.0
+    tg = tm["decode_tokens"] / tm["decode_s"] if tm["decode_s"] else 0.0
+    return (f"prefill: {tm['prefill_tokens']} tokens in {tm['prefill_s'] * 1e3:.1f} ms, {pp:.2f} tokens/s; "
+            f"decode: {tm['decode_tokens']} tokens in {tm['decode_s'] * 1e3:.1f} ms, {tg:.2f} tokens/s; "
+            f"context: {m.cache.n_used}/{m.n_ctx}")
+
+
+def main(args, stdin=None, out=None):
+    """Run the chat loop; returns the exit status. User errors raise (the caller prints them)."""
+    from pyggml import models
+    from pyggml.models import chat
+    from pyggml.models.sampling import Sampler
+
+    stdin, out = stdin or sys.stdin, out or sys.stdout
+    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads)
+    if m.tokenizer is None:
+        raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
+    chat.template_of(m)                            # a template that does not parse: an error now
+    options = {"max_tokens": args.n_predict, "temperature": args.temp, "top_k": args.top_k, "top_p": args.top_p,
+               "min_p": args.min_p, "repeat_penalty": args.repeat_penalty, "seed": args.seed}
+    Sampler(args.temp, args.top_k, args.top_p, 0, min_p=args.min_p, repeat_penalty=args.repeat_penalty)   # bad values: now
+    system = args.system
+    tty = stdin.isatty()
+    if tty:
+        print(f"{m!r}. {HELP}", file=out)
+
+    def start():
+        return [{"role": "system", "content": system}] if system else []
+
+    history = start()
+    while True:
+        if tty:
+            print("> ", end="", file=out, flush=True)
+        try:
+            line = stdin.readline()
+        except KeyboardInterrupt:
+            print(file=out)
+            continue
+        if not line:
+            if tty:
+                print(file=out)
+            return 0
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        if line.startswith("/"):
+            cmd, _, rest = line.partition(" ")
+            if cmd == "/reset":
+                history = start()
+                m.reset()
+                print("(conversation reset)", file=out, flush=True)
+            elif cmd == "/system":
+                system = rest.strip() or None
+                history = start()
+                m.reset()
+                print("(system message set; conversation reset)", file=out, flush=True)
+            elif cmd == "/stats":
+                print(_stats(m), file=out, flush=True)
+            elif cmd == "/help":
+                print(HELP, file=out, flush=True)
+            else:
+                print(f"unknown command {cmd}; {HELP}", file=out, flush=True)
+            continue
+        history.append({"role": "user", "content": line})
+        answer = []
+        try:
+            for c in m.create_chat_completion(history, stream=True, **options):
+                piece = c["choices"][0]["delta"].get("content", "")
+                if piece:
+                    answer.append(piece)
+                    print(piece, end="", file=out, flush=True)
+                if c["choices"][0]["finish_reason"] == "length" and m.cache.n_used >= m.n_ctx - 1:
+                    print("\n(the context is full: /reset to start again)", end="", file=out)
+        except KeyboardInterrupt:
+            print(" (stopped)", end="", file=out)
+        except ValueError as e:                # the history no longer fits: say so, keep the program
+            history.pop()
+            print(f"pyggml chat: error: {e}", file=sys.stderr, flush=True)
+            continue
+        print(file=out, flush=True)
+        history.append({"role": "assistant", "content": "".join(answer)})
