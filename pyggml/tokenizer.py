@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Tokenizer", "from_gguf", "PRE_TOKENIZERS"]
+__all__ = ["PRE_TOKENIZERS", "Tokenizer", "from_gguf"]
 
 # tokenizer.ggml.token_type values and llama.cpp's token attributes made from them
 _UNDEFINED, _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 0, 1, 2, 3, 4, 5, 6
@@ -45,7 +45,7 @@ _CLASS_ASCII = {"N": "0-9", "L": "A-Za-z", "P": r"!-#%-*,-/:;?@\[-\]_\{\}", "M":
 _CLASS_CODE = {"N": 0xD1, "L": 0xD2, "P": 0xD3, "M": 0xD4, "S": 0xD5}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _flags():
     """uint16 flags of every code point (F_* bits): the general category from the `regex` module's
     Unicode data, and llama.cpp's whitespace set."""
@@ -54,13 +54,13 @@ def _flags():
     flags = np.full(0x110000, F_UNDEFINED, np.uint16)
     for cat, bit in (("L", F_LETTER), ("N", F_NUMBER), ("M", F_MARK), ("P", F_PUNCT), ("S", F_SYMBOL),
                      ("Z", F_SEPARATOR), ("Cc", F_CONTROL), ("Cf", F_CONTROL), ("Co", F_CONTROL), ("Cs", F_CONTROL)):
-        for m in regex.finditer(r"\p{%s}+" % cat, everything):
+        for m in regex.finditer(rf"\p{{{cat}}}+", everything):
             flags[m.start():m.end()] = bit
     flags[_WHITESPACE] |= F_WHITESPACE
     return flags
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _collapse_table():
     """code point -> collapsed byte: ASCII itself, other whitespace 0x0B, a category its 0xD1..0xD5
     code, anything else 0xD0 (unicode_regex_split in unicode.cpp)."""
@@ -94,7 +94,7 @@ def _regex_for_collapsed(expr):
         m = re.match(r"\\p\{(L[ultmo]?|N|P|M|S)\}", expr[i:])
         if m:
             cat = m.group(1)[0]
-            body = "\\x%02x" % _CLASS_CODE[cat] + _CLASS_ASCII[cat]
+            body = f"\\x{_CLASS_CODE[cat]:02x}" + _CLASS_ASCII[cat]
             out.append(body if inside else f"[{body}]")
             i += m.end()
             continue
@@ -238,7 +238,7 @@ class _PreTokenizer:
 # GPT-2's byte-level alphabet
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _byte_alphabet():
     """byte -> character: printable bytes stand for themselves, the others for 256 + their rank."""
     printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
@@ -521,7 +521,7 @@ class Tokenizer:
         self._byte_split = None
         if missing:
             self._byte_map = {b: alphabet[b] for b in range(256)}
-            self._byte_split = re.compile("[%s]+" % "".join(re.escape(alphabet[b]) for b in missing))
+            self._byte_split = re.compile("[{}]+".format("".join(re.escape(alphabet[b]) for b in missing)))
         elif byte_level:
             tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         return tok
@@ -807,10 +807,14 @@ class Tokenizer:
         return out
 
     def decode(self, ids, special=False):
-        """The text of token ids (llama_detokenize with remove_special and unparse_special=special):
-        control tokens are left out unless special=True."""
-        return self.detokenize(ids, remove_special=not special, unparse_special=special).decode("utf-8",
-                                                                                                  errors="replace")
+        """The text of token ids as llama-cpp-python's Llama.detokenize: the tokens' pieces (control
+        tokens only with special=True), less the space SPM puts before the text when the ids start
+        with BOS."""
+        ids = [int(i) for i in ids]
+        out = b"".join(self.token_to_bytes(i, special) for i in ids)
+        if ids and ids[0] == self.bos_id and out[:1] == b" ":
+            out = out[1:]
+        return out.decode("utf-8", errors="replace")
 
     def stream(self, special=False):
         """A StreamDecoder: push(token_id) returns the text that token completes."""
@@ -862,7 +866,7 @@ def _byte_decode(text):
     return bytes(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _byte_decoder():
     return {c: b for b, c in _byte_alphabet().items()}
 
