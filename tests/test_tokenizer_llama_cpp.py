@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-pytestmark = pytest.mark.llama_cpp
+pytestmark = [pytest.mark.llama_cpp, pytest.mark.slow]
 
 llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("tokenizers")
