@@ -14,7 +14,7 @@ import random
 import time
 
 import pyggml.gguf as G
-from pyggml.tokenizer import Tokenizer
+from pyggml.tokenizer import Tokenizer, _collapse
 
 VOCABS = ["llama-bpe", "llama-spm", "qwen2"]
 _PIECES = ["The quick brown fox jumps over the lazy dog. ", "It's what they'd've said, isn't it? ",
@@ -60,13 +60,15 @@ def main():
         vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
         buf = (llama_cpp.llama_token * (len(data) + 16))()
 
-        def ref():
+        def ref(vocab=vocab, buf=buf):
             n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, len(data) + 16, True, True)
             return list(buf[:n])
-        tok = Tokenizer(G.load(path, validate=False).metadata)
-        tok.encode("warm up")                    # first use builds the Unicode tables
+
+        def ours(tok=Tokenizer(G.load(path, validate=False).metadata)):
+            return tok.encode(text, add_special=True, parse_special=True)
+        _collapse("warm up")                     # first use builds the Unicode tables
         t_ref, ids_ref = best_time(ref, args.repeat)
-        t_ours, ids = best_time(lambda: tok.encode(text, add_special=True, parse_special=True), args.repeat)
+        t_ours, ids = best_time(ours, args.repeat)
         same = "" if ids == ids_ref else "  IDS DIFFER"
         print(f"{name:12s} {len(ids):9d} {mb / t_ref:15.2f} {mb / t_ours:12.2f} {t_ref / t_ours:6.2f}{same}")
 
