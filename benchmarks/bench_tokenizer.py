@@ -64,7 +64,9 @@ def main():
             n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, len(data) + 16, True, True)
             return list(buf[:n])
 
-        def ours(tok=Tokenizer(G.load(path, validate=False).metadata)):
+        tok = Tokenizer(G.load(path, validate=False).metadata)
+
+        def ours(tok=tok):
             return tok.encode(text, add_special=True, parse_special=True)
         _collapse("warm up")                     # first use builds the Unicode tables
         t_ref, ids_ref = best_time(ref, args.repeat)
