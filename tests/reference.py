@@ -808,3 +808,61 @@ def concat(a, b, dim):
     """ggml_concat along ggml dim `dim` of arrays in numpy order (ggml dim d is numpy axis ndim-1-d)."""
     a, b = np.asarray(a), np.asarray(b)
     return np.concatenate([a, b], axis=a.ndim - 1 - dim)
+
+
+# ================================================================================================
+# ---- mixture of experts: routing, swiglu_oai, mul_mat_id ----
+# ================================================================================================
+
+def sum_rows(x):
+    """ggml_sum_rows: the sum over the last axis, kept as an axis of 1."""
+    return np.asarray(x, dtype=np.float64).sum(axis=-1, keepdims=True)
+
+
+def argsort(x, desc=False):
+    """ggml_argsort as pyggml defines its ties: rows (last axis) ordered by value, equal values by
+    index (lower first), NaN above every number (last ascending, first descending)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty(x.shape, dtype=np.int32)
+    for r in np.ndindex(x.shape[:-1]):
+        v = x[r]
+        nan = np.isnan(v)
+        val = np.where(nan, 0.0, -v if desc else v)
+        out[r] = np.lexsort((np.arange(v.size), val, ~nan if desc else nan))
+    return out
+
+
+def top_k(x, k):
+    """ggml's CPU top_k: the k largest (argsort's descending order), then the first two exchanged."""
+    out = argsort(x, desc=True)[..., :k].copy()
+    if k > 1:
+        out[..., [0, 1]] = out[..., [1, 0]]
+    return out
+
+
+def add_id(a, b, ids):
+    """ggml_add_id in numpy order: a [A3, A2, A1, E], b [n_b, E], ids [A2, A1]:
+    out[i3, i2, i1] = a[i3, i2, i1] + b[ids[i2, i1]]."""
+    a = np.asarray(a, dtype=np.float64)
+    return a + np.asarray(b, dtype=np.float64)[np.asarray(ids)][None]
+
+
+def swiglu_oai(x, g, alpha, limit):
+    """gpt-oss's clamped SwiGLU: xc = min(x, limit), gc = clip(g, -limit, limit),
+    xc * sigmoid(alpha * xc) * (gc + 1)."""
+    xc = np.minimum(np.asarray(x, dtype=np.float64), limit)
+    gc = np.clip(np.asarray(g, dtype=np.float64), -limit, limit)
+    return xc / (1.0 + np.exp(-alpha * xc)) * (gc + 1.0)
+
+
+def mul_mat_id(a, b, ids, wtype):
+    """ggml_mul_mat_id in float64, numpy order: a the experts' stored values [n_expert, M, K], b F32
+    [n_tokens, nb1, K], ids [n_tokens, n_used] -> [n_tokens, n_used, M], row (t, u) =
+    a[ids[t, u]] . b[t, u % nb1] with b rounded to the weights' vec_dot type first (as mul_mat)."""
+    ids = np.asarray(ids)
+    n_tok, n_used = ids.shape
+    out = np.empty((n_tok, n_used, a.shape[1]))
+    for t in range(n_tok):
+        for u in range(n_used):
+            out[t, u] = mul_mat(a[ids[t, u]], b[t, u % b.shape[1]][None], wtype)[0]
+    return out
