@@ -24,6 +24,7 @@ class Type(IntEnum):
     I64 = 27
     F64 = 28
     BF16 = 30
+    MXFP4 = 39
 
 class Op(IntEnum):
     NONE = 0

@@ -391,6 +391,37 @@ def dequantize_iq4_xs(blocks, n):
     return (q * dl[:, :, None]).reshape(-1, n)
 
 
+MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.float32)
+
+
+def encode_mxfp4(x):
+    """MXFP4 blocks [e u8][16 B of codes, lo | hi << 4] of rows of x (ggml's quantize_row_mxfp4_ref,
+    from the definition): e = floor(log2(amax)) - 2 + 127 in f32 (0 for a zero block; clamped to
+    [0, 255], where ggml's conversion is undefined), the scale d = 2^(e - 128) (the E2M1 values are
+    doubled), each element the code of least f32 |value*d - x|, the first of equals (NaN: code 0)."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.reshape(-1, 32)
+    amax = np.max(np.where(np.isnan(b), np.float32(0), np.abs(b)), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        le = np.where(amax > 0, np.floor(np.log2(amax)) - np.float32(2) + np.float32(127), np.float32(0))
+    e = np.clip(le, 0, 255).astype(np.uint8)
+    d = np.ldexp(np.float32(1), e.astype(np.int32) - 128).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.abs(MXFP4_VALUES[None, None, :] * d[:, None, None] - b[:, :, None])
+    code = np.argmin(np.where(np.isnan(err), np.inf, err), axis=2).astype(np.uint8)
+    code[np.isnan(b)] = 0
+    out = np.empty((b.shape[0], 17), np.uint8)
+    out[:, 0] = e
+    out[:, 1:] = _pack_nibbles(code)
+    return out.reshape(x.shape[:-1] + (x.shape[-1] // 32 * 17,))
+
+
+def dequantize_mxfp4(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 17)
+    d = np.ldexp(1.0, b[:, 0].astype(np.int64) - 128)
+    return (MXFP4_VALUES[_nibbles(b[:, 1:])].astype(np.float64) * d[:, None]).reshape(-1, n)
+
+
 # type name -> (bytes of rows of x, values of rows of n elements from those bytes); the values are
 # float64 (exact: every dequantised value is a product of an fp16 scale and a small integer, plus m)
 QUANTS = {
@@ -398,6 +429,7 @@ QUANTS = {
     "Q4_1": (encode_q4_1, dequantize_q4_1), "Q5_0": (encode_q5_0, dequantize_q5_0),
     "Q5_1": (encode_q5_1, dequantize_q5_1), "Q8_1": (encode_q8_1, dequantize_q8_1),
     "IQ4_NL": (encode_iq4_nl, dequantize_iq4_nl), "IQ4_XS": (encode_iq4_xs, dequantize_iq4_xs),
+    "MXFP4": (encode_mxfp4, dequantize_mxfp4),
 }
 
 
@@ -522,7 +554,7 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
 
 # what the activations are converted to before the dot product (ggml's CPU vec_dot_type)
 VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q4_1": "Q8_1",
-                "Q5_0": "Q8_0", "Q5_1": "Q8_1", "IQ4_NL": "Q8_0",
+                "Q5_0": "Q8_0", "Q5_1": "Q8_1", "IQ4_NL": "Q8_0", "MXFP4": "Q8_0",
                 **{t: "Q8_K" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS")}}
 
 
