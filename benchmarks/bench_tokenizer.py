@@ -64,7 +64,7 @@ def main():
             n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, len(data) + 16, True, True)
             return list(buf[:n])
 
-        tok = Tokenizer(G.load(path, validate=False).metadata)
+        tok = Tokenizer(G.load(path).metadata)
 
         def ours(tok=tok):
             return tok.encode(text, add_special=True, parse_special=True)

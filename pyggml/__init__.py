@@ -16,7 +16,7 @@ from pyggml import (
     gguf,  # noqa: F401  (pyggml.gguf.load without importing the submodule)
     profile,  # noqa: F401  (installs what CGraph.compute(profile=True) and CGraph.to_dot return)
 )
-from pyggml._enums import GluOp, Op, Prec, RopeType, Type, UnaryOp
+from pyggml._enums import GluOp, Op, Prec, RopeType, SortOrder, Type, UnaryOp
 from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output
 from pyggml._ops import *
 from pyggml._tables import blck_size, row_size, type_size
@@ -26,7 +26,7 @@ from pyggml.kvcache import KVCache, KVStep
 __version__ = "0.1.0"
 
 __all__ = [
-    "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "Tensor", "Type",
+    "CGraph", "Context", "GluOp", "KVCache", "KVStep", "Op", "Plan", "Prec", "RopeType", "SortOrder", "Tensor", "Type",
     "UnaryOp", "blck_size", "build_info", "default_threads", "row_size", "set_input", "set_output", "type_size",
 ]
 __all__ += _ops.__all__

@@ -21,6 +21,12 @@ class RopeType(IntEnum):
     IMROPE = 40
 
 
+class SortOrder(IntEnum):
+    """ggml_sort_order (argsort)"""
+    ASC = 0
+    DESC = 1
+
+
 class Prec(IntEnum):
     DEFAULT = 0
     F32 = 10

@@ -24,6 +24,7 @@ class Type(IntEnum):
     I64 = 27
     F64 = 28
     BF16 = 30
+    MXFP4 = 39
 
 class Op(IntEnum):
     NONE = 0
@@ -49,6 +50,12 @@ class Op(IntEnum):
     FLASH_ATTN_EXT = 20
     IM2COL = 21
     CONCAT = 22
+    SUM_ROWS = 23
+    DIV = 24
+    ARGSORT = 25
+    TOP_K = 26
+    ADD_ID = 27
+    MUL_MAT_ID = 28
 
 class UnaryOp(IntEnum):
     TANH = 4
@@ -61,6 +68,7 @@ class GluOp(IntEnum):
     REGLU = 0
     GEGLU = 1
     SWIGLU = 2
+    SWIGLU_OAI = 3
     GEGLU_ERF = 4
     GEGLU_QUICK = 5
 
@@ -70,6 +78,10 @@ class RopeType(IntEnum):
     MROPE = 8
     VISION = 24
     IMROPE = 40
+
+class SortOrder(IntEnum):
+    ASC = 0
+    DESC = 1
 
 class Prec(IntEnum):
     DEFAULT = 0

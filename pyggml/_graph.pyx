@@ -665,7 +665,7 @@ cdef class CGraph:
 
     def compute(self, n_threads=None, use_ref=False, profile=False, hooks=None):
         """Run every node; the GIL is released for the whole compute. Data errors found while
-        running raise afterwards: IndexError for indices out of range (get_rows, set_rows),
+        running raise afterwards: IndexError for indices out of range (get_rows, set_rows, add_id, mul_mat_id),
         ValueError for a rope frequency factor that is not finite and > 0; the results of such a
         compute are undefined, and no set_rows after the error writes anything. A graph runs one
         call at a time (its arena, work buffer and barrier are shared): compute, plan or
@@ -762,9 +762,13 @@ cdef class CGraph:
             if &t.c == sh.err_node:
                 op = Op(t.c.op).name.lower()
                 idx, limit = t._src[1], (t._src[0].ne[1] if t.c.op == Op.GET_ROWS else t.c.ne[1])
+                what = "the destination was not written" if t.c.op == Op.SET_ROWS else "its row is zero"
+                if t.c.op == Op.ADD_ID:        # ids are src[2], ranging over the rows of b
+                    idx, limit, what = t._src[2], t._src[1].ne[1], "its row was not written"
+                elif t.c.op == Op.MUL_MAT_ID:  # ids are src[2], ranging over the experts of a
+                    idx, limit, what = t._src[2], t._src[0].ne[2], "nothing of the result was written"
                 n0, n1 = idx.ne[0], idx.ne[1]
                 pos = (sh.err_pos % n0, sh.err_pos // n0 % n1, sh.err_pos // (n0 * n1))
-                what = "the destination was not written" if t.c.op == Op.SET_ROWS else "its row is zero"
                 raise IndexError(f"{op}: index {sh.err_val} at position {pos} of the indices is out of "
                                  f"range [0, {limit}); {what}")
         raise IndexError(f"index {sh.err_val} at position {sh.err_pos} is out of range")

@@ -1,12 +1,15 @@
 """Type stubs for pyggml._ops (graph-node builders)."""
 from collections.abc import Sequence
 
-from pyggml._enums import GluOp, Prec, RopeType, Type
+from pyggml._enums import GluOp, Prec, RopeType, SortOrder, Type
 from pyggml._tensor import Tensor
 
 __all__ = [
     "FA_PATHS",
     "add",
+    "add_id",
+    "argsort",
+    "argsort_top_k",
     "concat",
     "cont",
     "cont_2d",
@@ -14,6 +17,7 @@ __all__ = [
     "cont_4d",
     "conv_2d",
     "cpy",
+    "div",
     "dup",
     "flash_attn_ext",
     "flash_attn_ext_add_sinks",
@@ -29,6 +33,7 @@ __all__ = [
     "im2col",
     "mul",
     "mul_mat",
+    "mul_mat_id",
     "norm",
     "norm_inplace",
     "permute",
@@ -47,9 +52,12 @@ __all__ = [
     "silu",
     "soft_max_add_sinks",
     "soft_max_ext",
+    "sum_rows",
     "swiglu",
+    "swiglu_oai",
     "swiglu_split",
     "tanh",
+    "top_k",
     "transpose",
     "view_1d",
     "view_2d",
@@ -108,3 +116,11 @@ def flash_attn_ext_get_path(t: Tensor) -> str | None: ...
 def im2col(a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int, is_2D: bool, dst_type: Type | int = ...) -> Tensor: ...
 def conv_2d(a: Tensor, b: Tensor, s0: int = 1, s1: int = 1, p0: int = 0, p1: int = 0, d0: int = 1, d1: int = 1) -> Tensor: ...
 def concat(a: Tensor, b: Tensor, dim: int = 0) -> Tensor: ...
+def sum_rows(a: Tensor) -> Tensor: ...
+def div(a: Tensor, b: Tensor) -> Tensor: ...
+def argsort(a: Tensor, order: SortOrder | int = ...) -> Tensor: ...
+def argsort_top_k(a: Tensor, k: int) -> Tensor: ...
+def top_k(a: Tensor, k: int) -> Tensor: ...
+def add_id(a: Tensor, b: Tensor, ids: Tensor) -> Tensor: ...
+def swiglu_oai(a: Tensor, b: Tensor | None, alpha: float, limit: float) -> Tensor: ...
+def mul_mat_id(a: Tensor, b: Tensor, ids: Tensor) -> Tensor: ...

@@ -422,10 +422,13 @@ _GLU_TYPES = {Type.F32, Type.F16}
 
 def _glu_op(str name, op):
     try:
-        return GluOp(op)
+        gop = GluOp(op)
     except ValueError:
         names = ", ".join(o.name for o in GluOp)
         raise ValueError(f"{name}: op must be a pyggml.GluOp ({names}), got {op!r}") from None
+    if gop == GluOp.SWIGLU_OAI:
+        raise ValueError(f"{name}: SWIGLU_OAI takes alpha and limit: use swiglu_oai")
+    return gop
 
 
 def glu(a, op, swapped=False):
@@ -975,3 +978,159 @@ def concat(a, b, dim=0):
     cdef Tensor t = new_node(ta.ctx, Type(ta.c.type), tuple(ne), Op.CONCAT, (ta, tb))
     set_param_i32(t, 0, d)
     return t
+
+
+# ================================================================================================
+# ---- mixture of experts: routing (sum_rows, div, argsort, top_k, add_id), swiglu_oai, mul_mat_id ----
+# ================================================================================================
+# (each section appends its public names: __all__ += [...])
+
+from pyggml._enums import SortOrder
+
+__all__ += ["sum_rows", "div", "argsort", "argsort_top_k", "top_k", "add_id", "swiglu_oai", "mul_mat_id"]
+
+
+def sum_rows(a):
+    """The sum of each row (dim 0) of a (ggml_sum_rows): F32 [1, ne1, ne2, ne3], summed in double and
+    rounded once as ggml. a F32 with packed rows."""
+    cdef Tensor ta = _tensor("sum_rows", "a", a)
+    _types("sum_rows", "a", ta, {Type.F32})
+    _packed0("sum_rows", "a", ta)
+    return new_node(ta.ctx, Type.F32, (1,) + ta.ne[1:], Op.SUM_ROWS, (ta,), ta._ndim)
+
+
+def div(a, b):
+    """a / b elementwise, with b repeated over a (ggml_div); types as add."""
+    return _binary("div", Op.DIV, a, b)
+
+
+cdef Tensor _sort_src(str op, a):
+    cdef Tensor ta = _tensor(op, "a", a)
+    _types(op, "a", ta, {Type.F32})
+    _packed0(op, "a", ta)
+    if ta.c.ne[0] > 2**31 - 1:
+        raise ValueError(f"{op}: a.ne[0] must fit in int32 (the indices are I32), got {ta.c.ne[0]}")
+    return ta
+
+
+def argsort(a, order=SortOrder.ASC):
+    """The indices that sort each row (dim 0) of a (ggml_argsort): I32 of a's shape, order
+    SortOrder.ASC or DESC. a F32 with packed rows. Equal values keep the lower index first in either
+    order (ggml's std::sort leaves their order unspecified; for rows of up to 16 elements libstdc++
+    gives this one); NaN sorts above every number (last ascending, first descending)."""
+    cdef Tensor ta = _sort_src("argsort", a)
+    try:
+        o = SortOrder(order)
+    except ValueError:
+        raise ValueError(f"argsort: order must be a pyggml.SortOrder (ASC, DESC), got {order!r}") from None
+    cdef Tensor t = new_node(ta.ctx, Type.I32, ta.ne, Op.ARGSORT, (ta,), ta._ndim)
+    set_param_i32(t, 0, o)
+    return t
+
+
+cdef int64_t _top_k_k(str op, Tensor ta, k) except -1:
+    k = check_int(op, "k", k)
+    if not 0 < k <= ta.c.ne[0]:
+        raise ValueError(f"{op}: k must be in [1, a.ne[0] = {ta.c.ne[0]}], got {k}")
+    return k
+
+
+def argsort_top_k(a, k):
+    """The indices of the k largest values of each row, largest first (ggml_argsort_top_k: argsort
+    DESC and a view of its first k columns; what llama.cpp routes experts with)."""
+    cdef Tensor ta = _sort_src("argsort_top_k", a)
+    kk = _top_k_k("argsort_top_k", ta, k)
+    s = argsort(ta, SortOrder.DESC)
+    nd = max(ta._ndim, 1)
+    return _view("argsort_top_k", s, (kk,) + s.ne[1:nd], s.nb[1:nd], 0)
+
+
+def top_k(a, k):
+    """The indices of the k largest values of each row (ggml_top_k): I32 [k, ne1, ne2, ne3]. ggml
+    gives them "in no particular order"; its CPU sorts them largest first and exchanges the first
+    two, and so does pyggml (ties and NaN as argsort's DESC)."""
+    cdef Tensor ta = _sort_src("top_k", a)
+    kk = _top_k_k("top_k", ta, k)
+    return new_node(ta.ctx, Type.I32, (kk,) + ta.ne[1:], Op.TOP_K, (ta,), ta._ndim)
+
+
+def add_id(a, b, ids):
+    """a plus the row of b each (i1, i2) picks (ggml_add_id): dst[:, i1, i2, i3] = a[:, i1, i2, i3] +
+    b[:, ids[i1, i2]]. a F32 [ne0, ne1, ne2, ne3], b F32 [ne0, n_b] (gpt-oss's expert biases), ids I32
+    [ne1, ne2]; rows packed. An id outside [0, n_b) makes compute() raise IndexError and leaves its
+    row unwritten (ggml asserts)."""
+    op = "add_id"
+    cdef Tensor ta = _tensor(op, "a", a), tb = _tensor(op, "b", b), ti = _tensor(op, "ids", ids)
+    _types(op, "a", ta, {Type.F32})
+    _types(op, "b", tb, {Type.F32})
+    _types(op, "ids", ti, {Type.I32})
+    _packed0(op, "a", ta)
+    _packed0(op, "b", tb)
+    if tb.c.ne[0] != ta.c.ne[0] or tb.c.ne[2] != 1 or tb.c.ne[3] != 1:
+        raise ValueError(f"{op}: b must be [a.ne[0] = {ta.c.ne[0]}, n_b], got ne={tb.ne}")
+    if ti.ne != (ta.c.ne[1], ta.c.ne[2], 1, 1):
+        raise ValueError(f"{op}: ids must have ne=({ta.c.ne[1]}, {ta.c.ne[2]}, 1, 1) (a.ne[1], a.ne[2]), got {ti.ne}")
+    return new_node(ta.ctx, Type.F32, ta.ne, Op.ADD_ID, (ta, tb, ti), ta._ndim)
+
+
+def swiglu_oai(a, b, alpha, limit):
+    """gpt-oss's clamped SwiGLU (ggml_swiglu_oai): y = xc * sigmoid(alpha * xc) * (gc + 1) with
+    xc = min(x, limit), gc = clamp(g, -limit, limit); x = a, g = b, or with b None the two halves of
+    each row of a (x first). F32 with packed rows; alpha finite, limit finite and >= 0 (ggml's clamp
+    needs -limit <= limit). The GLU op SWIGLU_OAI, alpha and limit in op_params[2], [3] as ggml."""
+    op = "swiglu_oai"
+    cdef Tensor ta = _tensor(op, "a", a), tb
+    _types(op, "a", ta, {Type.F32})
+    _packed0(op, "a", ta)
+    fa = _finite(op, "alpha", alpha)
+    fl = _finite(op, "limit", limit)
+    if fl < 0:
+        raise ValueError(f"{op}: limit must be >= 0, got {limit!r}")
+    cdef Tensor t
+    if b is None:
+        if ta.c.ne[0] < 2:
+            raise ValueError(f"{op}: a.ne[0] must be >= 2 to split into x and g, got {ta.c.ne[0]}")
+        t = new_node(ta.ctx, Type.F32, (ta.c.ne[0] // 2,) + ta.ne[1:], Op.GLU, (ta,))
+    else:
+        tb = _tensor(op, "b", b)
+        _types(op, "b", tb, {Type.F32})
+        _same_shape(op, "b", ta, tb)
+        _packed0(op, "b", tb)
+        t = new_node(ta.ctx, Type.F32, ta.ne, Op.GLU, (ta, tb))
+    set_param_i32(t, 0, GluOp.SWIGLU_OAI)
+    set_param_f32(t, 2, fa)
+    set_param_f32(t, 3, fl)
+    return t
+
+
+def mul_mat_id(a, b, ids):
+    """One matrix product per column, with the expert matrix the column picks (ggml_mul_mat_id; ggml
+    calls a `as`): dst[:, u, t] = mul_mat(a[:, :, ids[u, t]], b[:, u % b.ne[1], t]).
+
+    a: the experts [K, M, n_expert], every weight type mul_mat takes (packed in dim 0); b: F32 [K,
+    nb1, n_tokens] with n_used % nb1 == 0 (nb1 = 1: each token's row goes to all its experts); ids:
+    I32 [n_used, n_tokens]. Result F32 [M, n_used, n_tokens]. The activations are converted as
+    mul_mat converts them and dotted by the same integer kernels, so every column has mul_mat's bits
+    (float weights: those of mul_mat's GEMV); each used expert's weights are read once per compute
+    for all its columns, and unused experts not at all. An id outside [0, n_expert) makes compute()
+    raise IndexError with nothing of the result written (ggml asserts)."""
+    op = "mul_mat_id"
+    cdef Tensor ta = _tensor(op, "a", a), tb = _tensor(op, "b", b), ti = _tensor(op, "ids", ids)
+    _types(op, "a", ta, _MM_WEIGHT_TYPES)
+    _types(op, "b", tb, {Type.F32})
+    _types(op, "ids", ti, {Type.I32})
+    _packed0(op, "a", ta)
+    _packed0(op, "b", tb)
+    if ta.c.ne[3] != 1 or ta.c.ne[2] < 1:
+        raise ValueError(f"{op}: a must be [K, M, n_expert] with n_expert >= 1 (a.ne[3] == 1), got ne={ta.ne}")
+    if tb.c.ne[3] != 1:
+        raise ValueError(f"{op}: b must be [K, nb1, n_tokens] (b.ne[3] == 1), got ne={tb.ne}")
+    if ti.c.ne[2] != 1 or ti.c.ne[3] != 1:
+        raise ValueError(f"{op}: ids must be [n_used, n_tokens], got ne={ti.ne}")
+    if ta.c.ne[0] != tb.c.ne[0]:
+        raise ValueError(f"{op}: a.ne[0] and b.ne[0] must match, got {ta.c.ne[0]} and {tb.c.ne[0]}")
+    if ti.c.ne[1] != tb.c.ne[2]:
+        raise ValueError(f"{op}: ids.ne[1] (n_tokens) must equal b.ne[2] = {tb.c.ne[2]}, got {ti.c.ne[1]}")
+    if tb.c.ne[1] == 0 or ti.c.ne[0] % tb.c.ne[1]:
+        raise ValueError(f"{op}: ids.ne[0] (n_used = {ti.c.ne[0]}) must be a multiple of b.ne[1] = {tb.c.ne[1]}")
+    return new_node(ta.ctx, Type.F32, (ta.c.ne[1], ti.c.ne[0], tb.c.ne[2], 1), Op.MUL_MAT_ID, (ta, tb, ti))

@@ -391,6 +391,37 @@ def dequantize_iq4_xs(blocks, n):
     return (q * dl[:, :, None]).reshape(-1, n)
 
 
+MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.float32)
+
+
+def encode_mxfp4(x):
+    """MXFP4 blocks [e u8][16 B of codes, lo | hi << 4] of rows of x (ggml's quantize_row_mxfp4_ref,
+    from the definition): e = floor(log2(amax)) - 2 + 127 in f32 (0 for a zero block; clamped to
+    [0, 255], where ggml's conversion is undefined), the scale d = 2^(e - 128) (the E2M1 values are
+    doubled), each element the code of least f32 |value*d - x|, the first of equals (NaN: code 0)."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.reshape(-1, 32)
+    amax = np.max(np.where(np.isnan(b), np.float32(0), np.abs(b)), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        le = np.where(amax > 0, np.floor(np.log2(amax)) - np.float32(2) + np.float32(127), np.float32(0))
+    e = np.clip(le, 0, 255).astype(np.uint8)
+    d = np.ldexp(np.float32(1), e.astype(np.int32) - 128).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.abs(MXFP4_VALUES[None, None, :] * d[:, None, None] - b[:, :, None])
+    code = np.argmin(np.where(np.isnan(err), np.inf, err), axis=2).astype(np.uint8)
+    code[np.isnan(b)] = 0
+    out = np.empty((b.shape[0], 17), np.uint8)
+    out[:, 0] = e
+    out[:, 1:] = _pack_nibbles(code)
+    return out.reshape(x.shape[:-1] + (x.shape[-1] // 32 * 17,))
+
+
+def dequantize_mxfp4(blocks, n):
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, 17)
+    d = np.ldexp(1.0, b[:, 0].astype(np.int64) - 128)
+    return (MXFP4_VALUES[_nibbles(b[:, 1:])].astype(np.float64) * d[:, None]).reshape(-1, n)
+
+
 # type name -> (bytes of rows of x, values of rows of n elements from those bytes); the values are
 # float64 (exact: every dequantised value is a product of an fp16 scale and a small integer, plus m)
 QUANTS = {
@@ -398,6 +429,7 @@ QUANTS = {
     "Q4_1": (encode_q4_1, dequantize_q4_1), "Q5_0": (encode_q5_0, dequantize_q5_0),
     "Q5_1": (encode_q5_1, dequantize_q5_1), "Q8_1": (encode_q8_1, dequantize_q8_1),
     "IQ4_NL": (encode_iq4_nl, dequantize_iq4_nl), "IQ4_XS": (encode_iq4_xs, dequantize_iq4_xs),
+    "MXFP4": (encode_mxfp4, dequantize_mxfp4),
 }
 
 
@@ -527,7 +559,7 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0, sinks=None):
 
 # what the activations are converted to before the dot product (ggml's CPU vec_dot_type)
 VEC_DOT_TYPE = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q4_1": "Q8_1",
-                "Q5_0": "Q8_0", "Q5_1": "Q8_1", "IQ4_NL": "Q8_0",
+                "Q5_0": "Q8_0", "Q5_1": "Q8_1", "IQ4_NL": "Q8_0", "MXFP4": "Q8_0",
                 **{t: "Q8_K" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS")}}
 
 
@@ -813,3 +845,61 @@ def concat(a, b, dim):
     """ggml_concat along ggml dim `dim` of arrays in numpy order (ggml dim d is numpy axis ndim-1-d)."""
     a, b = np.asarray(a), np.asarray(b)
     return np.concatenate([a, b], axis=a.ndim - 1 - dim)
+
+
+# ================================================================================================
+# ---- mixture of experts: routing, swiglu_oai, mul_mat_id ----
+# ================================================================================================
+
+def sum_rows(x):
+    """ggml_sum_rows: the sum over the last axis, kept as an axis of 1."""
+    return np.asarray(x, dtype=np.float64).sum(axis=-1, keepdims=True)
+
+
+def argsort(x, desc=False):
+    """ggml_argsort as pyggml defines its ties: rows (last axis) ordered by value, equal values by
+    index (lower first), NaN above every number (last ascending, first descending)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty(x.shape, dtype=np.int32)
+    for r in np.ndindex(x.shape[:-1]):
+        v = x[r]
+        nan = np.isnan(v)
+        val = np.where(nan, 0.0, -v if desc else v)
+        out[r] = np.lexsort((np.arange(v.size), val, ~nan if desc else nan))
+    return out
+
+
+def top_k(x, k):
+    """ggml's CPU top_k: the k largest (argsort's descending order), then the first two exchanged."""
+    out = argsort(x, desc=True)[..., :k].copy()
+    if k > 1:
+        out[..., [0, 1]] = out[..., [1, 0]]
+    return out
+
+
+def add_id(a, b, ids):
+    """ggml_add_id in numpy order: a [A3, A2, A1, E], b [n_b, E], ids [A2, A1]:
+    out[i3, i2, i1] = a[i3, i2, i1] + b[ids[i2, i1]]."""
+    a = np.asarray(a, dtype=np.float64)
+    return a + np.asarray(b, dtype=np.float64)[np.asarray(ids)][None]
+
+
+def swiglu_oai(x, g, alpha, limit):
+    """gpt-oss's clamped SwiGLU: xc = min(x, limit), gc = clip(g, -limit, limit),
+    xc * sigmoid(alpha * xc) * (gc + 1)."""
+    xc = np.minimum(np.asarray(x, dtype=np.float64), limit)
+    gc = np.clip(np.asarray(g, dtype=np.float64), -limit, limit)
+    return xc / (1.0 + np.exp(-alpha * xc)) * (gc + 1.0)
+
+
+def mul_mat_id(a, b, ids, wtype):
+    """ggml_mul_mat_id in float64, numpy order: a the experts' stored values [n_expert, M, K], b F32
+    [n_tokens, nb1, K], ids [n_tokens, n_used] -> [n_tokens, n_used, M], row (t, u) =
+    a[ids[t, u]] . b[t, u % nb1] with b rounded to the weights' vec_dot type first (as mul_mat)."""
+    ids = np.asarray(ids)
+    n_tok, n_used = ids.shape
+    out = np.empty((n_tok, n_used, a.shape[1]))
+    for t in range(n_tok):
+        for u in range(n_used):
+            out[t, u] = mul_mat(a[ids[t, u]], b[t, u % b.shape[1]][None], wtype)[0]
+    return out

@@ -214,11 +214,11 @@ def test_model_steering_equals_a_layer_split(tmp_path):
     opts = {"n_ctx": 32, "kv_type": gg.Type.F32, "n_threads": 2}
     whole = models.load(path, **opts)
     a = models.load(path, layers=(0, 1), **opts)
-    b = models.load(path, layers=(1, whole.hparams["n_layer"]), **opts)
+    b = models.load(path, layers=(1, whole.hparams.n_layer), **opts)
     ids = [5, 17, 3, 99, 42, 7]
     plain = np.concatenate([whole.eval(ids[:4])] + [whole.eval([t]) for t in ids[4:]])
     whole.reset()
-    v = np.random.default_rng(3).standard_normal(whole.hparams["n_embd"]).astype(np.float32)
+    v = np.random.default_rng(3).standard_normal(whole.hparams.n_embd).astype(np.float32)
     rows = []
 
     def steer(t):

@@ -9,7 +9,7 @@ from conftest import EMULATED, THREADS, run
 import pyggml as gg
 
 T = gg.Type
-QUANT = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"]
+QUANT = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4"]
 WTYPES = ["F32", "F16", "BF16"] + QUANT
 # the reference applies the same input rounding, so only f32 summation order is left; except for
 # Q4_1/Q5_1, whose m*s term takes Q8_1's s = fp16(d*sum(q)) where the reference sums the

@@ -19,7 +19,7 @@ def stub_members():
             for c in tree.body if isinstance(c, ast.ClassDef)}
 
 
-@pytest.mark.parametrize("name", ["Op", "Type", "UnaryOp", "GluOp", "RopeType", "Prec"])
+@pytest.mark.parametrize("name", ["Op", "Type", "UnaryOp", "GluOp", "RopeType", "SortOrder", "Prec"])
 def test_enum_matches_its_stub(name):
     assert {m.name: int(m) for m in getattr(gg, name)} == stub_members()[name]
 
@@ -56,10 +56,10 @@ def poke_int32(t, i, value):
 def test_plan_refuses_an_op_without_a_row(ctx, build, what):
     x = ctx.from_numpy(np.ones((3, 8), np.float32))
     out = build(x)
-    poke_int32(out, 0, 3)                             # no GLU op and no unary op has the value 3
+    poke_int32(out, 0, 7)                             # no GLU op and no unary op of pyggml has the value 7
     g = gg.CGraph()
     g.build_forward_expand(out)
-    with pytest.raises(ValueError, match=rf"plan: node 0 \({out.op.name}\): op_params\[0\] = 3 {what}"):
+    with pytest.raises(ValueError, match=rf"plan: node 0 \({out.op.name}\): op_params\[0\] = 7 {what}"):
         g.compute(1)
 
 
@@ -125,6 +125,10 @@ def one_node_per_op(ctx):
         gg.Op.FLASH_ATTN_EXT: gg.flash_attn_ext(q, q, q, None, 0.5),
         gg.Op.IM2COL: gg.im2col(ctx.new_tensor(gg.Type.F32, (3, 3, 1)), x, 1, 0, 0, 0, 1, 0, False),
         gg.Op.CONCAT: gg.concat(x, y, 1),
+        gg.Op.SUM_ROWS: gg.sum_rows(x), gg.Op.DIV: gg.div(x, y), gg.Op.ARGSORT: gg.argsort(x),
+        gg.Op.TOP_K: gg.top_k(x, 3), gg.Op.ADD_ID: gg.add_id(x, y, ctx.from_numpy(np.array([1, 0, 2], np.int32))),
+        gg.Op.MUL_MAT_ID: gg.mul_mat_id(gg.reshape_3d(y, 20, 1, 3), gg.reshape_3d(x, 20, 1, 3),
+                                        ctx.from_numpy(np.array([[2], [0], [1]], np.int32))),
     }
 
 

@@ -6,7 +6,9 @@
  *   glu_split(a, b, op)   a, b [n, R, ...] -> [n, R, ...]      y = act(a) * b
  *   unary(a, op)          a [n, R, ...] -> same shape           y = act(a)
  *
- *   op_params[0]  GLU: REGLU (relu), GEGLU (gelu, tanh form), SWIGLU (silu), GEGLU_ERF, GEGLU_QUICK
+ *   op_params[0]  GLU: REGLU (relu), GEGLU (gelu, tanh form), SWIGLU (silu), GEGLU_ERF, GEGLU_QUICK,
+ *                 SWIGLU_OAI (gpt-oss: y = sigmoid(alpha*xc)*xc * (gc + 1), xc = min(x, limit),
+ *                 gc = clamp(g, -limit, limit); alpha and limit f32 in op_params[2], [3] as ggml packs them)
  *                 UNARY: TANH, SILU, GELU, GELU_QUICK, GELU_ERF;   GLU op_params[1]: swapped
  *
  * F32 and F16 (result type = input type). F16 rows are widened into the thread's scratch, computed
@@ -18,6 +20,8 @@
 #include "barrier.h"
 
 typedef void (*pg_vec_glu_fn)(int64_t n, float * y, const float * x, const float * g);
+/* a GLU with two f32 parameters (op_params[2], [3]) */
+typedef void (*pg_vec_glu_p_fn)(int64_t n, float * y, const float * x, const float * g, float p0, float p1);
 typedef void (*pg_vec_act_fn)(int64_t n, float * y, const float * x);
 
 /* The GLU and unary ops, indexed by ggml's values (op_params[0]); pyggml.GluOp and pyggml.UnaryOp
@@ -25,13 +29,14 @@ typedef void (*pg_vec_act_fn)(int64_t n, float * y, const float * x);
 #define PG_GLU_MAX 8
 #define PG_UNARY_MAX 16
 
-typedef struct pg_glu_row { const char * name; pg_vec_glu_fn fn; } pg_glu_row;
+typedef struct pg_glu_row { const char * name; pg_vec_glu_fn fn; pg_vec_glu_p_fn fn_p; } pg_glu_row;
 typedef struct pg_unary_row { const char * name; pg_vec_act_fn fn; } pg_unary_row;
 
 static const pg_glu_row pg_glu_ops[PG_GLU_MAX] = {
     [0] = {"REGLU", pg_vec_relu_glu_f32},
     [1] = {"GEGLU", pg_vec_gelu_glu_f32},
     [2] = {"SWIGLU", pg_vec_silu_glu_f32},
+    [3] = {"SWIGLU_OAI", NULL, pg_vec_swiglu_oai_f32},
     [4] = {"GEGLU_ERF", pg_vec_gelu_erf_glu_f32},
     [5] = {"GEGLU_QUICK", pg_vec_gelu_quick_glu_f32},
 };
@@ -44,8 +49,10 @@ static const pg_unary_row pg_unary_ops[PG_UNARY_MAX] = {
     [14] = {"GELU_ERF", pg_vec_gelu_erf_f32},
 };
 
-/* the kernel of op_params[0], or NULL when it names no op */
-static inline pg_vec_glu_fn pg_glu_fn(int32_t op) { return op >= 0 && op < PG_GLU_MAX ? pg_glu_ops[op].fn : NULL; }
+/* the row of op_params[0], or NULL when it names no op */
+static inline const pg_glu_row * pg_glu_row_of(int32_t op) {
+    return op >= 0 && op < PG_GLU_MAX && pg_glu_ops[op].name ? &pg_glu_ops[op] : NULL;
+}
 static inline pg_vec_act_fn pg_unary_fn(int32_t op) { return op >= 0 && op < PG_UNARY_MAX ? pg_unary_ops[op].fn : NULL; }
 
 /* F16: x and g rows widened (the result overwrites x) */
@@ -54,7 +61,7 @@ static inline size_t pg_glu_scratch(const pg_tensor * dst, int n_rows) {
 }
 
 static inline bool pg_plan_glu(const pg_tensor * dst, pg_plan * pl) {
-    if (!pg_glu_fn(dst->op_params[0])) return pg_plan_fail(pl, "op_params[0] = %d is not a GLU op", dst->op_params[0]);
+    if (!pg_glu_row_of(dst->op_params[0])) return pg_plan_fail(pl, "op_params[0] = %d is not a GLU op", dst->op_params[0]);
     pl->work = pg_per_thread(pg_glu_scratch(dst, 2), pl->nth);
     return true;
 }
@@ -68,7 +75,8 @@ static inline bool pg_plan_unary(const pg_tensor * dst, pg_plan * pl) {
 static inline void pg_compute_glu(const pg_params * p, pg_tensor * dst) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
-    const pg_vec_glu_fn fn = pg_glu_fn(dst->op_params[0]);
+    const pg_glu_row * op = pg_glu_row_of(dst->op_params[0]);
+    const float p0 = pg_op_param_f32(dst, 2), p1 = pg_op_param_f32(dst, 3);
     const int64_t nc = dst->ne[0];
     const bool f32 = dst->type == PG_TYPE_F32;
     const pg_type_traits * tr = &pg_traits[dst->type];
@@ -85,14 +93,17 @@ static inline void pg_compute_glu(const pg_params * p, pg_tensor * dst) {
         const char * x = pg_row(a, i1, i2, i3) + xoff;
         const char * g = (b ? pg_row(b, i1, i2, i3) : pg_row(a, i1, i2, i3)) + goff;
         char * y = pg_row(dst, i1, i2, i3);
-        if (f32) {
-            fn(nc, (float *) y, (const float *) x, (const float *) g);
-        } else {
+        float * yf = f32 ? (float *) y : xs;
+        const float * xf = (const float *) x, * gf = (const float *) g;
+        if (!f32) {
             tr->to_float(x, xs, nc);
             tr->to_float(g, gs, nc);
-            fn(nc, xs, xs, gs);
-            tr->from_float(xs, y, nc);
+            xf = xs;
+            gf = gs;
         }
+        if (op->fn) op->fn(nc, yf, xf, gf);
+        else op->fn_p(nc, yf, xf, gf, p0, p1);
+        if (!f32) tr->from_float(xs, y, nc);
     }
 }
 

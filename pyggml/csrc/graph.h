@@ -20,10 +20,12 @@
 #include "flash-attn.h"
 #include "glu.h"
 #include "matmul.h"
+#include "matmul-id.h"
 #include "norm.h"
 #include "rope.h"
 #include "rows.h"
 #include "softmax.h"
+#include "sort.h"
 
 typedef void (*pg_compute_fn)(const pg_params * p, pg_tensor * dst);
 typedef bool (*pg_plan_fn)(const pg_tensor * dst, pg_plan * pl);

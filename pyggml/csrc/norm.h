@@ -18,6 +18,10 @@
  * cache and writes y. The roundings are those of the separate nodes (h rounded, x*scale rounded,
  * then *w), so fused and unfused results are identical.
  *
+ * SUM_ROWS (ggml_sum_rows): y[0, i1, i2, i3] = (float) Σ_k x[k, i1, i2, i3], the sum taken in double as
+ * ggml_vec_sum_f32 (bit for bit ggml's up to the order of the double sum); x F32 with packed rows, y
+ * F32 [1, ne1, ne2, ne3].
+ *
  * Threads: contiguous blocks of rows (pg_split_rows). One row is never split: the sum would need a
  * barrier, which costs more than a row of 4096 takes, and the plan gives a norm min(nth, rows) tasks,
  * so a one-row graph runs on one thread.
@@ -91,5 +95,16 @@ static inline void pg_compute_norm(const pg_params * p, pg_tensor * dst) {
         const float mean = (float) pg_vec_sum_f64_f32(n, xr) / (float) n;
         const float var = (float) (pg_vec_cvar_f32(n, y, xr, mean) / (double) n);
         pg_vec_scale_f32(n, y, y, 1.0f / sqrtf(var + eps));
+    }
+}
+
+static inline void pg_compute_sum_rows(const pg_params * p, pg_tensor * dst) {
+    const pg_tensor * a = dst->src[0];
+    int64_t r0, r1;
+    pg_split_rows(pg_nrows(dst), p->ith, p->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        int64_t i1, i2, i3;
+        pg_unravel_row(dst, ir, &i1, &i2, &i3);
+        *(float *) pg_row(dst, i1, i2, i3) = (float) pg_vec_sum_f64_f32(a->ne[0], (const float *) pg_row(a, i1, i2, i3));
     }
 }

@@ -44,7 +44,13 @@ enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2, PG_OPF_INDICES = 4 };
     OP(UNARY,          PG_OPF_ROWS, unary,          unary)           \
     OP(FLASH_ATTN_EXT, 0,           flash_attn_ext, flash_attn_ext)  \
     OP(IM2COL,         PG_OPF_ROWS, im2col,         no_scratch)      \
-    OP(CONCAT,         PG_OPF_ROWS, concat,         no_scratch)
+    OP(CONCAT,         PG_OPF_ROWS, concat,         no_scratch)      \
+    OP(SUM_ROWS,       PG_OPF_ROWS, sum_rows,       no_scratch)      \
+    OP(DIV,            PG_OPF_ROWS, div,            binary)          \
+    OP(ARGSORT,        PG_OPF_ROWS, argsort,        sort)            \
+    OP(TOP_K,          PG_OPF_ROWS, top_k,          sort)            \
+    OP(ADD_ID,         PG_OPF_ROWS, add_id,         no_scratch)      \
+    OP(MUL_MAT_ID,     0,           mul_mat_id,     mul_mat_id)
 
 #define PG_OP_ID(name, ...) PG_OP_##name,
 enum pg_op { PG_OPS(PG_OP_ID, PG_OP_ID) PG_OP_COUNT };

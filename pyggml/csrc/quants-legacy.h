@@ -6,6 +6,8 @@
  *   Q5_1    [d f16][m f16][qh 4 B][16 x (lo | hi << 4)]      x = q*d + m, q in 0..31
  *   Q8_1    [d f16][s f16 = d*sum(q)][32 x int8]             x = q*d (vec_dot_type of Q4_1 and Q5_1)
  *   IQ4_NL  [d f16][16 x (lo | hi << 4)]                     x = d*kvalues[q] (a 16-entry int8 table)
+ *   MXFP4   [e u8][16 x (lo | hi << 4)]                      x = 2^(e - 128) * kvalues_mxfp4[q] (the E2M1 values
+ *           doubled, a 16-entry int8 table; e an E8M0 exponent: ggml_e8m0_to_fp32_half)
  *   IQ4_XS  256 elements: [d f16][scales_h u16][scales_l 4 B][128 B nibbles]: eight blocks of 32 with
  *           6-bit scales ls (low 4 bits in scales_l, high 2 in scales_h), x = d*(ls - 32)*kvalues[q]
  *
@@ -35,6 +37,7 @@ typedef struct pg_block_q5_0 { pg_fp16_t d; uint8_t qh[4]; uint8_t qs[PG_QK / 2]
 typedef struct pg_block_q5_1 { pg_fp16_t d, m; uint8_t qh[4]; uint8_t qs[PG_QK / 2]; } pg_block_q5_1;
 typedef struct pg_block_q8_1 { pg_fp16_t d, s; int8_t qs[PG_QK]; } pg_block_q8_1;
 typedef struct pg_block_iq4_nl { pg_fp16_t d; uint8_t qs[PG_QK / 2]; } pg_block_iq4_nl;
+typedef struct pg_block_mxfp4 { uint8_t e; uint8_t qs[PG_QK / 2]; } pg_block_mxfp4;
 typedef struct pg_block_iq4_xs {
     pg_fp16_t d;
     uint16_t scales_h;
@@ -46,10 +49,22 @@ _Static_assert(sizeof(pg_block_q5_0) == 22, "q5_0 block");
 _Static_assert(sizeof(pg_block_q5_1) == 24, "q5_1 block");
 _Static_assert(sizeof(pg_block_q8_1) == 36, "q8_1 block");
 _Static_assert(sizeof(pg_block_iq4_nl) == 18, "iq4_nl block");
+_Static_assert(sizeof(pg_block_mxfp4) == 17, "mxfp4 block");
 _Static_assert(sizeof(pg_block_iq4_xs) == 136, "iq4_xs block");
 
 /* the IQ4_NL/IQ4_XS code points (ggml's kvalues_iq4nl) */
 static const int8_t pg_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* the MXFP4 code points: E2M1's values doubled (ggml's kvalues_mxfp4); codes 0 and 8 are both 0 */
+static const int8_t pg_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* 2^(e - 128): half the E8M0 scale 2^(e - 127), because the code points are doubled; e < 2 are the
+ * subnormals 2^-128 and 2^-127 (ggml_e8m0_to_fp32_half; e = 255 is 2^127, not NaN, as there) */
+static inline float pg_e8m0_to_fp32_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t) (e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
 
 /* ---- block decoding: 32 int8 lanes in element order (isa/'s pg_q8x32 and pg_qacc; these scalar
  * forms where the ISA has none: the scalar build, RVV) ---- */
@@ -109,17 +124,22 @@ static inline pg_q8x32 pg_decode_q5_1(const pg_block_q5_1 * b) {
     return pg_q8x32_or(pg_q8x32_nibbles(b->qs), pg_q8x32_bit4(b->qh));
 }
 static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q8x32_lut16(pg_q8x32_nibbles(b->qs), pg_iq4nl_values); }
+static inline pg_q8x32 pg_decode_mxfp4(const pg_block_mxfp4 * b) { return pg_q8x32_lut16(pg_q8x32_nibbles(b->qs), pg_mxfp4_values); }
 
 /* ---- dot products ---- */
 
 #define PG_QMIN_NONE(acc, xb, yb) ((void) 0)
 #define PG_QMIN(acc, xb, yb) ((acc) += pg_fp16_to_fp32((xb)->m) * pg_fp16_to_fp32((yb)->s))
 
+/* QD: the weight block's scale, an fp16 d or MXFP4's E8M0 exponent (ggml_e8m0_to_fp32_half) */
+#define PG_QD_F16(xb) pg_fp16_to_fp32((xb)->d)
+#define PG_QD_E8M0(xb) pg_e8m0_to_fp32_half((xb)->e)
+
 /* block ib of x into the accumulators ACC of the nc columns */
-#define PG_QDOT_STEP(ACC, IB, TX, TY, DECODE, UNS, MIN)                                                \
+#define PG_QDOT_STEP(ACC, IB, TX, TY, DECODE, UNS, MIN, QD)                                            \
     do {                                                                                               \
         const pg_q8x32 q = DECODE(x + (IB));                                                           \
-        const float dx = pg_fp16_to_fp32(x[IB].d);                                                     \
+        const float dx = QD(x + (IB));                                                                 \
         for (int c = 0; c < nc; c++) {                                                                 \
             const TY * y = (const TY *) ((const char *) vy + (size_t) c * by) + (IB);                  \
             ACC[c] = pg_qacc_add(ACC[c], q, y->qs, UNS, dx * pg_fp16_to_fp32(y->d));                   \
@@ -134,11 +154,12 @@ static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q
 #define PG_QRVV_Q5_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_0(n, x, y, by, nc, s))
 #define PG_QRVV_Q5_1(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_1(n, x, y, by, nc, s))
 #define PG_QRVV_IQ4_NL(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_iq4_nl(n, x, y, by, nc, s))
+#define PG_QRVV_NONE(n, x, y, by, nc, s) ((void) 0)           /* no RVV kernel: the portable body */
 
 /* NAME##_n: s[c] = x . y_c for c < nc, y_c = vy + c*by (rows of TY); UNS: decoded lanes are >= 0;
- * MIN: the type's m*s term; RVV: PG_QRVV_*. Even and odd blocks go to separate accumulators (two
- * FMA chains) */
-#define PG_QDOT(NAME, TX, TY, DECODE, UNS, MIN, RVV)                                                   \
+ * MIN: the type's m*s term; RVV: PG_QRVV_*; QD: PG_QD_*. Even and odd blocks go to separate
+ * accumulators (two FMA chains) */
+#define PG_QDOT(NAME, TX, TY, DECODE, UNS, MIN, RVV, QD)                                               \
 static inline __attribute__((always_inline)) void NAME##_body(int64_t n, const void * vx, const void * vy, \
                                                               size_t by, const int nc, float * s) {     \
     const TX * x = (const TX *) vx;                                                                    \
@@ -148,10 +169,10 @@ static inline __attribute__((always_inline)) void NAME##_body(int64_t n, const v
     for (int c = 0; c < nc; c++) acc0[c] = acc1[c] = pg_qacc_zero();                                   \
     int64_t ib = 0;                                                                                    \
     for (; ib + 1 < nb; ib += 2) {                                                                     \
-        PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN);                                              \
-        PG_QDOT_STEP(acc1, ib + 1, TX, TY, DECODE, UNS, MIN);                                          \
+        PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN, QD);                                          \
+        PG_QDOT_STEP(acc1, ib + 1, TX, TY, DECODE, UNS, MIN, QD);                                      \
     }                                                                                                  \
-    if (ib < nb) PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN);                                     \
+    if (ib < nb) PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN, QD);                                 \
     for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(pg_qacc_merge(acc0[c], acc1[c])) + summ[c];        \
 }                                                                                                      \
 static inline void NAME##_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
@@ -164,12 +185,14 @@ static inline void NAME##_n(int64_t n, const void * x, const void * y, size_t by
     }                                                                                                  \
 }
 
-PG_QDOT(pg_vec_dot_q8_0, pg_block_q8_0, pg_block_q8_0, pg_decode_q8_0, 0, PG_QMIN_NONE, PG_QRVV_Q8_0)
-PG_QDOT(pg_vec_dot_q4_0, pg_block_q4_0, pg_block_q8_0, pg_decode_q4_0, 0, PG_QMIN_NONE, PG_QRVV_Q4_0)
-PG_QDOT(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, pg_decode_q4_1, 1, PG_QMIN, PG_QRVV_Q4_1)
-PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMIN_NONE, PG_QRVV_Q5_0)
-PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_Q5_1)
-PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL)
+PG_QDOT(pg_vec_dot_q8_0, pg_block_q8_0, pg_block_q8_0, pg_decode_q8_0, 0, PG_QMIN_NONE, PG_QRVV_Q8_0, PG_QD_F16)
+PG_QDOT(pg_vec_dot_q4_0, pg_block_q4_0, pg_block_q8_0, pg_decode_q4_0, 0, PG_QMIN_NONE, PG_QRVV_Q4_0, PG_QD_F16)
+PG_QDOT(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, pg_decode_q4_1, 1, PG_QMIN, PG_QRVV_Q4_1, PG_QD_F16)
+PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMIN_NONE, PG_QRVV_Q5_0, PG_QD_F16)
+PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_Q5_1, PG_QD_F16)
+PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL, PG_QD_F16)
+/* MXFP4 against Q8_0 as ggml_vec_dot_mxfp4_q8_0: integer sums of the code points, times e8m0_half * d_y */
+PG_QDOT(pg_vec_dot_mxfp4, pg_block_mxfp4, pg_block_q8_0, pg_decode_mxfp4, 0, PG_QMIN_NONE, PG_QRVV_NONE, PG_QD_E8M0)
 
 /* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86 (up to
  * PG_QT_NC columns per call, 4 at a time);
@@ -213,6 +236,7 @@ PG_QDOT1(q4_1)
 PG_QDOT1(q5_0)
 PG_QDOT1(q5_1)
 PG_QDOT1(iq4_nl)
+PG_QDOT1(mxfp4)
 
 /* ---- to_float: the decoded integers times d (plus m) ---- */
 
@@ -235,6 +259,18 @@ PG_QTO_FLOAT(q4_1, pg_block_q4_1, pg_decode_q4_1, PG_QTO_MIN)
 PG_QTO_FLOAT(q5_0, pg_block_q5_0, pg_decode_q5_0, PG_QTO_NONE)
 PG_QTO_FLOAT(q5_1, pg_block_q5_1, pg_decode_q5_1, PG_QTO_MIN)
 PG_QTO_FLOAT(iq4_nl, pg_block_iq4_nl, pg_decode_iq4_nl, PG_QTO_NONE)
+
+/* ggml's dequantize_row_mxfp4: the code point (an int) times the scale */
+static inline void pg_row_mxfp4_to_f32(const void * vx, float * y, int64_t n) {
+    const pg_block_mxfp4 * x = (const pg_block_mxfp4 *) vx;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        const float d = pg_e8m0_to_fp32_half(x[ib].e);
+        for (int j = 0; j < PG_QK / 2; j++) {
+            y[ib * PG_QK + j] = (float) pg_mxfp4_values[x[ib].qs[j] & 0x0f] * d;
+            y[ib * PG_QK + j + PG_QK / 2] = (float) pg_mxfp4_values[x[ib].qs[j] >> 4] * d;
+        }
+    }
+}
 
 static inline void pg_row_q8_1_to_f32(const void * vx, float * y, int64_t n) {
     const pg_block_q8_1 * x = (const pg_block_q8_1 *) vx;
@@ -444,5 +480,37 @@ static PG_NO_CONTRACT void pg_row_iq4_xs_from_f32(const float * x, void * vy, in
             else y[ibl].scales_l[ib / 2] |= (uint8_t) ((l & 0xf) << 4);
             y[ibl].scales_h |= (uint16_t) ((l >> 4) << (2 * ib));
         }
+    }
+}
+
+/* MXFP4, ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (amax's exponent less two: 6,
+ * the largest E2M1 value, times 2^(e - 127) reaches amax), 0 for a zero block; each element the code
+ * point nearest at that scale, the first of equals (so 0 gets code 0, never 8). Differs from ggml
+ * where its conversion to uint8 is undefined: e is clamped to [0, 255] (amax below 2^-125, or
+ * infinite: ggml's e then depends on the compiler). NaN elements get code 0, as in ggml. */
+static PG_NO_CONTRACT void pg_row_mxfp4_from_f32(const float * x, void * vy, int64_t n) {
+    pg_block_mxfp4 * y = (pg_block_mxfp4 *) vy;
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        const float * xb = x + ib * PG_QK;
+        float amax = 0.0f;
+        for (int j = 0; j < PG_QK; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+        const float le = amax > 0.0f ? floorf(log2f(amax)) - 2.0f + 127.0f : 0.0f;
+        const uint8_t e = le <= 0.0f ? 0 : le >= 255.0f ? 255 : (uint8_t) le;
+        const float d = pg_e8m0_to_fp32_half(e);
+        uint8_t code[PG_QK];
+        for (int j = 0; j < PG_QK; j++) {
+            int best = 0;
+            float best_err = fabsf((float) pg_mxfp4_values[0] * d - xb[j]);
+            for (int i = 1; i < 16; i++) {
+                const float err = fabsf((float) pg_mxfp4_values[i] * d - xb[j]);
+                if (err < best_err) {
+                    best = i;
+                    best_err = err;
+                }
+            }
+            code[j] = (uint8_t) best;
+        }
+        y[ib].e = e;
+        pg_pack_codes(code, y[ib].qs, NULL);
     }
 }

@@ -70,6 +70,7 @@ float pg_rvv_dot_q6_K_q8_K(int64_t nb, const struct pg_block_q6_K * x, const str
 /* arith-rvv.c */
 void pg_rvv_add_f32(int64_t n, float * z, const float * x, const float * y);
 void pg_rvv_mul_f32(int64_t n, float * z, const float * x, const float * y);
+void pg_rvv_div_f32(int64_t n, float * z, const float * x, const float * y);
 void pg_rvv_mad_f32(int64_t n, float * y, const float * x, float v);
 void pg_rvv_scale_f32(int64_t n, float * y, const float * x, float v);
 float pg_rvv_max_f32(int64_t n, const float * x);

@@ -128,3 +128,29 @@ PG_VEC_GLU(gelu)
 PG_VEC_GLU(silu)
 PG_VEC_GLU(gelu_erf)
 PG_VEC_GLU(gelu_quick)
+
+/* gpt-oss's clamped SwiGLU (ggml's GLU op SWIGLU_OAI): with xc = min(x, limit) and gc = g clamped to
+ * [-limit, limit], y = xc / (1 + exp(-alpha*xc)) * (gc + 1), as ggml's loop; NaN in x or g is kept
+ * (the min and the clamp keep their operand when it is NaN, as std::min and std::clamp do). The
+ * sigmoid is pg_sigmul_f32's (ggml's scalar loop calls expf the same way) */
+static inline float pg_swiglu_oai_f32(float x, float g, float alpha, float limit) {
+    const float xc = limit < x ? limit : x;
+    const float gc = g < -limit ? -limit : limit < g ? limit : g;
+    return pg_sigmul_f32(xc, alpha * xc) * (gc + 1.0f);
+}
+static inline void pg_vec_swiglu_oai_f32(int64_t n, float * y, const float * x, const float * g, float alpha, float limit) {
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    const pg_f32v va = PG_F32V_SET1(alpha), vl = PG_F32V_SET1(limit), vnl = PG_F32V_SET1(-limit);
+    const pg_f32v one = PG_F32V_SET1(1.0f);
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        __builtin_prefetch(x + i + PG_GLU_AHEAD);
+        __builtin_prefetch(g + i + PG_GLU_AHEAD);
+        const pg_f32v xv = PG_F32V_LOAD(x + i), gv = PG_F32V_LOAD(g + i);
+        const pg_f32v xc = PG_F32V_SEL_LT(vl, xv, vl, xv);
+        const pg_f32v gc = PG_F32V_SEL_LT(gv, vnl, vnl, PG_F32V_SEL_LT(vl, gv, vl, gv));
+        PG_F32V_STORE(y + i, PG_F32V_MUL(pg_f32v_sigmul(xc, PG_F32V_MUL(va, xc)), PG_F32V_ADD(gc, one)));
+    }
+#endif
+    for (; i < n; i++) y[i] = pg_swiglu_oai_f32(x[i], g[i], alpha, limit);
+}

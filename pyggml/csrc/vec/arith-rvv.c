@@ -21,6 +21,13 @@ void pg_rvv_mul_f32(int64_t n, float * z, const float * x, const float * y) {
     }
 }
 
+void pg_rvv_div_f32(int64_t n, float * z, const float * x, const float * y) {
+    for (size_t vl; n > 0; n -= vl, x += vl, y += vl, z += vl) {
+        vl = __riscv_vsetvl_e32m8(n);
+        __riscv_vse32_v_f32m8(z, __riscv_vfdiv_vv_f32m8(__riscv_vle32_v_f32m8(x, vl), __riscv_vle32_v_f32m8(y, vl), vl), vl);
+    }
+}
+
 void pg_rvv_mad_f32(int64_t n, float * y, const float * x, float v) {
     for (size_t vl; n > 0; n -= vl, x += vl, y += vl) {
         vl = __riscv_vsetvl_e32m8(n);

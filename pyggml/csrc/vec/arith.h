@@ -1,4 +1,4 @@
-/* Elementwise rows: z = x + y, z = x * y, y += x*v, y = x*v, and the maximum of a row.
+/* Elementwise rows: z = x + y, z = x * y, z = x / y, y += x*v, y = x*v, and the maximum of a row.
  * RVV: vec/arith-rvv.c. */
 #pragma once
 #include "vec/cvt.h"
@@ -18,6 +18,7 @@ static inline void NAME(int64_t n, float * z, const float * x, const float * y) 
 #endif
 PG_VEC_BINARY(pg_vec_add_f32, PG_F32V_ADD, +, pg_rvv_add_f32)
 PG_VEC_BINARY(pg_vec_mul_f32, PG_F32V_MUL, *, pg_rvv_mul_f32)
+PG_VEC_BINARY(pg_vec_div_f32, PG_F32V_DIV, /, pg_rvv_div_f32)
 
 /* y += x*v */
 static inline void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v) {
