@@ -29,3 +29,17 @@ def test_vlen():
     expect = os.environ.get("PYGGML_EXPECT_VLEN")
     if expect is not None:
         assert info["vlen"] == int(expect)
+
+
+def test_every_module_is_installed():
+    """meson.build lists the Python files it installs: a module added to the source tree but not
+    there is missing from the installed package (and from every wheel)."""
+    import pathlib
+
+    from conftest import REPO
+    installed = pathlib.Path(gg.__file__).parent
+    src = REPO / "pyggml"
+    if installed == src or not src.is_dir():
+        pytest.skip("runs against an installed package beside its source tree")
+    missing = [str(p.relative_to(src)) for p in src.rglob("*.py") if not (installed / p.relative_to(src)).is_file()]
+    assert not missing, f"not installed (add to pyggml/meson.build): {missing}"
