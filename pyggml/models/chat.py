@@ -330,7 +330,7 @@ def eog_ids(model):
     md = _metadata(model)
     ids = {int(md[k]) for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
                                 "tokenizer.ggml.eom_token_id") if md.get(k) is not None}
-    eos = model.hparams.get("eos_id")
+    eos = model.hparams.eos_id
     if eos is None and model.tokenizer is not None:
         eos = model.tokenizer.eos_id
     if eos is not None:
@@ -407,7 +407,7 @@ def _prefill(model, ids):
     cache = model.cache
     cached = _CACHED_IDS.get(model)
     keep = 0
-    if (cached is not None and cache.n_used == len(cached) == model.n_past and not model.spec.multi_rope
+    if (cached is not None and cache.n_used == len(cached) == model.n_past and model.pos_rows != 4
             and np.array_equal(cache.cell_pos[:cache.n_used], np.arange(cache.n_used))):
         limit = min(len(cached), len(ids) - 1)
         a, b = np.asarray(cached[:limit]), np.asarray(ids[:limit])

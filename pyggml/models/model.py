@@ -375,10 +375,10 @@ class Model:
     def truncate(self, n):
         """Keep the first n tokens of a text context (positions 0 .. n-1) and forget the rest."""
         c = self.cache
-        if not 0 <= n <= c.n_used or self.spec.multi_rope:
+        if not 0 <= n <= c.n_used or self.pos_rows == 4:
             raise ValueError(f"Model.truncate: n must be in [0, {c.n_used}] for a text context, got {n}")
-        c.n_used = self.n_past = int(n)
-        c.cell_pos[n:] = -1
+        c.seq_rm(-1, int(n))
+        self.n_past = int(n)
 
     # ---- text in, text out (pyggml.models.chat) ----
 
