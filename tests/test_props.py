@@ -1040,6 +1040,10 @@ def test_builder_property(family):
 # what pyggml._ops exports that no family draws, and why
 NOT_DRAWN = {"flash_attn_ext_get_path": "reads a computed node, builds none (tests/test_flash_attn.py)",
              "FA_PATHS": "a constant"}
+# the mixture-of-experts builders (issue 28): fixed grids in tests/test_moe.py against float64
+# references, no property family yet (a gap, not a choice: each entry goes when its family lands)
+NOT_DRAWN.update(dict.fromkeys(("add_id", "argsort", "argsort_top_k", "div", "mul_mat_id", "sum_rows", "swiglu_oai",
+                                "top_k"), "no family yet: tests/test_moe.py's grids only (issue 28)"))
 
 
 def test_every_builder_is_drawn():
