@@ -240,7 +240,7 @@ def test_disconnect_frees_the_sequence(srv):
     eng = srv.server.engine
     before = eng.stats["tokens_generated"]
     with httpx.stream("POST", srv.url + "/v1/completions", timeout=60,
-                      json={"prompt": "hello", "max_tokens": 100000, "stream": True}) as r:
+                      json={"prompt": "hello", "max_tokens": 100000, "stream": True, "temperature": 0.0}) as r:
         lines = r.iter_lines()
         got = [next(lines) for _ in range(6)]
         assert eng.n_running == 1 and any(x.startswith("data: ") for x in got)
