@@ -189,7 +189,9 @@ def test_chat_in_a_terminal(tmp_path, chat_gguf):
         assert wait_for("\n>"), screen()                      # the banner, then the prompt "> "
         assert "/reset" in screen()
         tmux("send-keys", "-t", name, "hello world", "Enter")
-        time.sleep(0.5)
+        end = time.time() + 120                               # until the answer has begun to stream
+        while time.time() < end and not screen().split("hello world", 1)[-1].strip():
+            time.sleep(0.1)
         tmux("send-keys", "-t", name, "C-c")                  # stops the answer, not the program
         time.sleep(1)
         tmux("send-keys", "-t", name, "/stats", "Enter")
