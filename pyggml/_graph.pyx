@@ -44,7 +44,7 @@ from pyggml._tensor cimport Memory, Tensor, block_align, check_int, tensor_nbyte
 from pyggml._typedefs cimport *
 
 from pyggml._enums import Op
-from pyggml._tables import FA_PARAMS, FA_PATHS
+from pyggml._tables import FA_PARAMS as _FA_PARAMS, FA_PATHS as _FA_PATHS
 from pyggml._threads import count_threads
 
 cdef extern from "graph.h" nogil:
@@ -139,7 +139,7 @@ cdef int _call_hooks(void * ctx, int k) noexcept with gil:
 
 
 # flash_attn_ext reports the path its plan chose in this op_params slot (flash_attn_ext_get_path)
-cdef int _FA_TAKEN = FA_PARAMS["taken"]
+cdef int _FA_TAKEN = _FA_PARAMS["taken"]
 
 
 # What compute(profile=True) returns and what to_dot draws: pyggml.profile sits above this module
@@ -593,7 +593,7 @@ cdef class CGraph:
                                  f"{' ' + repr(n.name) if n.name else ''}): {pl.err.decode()}")
             work = max(work, pl.work)
             if kind < 0 and (<Tensor> g[0]).c.op == Op.FLASH_ATTN_EXT:
-                paths[g[0]] = FA_PATHS[ex[i].variant]
+                paths[g[0]] = _FA_PATHS[ex[i].variant]
         plan = Plan(plan_threads, work, tuple(n_tasks), [g for _, g in groups], self._mem[0], self._mem[1],
                     bool(use_ref), paths)
         ends = [self._index[id(g[-1])] for _, g in steps] if cuts else []
@@ -709,7 +709,7 @@ cdef class CGraph:
             (<int32_t *> hook_after.ptr)[len(at)] = -1
         cdef Tensor t
         for t, path in plan.paths.items():
-            t.c.op_params[_FA_TAKEN] = FA_PATHS.index(path)
+            t.c.op_params[_FA_TAKEN] = _FA_PATHS.index(path)
         cdef pg_run st
         if self._work is None or self._work.size < plan.work_size:
             self._work = Memory(plan.work_size)
