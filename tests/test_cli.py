@@ -174,7 +174,8 @@ def test_chat_in_a_terminal(tmp_path, chat_gguf):
         pytest.skip("tmux is not installed")
     name = f"pyggml-chat-{tmp_path.name}"
     cmd = f"{sys.executable} -m pyggml chat {chat_gguf} --ctx 4096 -t 1 --seed 1; echo EXITED=$?; sleep 30"
-    assert tmux("new-session", "-d", "-s", name, "-x", "200", "-y", "50", cmd).returncode == 0
+    # -c: not the repository root, where `python -m pyggml` would find the uncompiled source folder first
+    assert tmux("new-session", "-d", "-s", name, "-c", str(tmp_path), "-x", "200", "-y", "50", cmd).returncode == 0
     try:
         def screen():
             return tmux("capture-pane", "-p", "-t", name, "-S", "-200").stdout
