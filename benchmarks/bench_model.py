@@ -1,12 +1,17 @@
 """Prefill (pp) and decode (tg) tokens/s of a llama GGUF: pyggml.models against llama.cpp (through
 llama-cpp-python, optional: pip install llama-cpp-python) on the same file and HF transformers on
-the same weights, F16, Q8_0 and Q4_K_M (--types q4_k_m: Q4_K with Q6_K as llama-quantize mixes them),
-1 and 2 threads, in one run; F16 decode against the weight-stream
-limit measured in the same run; pyggml's Python work per decode token; greedy tokens of pyggml and
-llama.cpp compared.
+the same weights, any of F16, Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K and IQ4_NL, 1 and 2 threads, in one
+run; F16 decode against the weight-stream limit measured in the same run; pyggml's Python work per
+decode token; greedy tokens of pyggml and llama.cpp compared.
 
-    python benchmarks/bench_model.py                     # the issue's model, F16 + Q8_0, 1 and 2 threads
+    python -m benchmarks model --vs-llama-cpp --types f16,q8_0,q4_k_m,q4_0 --threads 1,2
     python benchmarks/bench_model.py --types f16 --threads 1 --reps 5
+
+The quantized files are made by llama.cpp's own quantizer (llama_model_quantize through
+llama-cpp-python, from the F16 file), so llama.cpp loads exactly what it would make itself and
+repacks what it repacks; --quantizer pyggml writes them with pyggml's quantizers instead (F16, Q8_0
+and Q4_K_M only). --vs-llama-cpp builds llama-cpp-python from source (tools/llama_cpp.sh, about five
+minutes on two cores) when it is not installed.
 
 The model (issue 11): 8 layers, width 2048, 16 heads, 4 KV heads, FFN 5632, vocabulary 32000, an
 untied LM head, random weights written by pyggml.gguf.save (pyggml.demo.write_random_llama; the
@@ -43,12 +48,62 @@ from common import machine
 MODEL = {"n_layer": 8, "n_embd": 2048, "n_head": 16, "n_head_kv": 4, "n_ff": 5632, "n_vocab": 32000}
 
 
-def model_path(directory, typ):
-    path = os.path.join(directory, f"bench-llama-8x2048-{typ}.gguf")
+# --types: llama.cpp's file types (LLAMA_FTYPE_MOSTLY_<name>); pyggml's own writer makes the first three
+TYPES = ["f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl"]
+PYGGML_WRITES = ["f16", "q8_0", "q4_k_m"]
+
+
+def model_path(directory, typ, quantizer):
+    """The benchmark model of `typ`, written once and kept in `directory`: F16 by pyggml (the same
+    seeded weights for every type), the other types quantized from it by `quantizer`."""
+    if typ == "f16" or quantizer == "pyggml":
+        path = os.path.join(directory, f"bench-llama-8x2048-{typ}.gguf")
+        if not os.path.exists(path):
+            print(f"writing {path} ...", file=sys.stderr)
+            write_random_llama(path, **MODEL, type=typ, seed=0)
+        return path
+    path = os.path.join(directory, f"bench-llama-8x2048-{typ}-llama-quantize.gguf")
     if not os.path.exists(path):
-        print(f"writing {path} ...", file=sys.stderr)
-        write_random_llama(path, **MODEL, type=typ, seed=0)
+        llama_quantize(model_path(directory, "f16", quantizer), path, typ)
     return path
+
+
+def llama_quantize(src, dst, typ):
+    """Quantize the GGUF `src` to `dst` with llama.cpp's llama_model_quantize (its default recipe
+    for the file type: which tensors get Q6_K in Q4_K_M, the output tensor's type, ...)."""
+    import llama_cpp
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{typ.upper()}")
+    params.nthread = os.cpu_count() or 1
+    print(f"quantizing {src} to {typ} with llama.cpp ...", file=sys.stderr)
+    tmp = dst + ".part"
+    if llama_cpp.llama_model_quantize(src.encode(), tmp.encode(), params) != 0:
+        raise SystemExit(f"llama.cpp's quantizer failed on {src} -> {typ}")
+    os.replace(tmp, dst)
+
+
+def find_llama_cpp():
+    """Import llama_cpp, building llama-cpp-python from source (tools/llama_cpp.sh) when it is missing."""
+    try:
+        import llama_cpp
+    except ImportError:
+        import subprocess
+        script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "llama_cpp.sh")
+        print("llama-cpp-python is not installed: building it from source (tools/llama_cpp.sh) ...", file=sys.stderr)
+        subprocess.run(["bash", script], check=True, stdout=sys.stderr)
+        import llama_cpp  # noqa: F401
+
+
+def int_list(text):
+    return [int(x) for x in text.replace(",", " ").split()]
+
+
+def type_list(text):
+    types = text.replace(",", " ").split()
+    bad = [t for t in types if t not in TYPES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown type {bad[0]!r}: expected some of {','.join(TYPES)}")
+    return types
 
 
 # ---- pyggml ----
@@ -269,9 +324,13 @@ def row_text(typ, nth, x, engines):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--types", nargs="+", default=["f16", "q8_0"], choices=["f16", "q8_0", "q4_k_m"])
-    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    ap.add_argument("--hf-threads", nargs="+", type=int, default=[1, 2], help="thread counts HF runs at")
+    ap.add_argument("--types", type=type_list, default=["f16", "q8_0"], help=f"comma-separated: {','.join(TYPES)}")
+    ap.add_argument("--threads", type=int_list, default=[1, 2], help="comma-separated thread counts")
+    ap.add_argument("--hf-threads", type=int_list, default=[1, 2], help="thread counts HF runs at")
+    ap.add_argument("--quantizer", choices=["llama.cpp", "pyggml"], default="llama.cpp",
+                    help="who quantizes the files (pyggml: f16, q8_0 and q4_k_m only)")
+    ap.add_argument("--vs-llama-cpp", action="store_true",
+                    help="require the llama.cpp column: build llama-cpp-python from source if it is missing")
     ap.add_argument("--pp", type=int, default=128)
     ap.add_argument("--tg", type=int, default=64)
     ap.add_argument("--reps", type=int, default=2, help="runs (prefill, then --tg decode rounds)")
@@ -280,13 +339,19 @@ def main():
     ap.add_argument("--no-llama-cpp", action="store_true")
     ap.add_argument("--no-hf", action="store_true")
     args = ap.parse_args()
+    if args.vs_llama_cpp and args.no_llama_cpp:
+        ap.error("--vs-llama-cpp and --no-llama-cpp contradict each other")
+    if args.quantizer == "pyggml" and set(args.types) - set(PYGGML_WRITES):
+        ap.error(f"--quantizer pyggml writes only {','.join(PYGGML_WRITES)}")
+    if args.vs_llama_cpp or (args.quantizer == "llama.cpp" and set(args.types) != {"f16"}):
+        find_llama_cpp()
     os.makedirs(args.dir, exist_ok=True)
     info = gg.build_info()
     print(f"machine: {machine()}; pyggml {info['version']} {info['simd']}, openmp={info['openmp']}")
     prompt = np.random.default_rng(1).integers(3, MODEL["n_vocab"], args.pp).tolist()
     rows, notes = [], []
     for typ in args.types:
-        path = model_path(args.dir, typ)
+        path = model_path(args.dir, typ, args.quantizer)
         for nth in args.threads:
             bench(path, typ, nth, args, prompt, rows, notes)
             print(row_text(*rows[-1], list(rows[-1][2]["pp"])), file=sys.stderr)     # so far
