@@ -5,6 +5,7 @@ run; F16 decode against the weight-stream limit measured in the same run; pyggml
 decode token; greedy tokens of pyggml and llama.cpp compared.
 
     python -m benchmarks model --vs-llama-cpp --types f16,q8_0,q4_k_m,q4_0 --threads 1,2
+    python -m benchmarks model --arch qwen3,gemma3 --types f16,q4_0 --no-hf
     python benchmarks/bench_model.py --types f16 --threads 1 --reps 5
 
 The quantized files are made by llama.cpp's own quantizer (llama_model_quantize through
@@ -15,7 +16,8 @@ minutes on two cores) when it is not installed.
 
 The model (issue 11): 8 layers, width 2048, 16 heads, 4 KV heads, FFN 5632, vocabulary 32000, an
 untied LM head, random weights written by pyggml.gguf.save (pyggml.demo.write_random_llama; the
-files are kept in --dir and reused). The engines run in turn: each prefills the prompt (the
+files are kept in --dir and reused). --arch runs the same sizes as other architectures
+(pyggml.demo.write_random_model, ARCHS below; the HF column is llama's only). The engines run in turn: each prefills the prompt (the
 order rotates from run to run), then they decode one token each in turn, `--tg` rounds, with a
 streaming read of pyggml's weights in every round; `--reps` runs. The machine is shared, so what
 to read are the ratios of times taken side by side: pg/llama.cpp is llama.cpp's time over
@@ -40,12 +42,19 @@ import numpy as np
 
 import pyggml as gg
 from pyggml import models
-from pyggml.demo import read_seconds, write_random_llama
+from pyggml.demo import read_seconds, write_random_llama, write_random_model
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine
 
 MODEL = {"n_layer": 8, "n_embd": 2048, "n_head": 16, "n_head_kv": 4, "n_ff": 5632, "n_vocab": 32000}
+# --arch: MODEL's sizes as each architecture's GGUF keys, plus what it needs beyond them (gemma's
+# window longer than the benchmark's context: the same work as llama's; phi3's fused QKV)
+KEYS = {"block_count": 8, "embedding_length": 2048, "attention.head_count": 16, "attention.head_count_kv": 4,
+        "feed_forward_length": 5632, "vocab_size": 32000, "context_length": 4096,
+        "attention.layer_norm_rms_epsilon": 1e-5}
+ARCHS = {"llama": ({}, ()), "qwen2": ({}, ()), "qwen3": ({}, ()), "gemma2": ({}, ()), "gemma3": ({}, ()),
+         "phi3": ({"rope.dimension_count": 128}, ("attn_qkv.weight",))}
 
 
 # --types: llama.cpp's file types (LLAMA_FTYPE_MOSTLY_<name>); pyggml's own writer makes the first three
@@ -53,18 +62,22 @@ TYPES = ["f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl"]
 PYGGML_WRITES = ["f16", "q8_0", "q4_k_m"]
 
 
-def model_path(directory, typ, quantizer):
-    """The benchmark model of `typ`, written once and kept in `directory`: F16 by pyggml (the same
-    seeded weights for every type), the other types quantized from it by `quantizer`."""
+def model_path(directory, typ, quantizer, arch="llama"):
+    """The benchmark model of `arch` and `typ`, written once and kept in `directory`: F16 by pyggml
+    (the same seeded weights for every type), the other types quantized from it by `quantizer`."""
     if typ == "f16" or quantizer == "pyggml":
-        path = os.path.join(directory, f"bench-llama-8x2048-{typ}.gguf")
+        path = os.path.join(directory, f"bench-{arch}-8x2048-{typ}.gguf")
         if not os.path.exists(path):
             print(f"writing {path} ...", file=sys.stderr)
-            write_random_llama(path, **MODEL, type=typ, seed=0)
+            if arch == "llama":
+                write_random_llama(path, **MODEL, type=typ, seed=0)
+            else:
+                keys, optional = ARCHS[arch]
+                write_random_model(path, arch, {**KEYS, **keys}, type=typ, seed=0, optional=optional)
         return path
-    path = os.path.join(directory, f"bench-llama-8x2048-{typ}-llama-quantize.gguf")
+    path = os.path.join(directory, f"bench-{arch}-8x2048-{typ}-llama-quantize.gguf")
     if not os.path.exists(path):
-        llama_quantize(model_path(directory, "f16", quantizer), path, typ)
+        llama_quantize(model_path(directory, "f16", quantizer, arch), path, typ)
     return path
 
 
@@ -96,6 +109,14 @@ def find_llama_cpp():
 
 def int_list(text):
     return [int(x) for x in text.replace(",", " ").split()]
+
+
+def arch_list(text):
+    archs = text.replace(",", " ").split()
+    bad = [a for a in archs if a not in ARCHS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown architecture {bad[0]!r}: expected some of {','.join(ARCHS)}")
+    return archs
 
 
 def type_list(text):
@@ -237,7 +258,7 @@ def quartiles(x):
     return np.percentile(np.asarray(x), [25, 50, 75])
 
 
-def bench(path, typ, nth, args, prompt, rows, notes):
+def bench(path, typ, nth, args, prompt, rows, notes, hf=True):
     engines = {"pyggml": PyggmlRun(path, nth, args.ctx)}
     if not args.no_llama_cpp:
         try:
@@ -245,7 +266,7 @@ def bench(path, typ, nth, args, prompt, rows, notes):
         except ImportError:
             notes.append("llama-cpp-python is not installed: no llama.cpp column (pip install llama-cpp-python)")
             args.no_llama_cpp = True
-    if not args.no_hf and nth in args.hf_threads:
+    if hf and not args.no_hf and nth in args.hf_threads:
         try:
             engines["HF"] = HFRun(path, nth, args.ctx)
         except ImportError:
@@ -324,6 +345,7 @@ def row_text(typ, nth, x, engines):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arch", type=arch_list, default=["llama"], help=f"comma-separated: {','.join(ARCHS)}")
     ap.add_argument("--types", type=type_list, default=["f16", "q8_0"], help=f"comma-separated: {','.join(TYPES)}")
     ap.add_argument("--threads", type=int_list, default=[1, 2], help="comma-separated thread counts")
     ap.add_argument("--hf-threads", type=int_list, default=[1, 2], help="thread counts HF runs at")
@@ -341,6 +363,8 @@ def main():
     args = ap.parse_args()
     if args.vs_llama_cpp and args.no_llama_cpp:
         ap.error("--vs-llama-cpp and --no-llama-cpp contradict each other")
+    if args.quantizer == "pyggml" and set(args.types) - {"f16", "q8_0"} and args.arch != ["llama"]:
+        ap.error("--quantizer pyggml writes only f16 and q8_0 for architectures other than llama")
     if args.quantizer == "pyggml" and set(args.types) - set(PYGGML_WRITES):
         ap.error(f"--quantizer pyggml writes only {','.join(PYGGML_WRITES)}")
     if args.vs_llama_cpp or (args.quantizer == "llama.cpp" and set(args.types) != {"f16"}):
@@ -350,15 +374,17 @@ def main():
     print(f"machine: {machine()}; pyggml {info['version']} {info['simd']}, openmp={info['openmp']}")
     prompt = np.random.default_rng(1).integers(3, MODEL["n_vocab"], args.pp).tolist()
     rows, notes = [], []
-    for typ in args.types:
-        path = model_path(args.dir, typ, args.quantizer)
-        for nth in args.threads:
-            bench(path, typ, nth, args, prompt, rows, notes)
-            print(row_text(*rows[-1], list(rows[-1][2]["pp"])), file=sys.stderr)     # so far
+    for arch in args.arch:
+        for typ in args.types:
+            path = model_path(args.dir, typ, args.quantizer, arch)
+            label = typ if arch == "llama" else f"{arch} {typ}"
+            for nth in args.threads:
+                bench(path, label, nth, args, prompt, rows, notes, hf=arch == "llama")
+                print(row_text(*rows[-1], list(rows[-1][2]["pp"])), file=sys.stderr)     # so far
     engines = ["pyggml"] + ([] if args.no_llama_cpp else ["llama.cpp"]) + ([] if args.no_hf else ["HF"])
     print(f"\ntokens/s from median times; pg/llama.cpp: speed ratio run by run (pp{args.pp}) and step by step "
           f"(tg), median [quartiles]")
-    print("\n| type | threads | " + " | ".join(f"{e} pp{args.pp}" for e in engines) + " | "
+    print("\n| model | threads | " + " | ".join(f"{e} pp{args.pp}" for e in engines) + " | "
           + " | ".join(f"{e} tg" for e in engines) + " | pg/llama.cpp pp | pg/llama.cpp tg |"
           " weight-stream limit | pg tg / limit | Python work / step |")
     print("|" + "---|" * (2 * len(engines) + 7))

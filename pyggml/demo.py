@@ -2,8 +2,10 @@
 (memory-mapped), run as a prefill and a greedy decode; prints tokens/s and how close decode comes to
 the weight-stream limit measured in the same process. No download.
 
-Also the helpers benchmarks/bench_model.py shares: write_random_llama (a llama GGUF of any size
-written with pyggml.gguf.save) and read_seconds (a streaming read of a model's weights)."""
+Also the helpers benchmarks/bench_model.py and the tests share: write_random_llama (a llama GGUF of
+any size written with pyggml.gguf.save), random_model / write_random_model (a model of any registered
+architecture with random weights, in memory or as a GGUF) and read_seconds (a streaming read of a
+model's weights)."""
 import os
 import tempfile
 import time
@@ -64,6 +66,89 @@ def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, 
                 "llama.attention.head_count_kv": n_head_kv, "llama.rope.freq_base": 10000.0,
                 "llama.rope.dimension_count": hd, "llama.attention.layer_norm_rms_epsilon": 1e-5,
                 "llama.vocab_size": n_vocab, **_spm_vocab(n_vocab)}
+    save(path, tensors, metadata)
+    return metadata
+
+
+FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7}    # general.file_type (llama_ftype) of random_weights' types
+
+
+def random_weights(arch, keys, type="f16", seed=0, optional=()):
+    """The metadata and tensors of a model of the registered architecture `arch` with seeded random
+    weights, every tensor of its table (pyggml.models.Decoder.hparams_class.tensor_table) with the
+    shape its hyper-parameters give. keys: the architecture's GGUF keys without the "{arch}." prefix
+    (block_count, embedding_length, feed_forward_length, attention.head_count, context_length,
+    vocab_size, ...; "general."/"tokenizer." keys as written). Matrices N(0, 1/fan_in) of `type`
+    ("f32", "f16", "q8_0": pyggml's quantiser) where their rows allow it, else F32; norms near 1;
+    biases and other vectors small, RoPE frequency factors in [1, 2). optional: the optional tensors to
+    include, by name or by the part after "blk.N." (then in every layer); the others are left out. Returns (metadata dict, name -> pyggml.Tensor);
+    the tensors live in a Context that they keep alive."""
+    from types import SimpleNamespace
+
+    import pyggml as gg
+    from pyggml.models import architecture
+    from pyggml.models.blocks import Keys
+
+    cls = architecture(arch).hparams_class
+    if type not in FILE_TYPES:
+        raise ValueError(f"random_weights: type must be one of {', '.join(FILE_TYPES)}, got {type!r}")
+    metadata = {"general.architecture": arch, "general.name": f"pyggml random {arch}",
+                "general.file_type": FILE_TYPES[type]}
+    for key, value in keys.items():
+        metadata[key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"] = value
+    if f"{arch}.vocab_size" not in metadata or f"{arch}.block_count" not in metadata:
+        raise ValueError(f"random_weights: keys must give vocab_size and block_count, got {sorted(keys)}")
+    # the hyper-parameters say which tensors there are (a file's blocks are counted from its tensors)
+    n_layer = int(metadata[f"{arch}.block_count"])
+    view = SimpleNamespace(path=f"<random {arch}>", arch=arch, metadata=metadata,
+                           tensors={f"blk.{n_layer - 1}.": None})
+    r = Keys(view)
+    hp = cls(**cls.read(r))
+    hp.check(r)
+    rng = np.random.default_rng(seed)
+    ctx = gg.Context(f"random {arch}")
+    typ = {"f32": gg.Type.F32, "f16": gg.Type.F16, "q8_0": gg.Type.Q8_0}[type]
+    tensors = {}
+    for name, spec in hp.tensor_table().items():
+        if not spec.required and name not in optional and name.split(".", 2)[-1] not in optional:
+            continue
+        shape = spec.shape[::-1]                      # numpy order
+        if len(shape) == 1:
+            if name.endswith("norm.weight"):
+                a = 1 + 0.1 * rng.standard_normal(shape)
+            elif "rope_" in name:
+                a = 1 + rng.random(shape)
+            else:
+                a = 0.1 * rng.standard_normal(shape)
+            tensors[name] = ctx.from_numpy(a.astype(np.float32))
+            continue
+        a = (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+        t = typ if shape[-1] % gg.blck_size(typ) == 0 else gg.Type.F32
+        tensors[name] = ctx.from_numpy(a, type=t)
+    return metadata, tensors
+
+
+def random_model(arch, keys, type="f16", seed=0, optional=(), **options):
+    """A pyggml.models.Model of the registered architecture `arch` with random_weights(arch, keys,
+    type, seed, optional), built in memory (no file, no gguf package); options: Model's (n_ctx,
+    n_threads, flash_attn, ...). Its hyper-parameters are validated as a file's would be."""
+    from types import SimpleNamespace
+
+    from pyggml.models import Model, read_hparams
+
+    metadata, tensors = random_weights(arch, keys, type, seed, optional)
+    f = SimpleNamespace(path=f"<random {arch}>", arch=arch, metadata=metadata, tensors=tensors)
+    return Model(arch, read_hparams(f), tensors, source=f.path, **options)
+
+
+def write_random_model(path, arch, keys, type="f16", seed=0, optional=()):
+    """Write random_weights(arch, keys, type, seed, optional) as a GGUF at path, with a
+    sentencepiece-style vocabulary (vocab_size >= 259) so that llama.cpp and pyggml's tokenizer
+    accept it. Returns the metadata written."""
+    from pyggml.gguf import save
+
+    metadata, tensors = random_weights(arch, keys, type, seed, optional)
+    metadata.update(_spm_vocab(int(metadata[f"{arch}.vocab_size"])))
     save(path, tensors, metadata)
     return metadata
 
