@@ -16,6 +16,7 @@ Optional libraries: pip install pyggml[tokenizer] (tokenizers, regex).
 """
 import codecs
 import functools
+import itertools
 import re
 
 import numpy as np
@@ -31,6 +32,9 @@ _TYPE_ATTR = {_UNKNOWN: A_UNKNOWN, _UNUSED: A_UNUSED, _NORMAL: A_NORMAL, _CONTRO
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _SPACE = "\u2581"                               # SPM's escaped space
 _C_SPACE = " \t\n\v\f\r"                        # C isspace(), used around lstrip/rstrip tokens
+_WORD_CACHE = 1 << 16                            # BPE words whose ids a Tokenizer remembers
+_SPM_CROSS = re.compile("[^\u2581]\u2581")            # a token that would join two SPM words
+_SPM_WORD = re.compile("\u2581*[^\u2581]+|\u2581+")   # an SPM word: spaces, then the rest up to a space
 
 # ---------------------------------------------------------------------------------------------------
 # Unicode: llama.cpp's per-code-point flags (unicode.h) and its "collapsed" text for regexes
@@ -224,13 +228,20 @@ class _PreTokenizer:
         plain = None
         for s in self.splits:
             if s.collapsed:
-                pieces = s.split(collapsed, pieces)
+                src = collapsed
             else:
                 if plain is None:           # non-ASCII whitespace as \v, as llama.cpp gives std::wregex
                     cps = _codepoints(text).copy()
                     cps[(cps > 127) & ((_flags()[cps] & F_WHITESPACE) != 0)] = 0x0B
                     plain = cps.tobytes().decode("utf-32-le")
-                pieces = s.split(plain, pieces)
+                src = plain
+            if len(self.splits) == 1 and not s.rx.groups:
+                # one regex: its matches as strings; when they tile the text (no gaps: the usual
+                # case), the words are the text cut at their lengths (src has text's code points)
+                ends = list(itertools.accumulate(map(len, s.rx.findall(src))))
+                if not ends or ends[-1] == len(text):
+                    return [text[a:b] for a, b in zip([0, *ends], ends)]
+            pieces = s.split(src, pieces)
         return [text[s:e] for s, e in pieces]
 
 
@@ -342,12 +353,17 @@ class Tokenizer:
         special = [i for i, a in enumerate(self.attrs) if a & (A_CONTROL | A_USER_DEFINED | A_UNKNOWN)]
         special.sort(key=lambda i: -len(self.tokens[i].encode()))
         self._special = [(i, self.tokens[i]) for i in special if self.tokens[i]]
+        self._special_starts = {tok[:2] for _, tok in self._special}
         self._pieces = [None] * n
+        self._word_ids = {}
         if kind in ("gpt2", "gemma4"):
             self._pretok = _PreTokenizer(_pre_regexes(self.pre))
             self._bpe = self._build_bpe(key("merges") or [], byte_level=kind == "gpt2" and not self.escape_spaces)
         elif kind == "llama":
             self._bpe = self._build_spm()
+            # words that no token crosses: cut before each "▁" that follows another character,
+            # when no token has such a "▁" inside (then SPM's merges never join two words)
+            self._spm_words = not any(_SPM_CROSS.search(t) for t in self.token_to_id)
         elif kind == "bert":
             self._max_len = max((len(t) for t in self.tokens), default=0)
         elif kind == "t5":
@@ -416,11 +432,14 @@ class Tokenizer:
     def _partition(self, text, parse_special):
         """text -> a list of str (raw text) and int (special token) fragments (tokenizer_st_partition)."""
         frags = [text] if text else []
+        # a token whose first two characters are not in the text is not in it (one search per
+        # distinct start instead of one per token: vocabularies have hundreds of "<|...|>" tokens)
+        present = {p for p in self._special_starts if p in text}
         for tid, tok in self._special:
             attr = self.attrs[tid]
             if not parse_special and attr & (A_CONTROL | A_UNKNOWN):
                 continue
-            if not any(isinstance(f, str) and tok in f for f in frags):
+            if tok[:2] not in present or not any(isinstance(f, str) and tok in f for f in frags):
                 continue
             out = []
             for f in frags:
@@ -477,7 +496,8 @@ class Tokenizer:
             if self.kind == "llama":
                 if self.add_space_prefix and prev_special:
                     frag = " " + frag
-                out.extend(self._bpe.encode(frag.replace(" ", _SPACE)).ids)
+                frag = frag.replace(" ", _SPACE)
+                out.extend(self._bpe_words(_SPM_WORD.findall(frag)) if self._spm_words else self._bpe.encode(frag).ids)
             elif self.kind in ("gpt2", "gemma4"):
                 self._encode_bpe(frag, out)
             elif self.kind == "bert":
@@ -538,7 +558,7 @@ class Tokenizer:
             for k, w in enumerate(words):
                 if w[0] == "\n" and w in self.token_to_id:
                     if k > start:
-                        out.extend(self._bpe.encode(words[start:k], is_pretokenized=True).ids)
+                        out.extend(self._bpe_words(words[start:k]))
                     out.append(self.token_to_id[w])
                     start = k + 1
             words = words[start:]
@@ -549,7 +569,27 @@ class Tokenizer:
                 self._byte_map)) if p]
             if not words:
                 return
-        out.extend(self._bpe.encode(words, is_pretokenized=True).ids)
+        out.extend(self._bpe_words(words))
+
+    def _bpe_words(self, words):
+        """The ids of BPE words (each encoded on its own, as llama.cpp does), through a cache of
+        the words seen before: text repeats its words, and one call of the tokenizers library for
+        the new ones costs less than passing every word to it again. The cache is emptied when it
+        holds _WORD_CACHE words; this call reads its own copy, so another thread emptying it does
+        no harm."""
+        cache = self._word_ids
+        ids = {w: cache.get(w) for w in dict.fromkeys(words)}
+        new = [w for w, v in ids.items() if v is None]
+        if new:
+            if len(cache) + len(new) > _WORD_CACHE:
+                cache.clear()
+            enc = self._bpe.encode(new, is_pretokenized=True)
+            flat = enc.ids
+            # each new word's ids: the run of its index in word_ids (non-decreasing; none for "")
+            bounds = np.searchsorted(np.asarray(enc.word_ids, np.int64), np.arange(len(new) + 1)).tolist()
+            for w, a, b in zip(new, bounds, bounds[1:]):
+                ids[w] = cache[w] = flat[a:b]
+        return list(itertools.chain.from_iterable(map(ids.__getitem__, words)))
 
     # -- SPM -------------------------------------------------------------------------------------------
 

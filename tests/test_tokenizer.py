@@ -99,3 +99,48 @@ def test_without_vocabulary_or_library(tmp_path, monkeypatch, bpe):
         G.load(tmp_path / "b.gguf").tokenizer()
     monkeypatch.setitem(sys.modules, "tokenizers", None)             # import tokenizers fails
     assert G.load(tmp_path / "b.gguf").tokenizer() is None
+
+
+def _mixed_texts(n=200, seed=0):
+    """Random strings over letters, digits, spaces, newlines, CJK, accents and apostrophes."""
+    rng = np.random.default_rng(seed)
+    alphabet = list("abcXYZ019 '\n\t.,!") + ["  ", "'s", "你", "好", "é", "ж", "▁", "😀"]
+    return ["".join(rng.choice(alphabet, rng.integers(0, 40))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["bpe", "spm"])
+def test_word_cache_gives_what_a_fresh_tokenizer_gives(request, kind, monkeypatch):
+    """The BPE word cache (warm, cold, emptied when full) never changes the ids."""
+    hf, tok = request.getfixturevalue(kind)
+    texts = _mixed_texts()
+    tok._word_ids.clear()
+    first = [tok.encode(t) for t in texts]
+    assert tok._word_ids                                         # the words were cached
+    assert [tok.encode(t) for t in texts] == first               # warm
+    monkeypatch.setattr(T, "_WORD_CACHE", 3)                      # emptied at almost every call
+    assert [tok.encode(t) for t in texts] == first
+    if kind == "bpe":
+        assert first == [hf.encode(t, add_special_tokens=False) for t in texts]
+    else:
+        assert first == [hf.encode(t, add_bos=True) for t in texts]
+
+
+def test_spm_words_equal_the_whole_fragment(spm, monkeypatch):
+    """SPM text cut into words before each "▁" that follows another character: the same ids as
+    merging over the whole fragment, and no cut when a token holds such a "▁"."""
+    _, tok = spm
+    assert tok._spm_words
+    texts = _mixed_texts(seed=1)
+    cut = [tok.encode(t) for t in texts]
+    monkeypatch.setattr(tok, "_spm_words", False)
+    assert [tok.encode(t) for t in texts] == cut
+    assert T._SPM_CROSS.search("a\u2581b") and not T._SPM_CROSS.search("\u2581\u2581ab")
+
+
+def test_single_regex_split_equals_the_span_split():
+    """The one-regex pre-tokenizer's findall path gives the span-by-span split's words."""
+    pre = T._PreTokenizer(T._pre_regexes("llama-bpe"))
+    for text in _mixed_texts(seed=2) + ["\u3000x\u00a0 y", "a\u2029b"]:
+        collapsed = T._collapse(text)
+        spans = pre.splits[0].split(collapsed, [(0, len(text))])
+        assert pre(text) == [text[s:e] for s, e in spans]
