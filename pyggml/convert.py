@@ -895,7 +895,8 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
         plan.append((gguf_name, t, conv.stored_shape(name, tuple(t.shape)), name))
     types = [_stored_type(gguf_name, shape, qtype) for gguf_name, _, shape, _ in plan]
     if outtype in FTYPES:
-        types = tensor_types([(p[0], p[2], t) for p, t in zip(plan, types)], outtype, conv.n_layer)
+        n_expert = _find(conv.hp, ("num_local_experts", "num_experts", "n_routed_experts")) or 0
+        types = tensor_types([(p[0], p[2], t) for p, t in zip(plan, types)], outtype, conv.n_layer, n_expert)
     tensors = [(gguf_name, typ, shape, _loader(conv, src, name, typ))
                for (gguf_name, src, shape, name), typ in zip(plan, types)]
 

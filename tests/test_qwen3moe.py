@@ -330,14 +330,29 @@ def test_same_file_as_llama_cpp(llama_cpp_src, folder, tmp_path, outtype):
         assert got.tensors[name].tobytes() == t.tobytes(), name
 
 
+def llama_quantize(src, dst, ftype=15):
+    """llama-quantize (llama_model_quantize) of src into dst; default Q4_K_M."""
+    import ctypes
+    llama_cpp = pytest.importorskip("llama_cpp")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.nthread = ftype, 1
+    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+    return dst
+
+
 @pytest.mark.slow
 @pytest.mark.llama_cpp
-@pytest.mark.parametrize("outtype, bound", [("f32", 1e-5), ("q8_0", 1e-6)])
+@pytest.mark.parametrize("outtype, bound", [("f32", 1e-5), ("q8_0", 1e-6), ("q4_k_m", 1e-6)])
 def test_logits_match_llama_cpp(llama_cpp_src, folder, tmp_path, outtype, bound):
-    """pyggml on llama.cpp's own file against llama.cpp: F32 cache, llama.cpp without flash attention
-    (its flash path rounds K/V to F16), prefill then decode."""
+    """pyggml on llama.cpp's own file (q4_k_m: llama-quantize's of its F32 file) against llama.cpp:
+    F32 cache, llama.cpp without flash attention (its flash path rounds K/V to F16), prefill then
+    decode."""
     llama_cpp = pytest.importorskip("llama_cpp")
-    path = llama_cpp_convert(llama_cpp_src, folder, tmp_path / "m.gguf", outtype)
+    if outtype == "q4_k_m":
+        f32 = llama_cpp_convert(llama_cpp_src, folder, tmp_path / "f32.gguf", "f32")
+        path = llama_quantize(f32, tmp_path / "m.gguf")
+    else:
+        path = llama_cpp_convert(llama_cpp_src, folder, tmp_path / "m.gguf", outtype)
     ids = np.random.default_rng(0).integers(3, N_VOCAB, N_PREFILL + N_DECODE).tolist()
     llm = llama_cpp.Llama(str(path), n_ctx=64, n_batch=64, logits_all=True, type_k=0, type_v=0, flash_attn=False,
                           n_threads=1, verbose=False)
@@ -383,3 +398,19 @@ def test_batched_generation(gguf_dir):
         m.reset()
         alone.append(m.generate(p, 8, stop=()))
     assert m.generate_batch(prompts, 8, stop=()) == alone
+
+
+@pytest.mark.slow
+@pytest.mark.llama_cpp
+def test_q4_k_m_is_llama_quantize_s(folder, tmp_path):
+    """outtype q4_k_m: each tensor's type and bytes are what llama-quantize Q4_K_M makes of the F32
+    conversion (its MoE rules: routers kept F32; with 8 experts attn_k/attn_v Q8_0 and attn_output
+    Q5_K, here through the fallbacks for rows of 64 and 96; ffn_down_exps by layer)."""
+    ref = gguf.load(llama_quantize(convert_hf(folder, tmp_path / "f32.gguf", outtype="f32"), tmp_path / "ref.gguf"))
+    got = gguf.load(convert_hf(folder, tmp_path / "got.gguf", outtype="q4_k_m"))
+    assert sorted(got.tensors) == sorted(ref.tensors)                     # llama-quantize writes them by layer
+    T = gg.Type
+    assert ref.tensors["blk.0.ffn_gate_inp.weight"].type == T.F32 and ref.tensors["blk.0.attn_k.weight"].type == T.Q8_0
+    for name, t in ref.tensors.items():
+        assert got.tensors[name].type == t.type, name
+        assert got.tensors[name].tobytes() == t.tobytes(), name
