@@ -145,6 +145,27 @@ def test_experts_picked_as_hf(gguf_dir):
     np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-6)
 
 
+def test_router_ties(tmp_path):
+    """Experts 2 and 5 of layer 0 made identical (router rows and weights): their probabilities tie
+    exactly, the lower index wins (argsort_top_k, as ggml's CPU sort of short rows) both when the
+    two are chosen and when only one fits, and the logits are HF's whichever of the two it picks."""
+    model = hf_model("qwen3moe")
+    mlp = model.model.layers[0].mlp
+    with torch.no_grad():
+        for p in (mlp.gate.weight, mlp.experts.gate_up_proj, mlp.experts.down_proj):
+            p[5] = p[2]
+    convert_hf(model, tmp_path / "m.gguf", outtype="f32")
+    m = models.load(tmp_path / "m.gguf", n_ctx=64, kv_type=gg.Type.F32, keep=["ffn_moe_topk-0", "ffn_moe_probs-0"])
+    ids = tokens(40, seed=4)
+    got = m.eval(ids)
+    probs, chosen = m.last_graph.get_tensor("ffn_moe_probs-0").numpy(), m.last_graph.get_tensor("ffn_moe_topk-0").numpy()
+    np.testing.assert_array_equal(probs[:, 2], probs[:, 5])
+    rows = chosen.tolist()
+    assert [2, 5] in rows and any(2 in r and 5 not in r for r in rows)      # both chosen; only one fits
+    assert all(5 not in r or r.index(2) == r.index(5) - 1 for r in rows), rows
+    assert rel_err(got, hf_logits(model, ids)) < 1e-5
+
+
 def test_renormalisation_follows_the_file(gguf_dir):
     """norm_topk_prob false converts to expert_weights_norm = false (llama.cpp would renormalise):
     run with the renormalisation the logits leave HF's, so the flag is what makes them match."""
@@ -160,11 +181,13 @@ def test_renormalisation_follows_the_file(gguf_dir):
         assert "qwen3moe.expert_weights_norm" not in f.metadata      # as llama.cpp writes it
 
 
-def test_one_expert_per_token(tmp_path):
-    model = hf_model("qwen3moe", num_experts_per_tok=1)
+@pytest.mark.parametrize("k", [1, N_EXPERT])
+def test_one_or_every_expert_per_token(tmp_path, k):
+    """k = 1: the sum of the chosen experts is a copy of one (cont); k = n_expert: every expert."""
+    model = hf_model("qwen3moe", num_experts_per_tok=k)
     convert_hf(model, tmp_path / "m.gguf", outtype="f32")
     m = models.load(tmp_path / "m.gguf", n_ctx=64, kv_type=gg.Type.F32)
-    assert m.hparams.n_expert_used == 1
+    assert m.hparams.n_expert_used == k
     ids = tokens()
     assert rel_err(run_chunks(m, ids, [N_PREFILL] + [1] * N_DECODE), hf_logits(model, ids)) < 1e-5
 
