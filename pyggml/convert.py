@@ -322,7 +322,6 @@ class Qwen3MoeConverter(Qwen3Converter):
     such a model as transformers does)."""
     arch = "qwen3moe"
     hf_archs = ("Qwen3MoeForCausalLM",)
-    _EXPERT = re.compile(r"\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
     def merge(self, items):
         n_experts = _find(self.hp, ("num_local_experts", "num_experts"), False)
