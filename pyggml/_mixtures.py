@@ -8,11 +8,14 @@ src/llama-quant.cpp), for the converter's K-quant outtypes. Only Q4_K_M so far:
 - attn_v.weight of layer counter i out of n (the attn_v tensors in llama.cpp's tensor order: by layer)
   and ffn_down of layer i out of n_layer: Q6_K where use_more_bits(i, n) (the first and last eighth of
   the layers and every third between), else Q4_K;
+- mixture-of-experts models: the routers (ffn_gate_inp) are never quantised; with 8 experts
+  (Mixtral's rule) attn_k and attn_v are Q8_0 and attn_output Q5_K; the experts' ffn_down_exps follow
+  ffn_down's rule by the layer in their name;
 - every other weight Q4_K;
-- a K-quant whose rows are not a multiple of 256 falls back to Q5_0 (for Q4_K) or Q8_0 (for Q6_K),
-  and to F16 when the rows are not even a multiple of 32.
+- a K-quant whose rows are not a multiple of 256 falls back to Q5_0 (for Q4_K), Q5_1 (Q5_K) or Q8_0 (Q6_K),
+  and to F16 when the rows are not even a multiple of 32 (Q8_0 too).
 
-Not modelled (none of pyggml's converted architectures has them): Falcon's and 70B/MoE rules, fused
+Not modelled (none of pyggml's converted architectures has them): Falcon's and 70B rules, fused
 attn_qkv, imatrix-dependent choices.
 """
 import re
@@ -39,6 +42,8 @@ def _quantizable(name, shape):
 
 def _fallback(typ, ncols):
     """llama.cpp's tensor_type_fallback: a 256-block type for rows that are not a multiple of 256"""
+    if typ == Type.Q8_0:
+        return typ if ncols % 32 == 0 else Type.F16
     if ncols % _QK_K == 0 or typ.name not in _FALLBACK:
         return typ
     name = _FALLBACK[typ.name]
@@ -49,9 +54,10 @@ def _fallback(typ, ncols):
     return typ if ncols % 32 == 0 else Type.F16
 
 
-def tensor_types(tensors, outtype, n_layer):
+def tensor_types(tensors, outtype, n_layer, n_expert=0):
     """The stored type of each tensor under mixture `outtype` ("q4_k_m"). tensors: (gguf name, numpy
-    shape (rows last), the type of the plain conversion) in any order; returns a list of types."""
+    shape (rows last), the type of the plain conversion) in any order; n_expert: the expert count of
+    a mixture-of-experts model (0: none); returns a list of types."""
     default = FTYPES[outtype][0]
     names = [name for name, _, _ in tensors]
     tied = "output.weight" not in names
@@ -61,7 +67,7 @@ def tensor_types(tensors, outtype, n_layer):
     i_attn_v = {n: i for i, n in enumerate(attn_v)}
     out = []
     for name, shape, plain in tensors:
-        if not _quantizable(name, shape):
+        if not _quantizable(name, shape) or ".ffn_gate_inp." in name:
             out.append(plain)
             continue
         ncols = shape[-1]
@@ -69,8 +75,14 @@ def tensor_types(tensors, outtype, n_layer):
         if name == "output.weight" or (tied and name == "token_embd.weight"):
             typ = Type.Q8_0 if ncols % _QK_K else Type.Q6_K
         elif "attn_v.weight" in name:
-            if _use_more_bits(i_attn_v[name], len(attn_v)):
+            if n_expert == 8:
+                typ = Type.Q8_0
+            elif _use_more_bits(i_attn_v[name], len(attn_v)):
                 typ = Type.Q6_K
+        elif n_expert == 8 and "attn_k.weight" in name:
+            typ = Type.Q8_0
+        elif n_expert == 8 and "attn_output.weight" in name:
+            typ = Type.Q5_K
         elif "ffn_down" in name:
             m = _LAYER.match(name)
             if m and _use_more_bits(int(m.group(1)), n_layer):

@@ -4,14 +4,16 @@
     pyggml.convert.convert_hf(transformers_model, "model.gguf", tokenizer=hf_tokenizer)
 
 Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, MistralForCausalLM ->
-llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen3ForCausalLM -> qwen3; Qwen2VLForConditionalGeneration,
+llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen3ForCausalLM -> qwen3; Qwen3MoeForCausalLM -> qwen3moe
+(experts stacked into 3-D tensors); Qwen2VLForConditionalGeneration,
 Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder); Gemma2ForCausalLM -> gemma2;
 Gemma3ForCausalLM -> gemma3 (text); Phi3ForCausalLM -> phi3. The vision tower of
 Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
 projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
 
 As llama.cpp: tensor names from the gguf package's TensorNameMap; llama's Q/K rows permuted from
-HF's rotate-half order to the interleaved order of RoPE NORMAL; 1-D tensors, norms and biases in F32;
+HF's rotate-half order to the interleaved order of RoPE NORMAL; 1-D tensors, norms, biases and MoE
+routers (ffn_gate_inp) in F32;
 other weights in `outtype` (f32, f16, q8_0 with the gguf package's reference quantiser), Q8_0 falling
 back to F16 for a tensor whose rows are not a multiple of 32; outtype q4_k_m gives each weight the
 type llama-quantize's Q4_K_M mixture gives it (pyggml._mixtures: Q4_K, Q6_K for the output and some
@@ -19,7 +21,7 @@ attn_v/ffn_down, llama.cpp's fallbacks), quantised with ggml's reference quantis
 does without an importance matrix (the bytes llama-quantize makes from an f32 conversion); the metadata keys of TextModel and the
 architecture's class; the vocabulary from tokenizer.model (sentencepiece), else a Llama-style
 tokenizer.json, else the byte-level BPE tokenizer. Where pyggml differs: tokenizer.ggml.pre of a BPE
-vocabulary is chosen by architecture (qwen2/qwen2vl/qwen3: "qwen2", llama: "llama-bpe"; `tokenizer_pre`
+vocabulary is chosen by architecture (qwen2/qwen2vl/qwen3/qwen3moe: "qwen2", llama: "llama-bpe"; `tokenizer_pre`
 overrides it) instead of from llama.cpp's table of tokenizer hashes, and a model without tokenizer
 files is converted without vocabulary metadata (llama.cpp stops).
 
@@ -112,6 +114,12 @@ class TextConverter:
         """(GGUF name, float32 array) of tensors computed from the config, written first."""
         return ()
 
+    def merge(self, items):
+        """The checkpoint's (tensor, name after rename, HF name) as the tensor map names them: where
+        llama.cpp's modify_tensors joins or splits checkpoint tensors (experts), a subclass yields
+        _Lazy tensors in their place, at the position llama.cpp writes them."""
+        return items
+
     def stored_shape(self, name, shape):
         """The numpy-order shape a checkpoint tensor (HF name after rename) is stored with."""
         return shape
@@ -169,6 +177,11 @@ class TextConverter:
         eps = _find(hp, ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"))
         if eps is not None:
             w.add_layer_norm_eps(eps)
+        for add, keys in ((w.add_expert_count, ("num_local_experts", "num_experts", "n_routed_experts")),
+                          (w.add_expert_used_count, ("num_experts_per_tok", "num_experts_per_token", "top_k_experts"))):
+            value = _find(hp, keys)
+            if value is not None:
+                add(value)
         if hp.get("head_dim") is not None:
             w.add_key_length(hp["head_dim"])
             w.add_value_length(hp["head_dim"])
@@ -297,6 +310,60 @@ class Qwen3Converter(Qwen2Converter):
     """Qwen3Model: qwen2's layout under architecture qwen3 (the Q/K norms are named by TensorNameMap)."""
     arch = "qwen3"
     hf_archs = ("Qwen3ForCausalLM",)
+
+
+class Qwen3MoeConverter(Qwen3Converter):
+    """Qwen3MoeModel (Qwen2MoeModel's tensors and keys): each layer's per-expert gate/up/down matrices
+    stacked into one [n_expert, rows, cols] tensor each (ffn_down_exps, ffn_gate_exps, ffn_up_exps,
+    written where the layer's last expert tensor comes), or a fused checkpoint's experts.gate_up_proj
+    split into gate and up; expert_feed_forward_length (moe_intermediate_size) and, unlike
+    llama.cpp, expert_weights_norm = false for a model with norm_topk_prob false (llama.cpp writes
+    nothing and renormalises the chosen experts' weights of every qwen3moe file; pyggml then runs
+    such a model as transformers does)."""
+    arch = "qwen3moe"
+    hf_archs = ("Qwen3MoeForCausalLM",)
+
+    def merge(self, items):
+        n_experts = _find(self.hp, ("num_local_experts", "num_experts"), False)
+        pending = {}                                   # layer -> {name: tensor} of its expert matrices
+        for t, name, hf_name in items:
+            base = name.removesuffix(".weight")
+            if base.endswith("mlp.experts.down_proj"):
+                yield t, base + ".weight", hf_name
+            elif base.endswith("mlp.experts.gate_up_proj"):
+                if len(t.shape) < 3 or t.shape[-2] % 2:
+                    raise ValueError(f"convert_hf: {hf_name}: expected [n_expert, 2 * n_ff, n_embd], got {tuple(t.shape)}")
+                half = t.shape[-2] // 2
+                shape = (*t.shape[:-2], half, t.shape[-1])
+                stem = base.removesuffix(".gate_up_proj")
+                yield _Lazy(shape, lambda t=t, h=half: _numpy(t)[..., :h, :]), stem + ".gate_proj.weight", hf_name
+                yield _Lazy(shape, lambda t=t, h=half: _numpy(t)[..., h:, :]), stem + ".up_proj.weight", hf_name
+            elif "experts" in name:
+                bid = next(int(part) for part in name.split(".") if part.isdecimal())
+                layer = pending.setdefault(bid, {})
+                layer[name] = t
+                if len(layer) < 3 * n_experts:
+                    continue
+                for proj in ("down_proj", "gate_proj", "up_proj"):
+                    parts = [layer.pop(f"model.layers.{bid}.mlp.experts.{e}.{proj}.weight") for e in range(n_experts)]
+                    yield (_Lazy((n_experts, *parts[0].shape), lambda parts=parts: np.stack([_numpy(p) for p in parts])),
+                           f"model.layers.{bid}.mlp.experts.{proj}.weight", name)
+                del pending[bid]
+            else:
+                yield t, name, hf_name
+        left = sorted(n for layer in pending.values() for n in layer)
+        if left:
+            raise ValueError(f"convert_hf: expert tensors without all {n_experts} experts of their layer: {left[:6]}")
+
+    def set_parameters(self, w, ftype):
+        super().set_parameters(w, ftype)
+        hp = self.hp
+        if hp.get("moe_intermediate_size") is not None:
+            w.add_expert_feed_forward_length(hp["moe_intermediate_size"])
+        if hp.get("shared_expert_intermediate_size") is not None:
+            w.add_expert_shared_feed_forward_length(hp["shared_expert_intermediate_size"])
+        if hp.get("norm_topk_prob") is False:
+            w.add_expert_weights_norm(False)
 
 
 
@@ -475,7 +542,7 @@ class Phi3Converter(TextConverter):
 
 
 CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter, Qwen3Converter, Gemma2Converter,
-                                  Gemma3Converter, Phi3Converter) for hf in cls.hf_archs}
+                                  Gemma3Converter, Phi3Converter, Qwen3MoeConverter) for hf in cls.hf_archs}
 
 
 class Qwen2VLVisionConverter:
@@ -709,8 +776,18 @@ def _safetensors(model_dir):
     return out
 
 
+class _Lazy:
+    """A tensor made from checkpoint tensors when it is written (experts stacked, a fused matrix
+    split): its numpy-order shape and load(), the array as _numpy gives it."""
+
+    def __init__(self, shape, load):
+        self.shape, self.load = tuple(shape), load
+
+
 def _numpy(t):
     """A safetensors tensor as llama.cpp hands it on: float16 and float32 as stored, others as float32."""
+    if isinstance(t, _Lazy):
+        return t.load()
     raw = t.mmap_bytes()
     if t.dtype == "F32":
         return raw.view(np.float32).reshape(t.shape)
@@ -728,10 +805,14 @@ def _numpy(t):
 def _mapped(model_dir, conv, names, where):
     """(tensor, HF name after conv.rename, GGUF name) of each checkpoint tensor conv keeps, in
     llama.cpp's order; ValueError for one the tensor map cannot name."""
-    for hf_name, t in _safetensors(model_dir).items():
-        name = None if hf_name.endswith(_SKIP_SUFFIXES) else conv.rename(hf_name)
-        if name is None:
-            continue
+    def renamed():
+        for hf_name, t in _safetensors(model_dir).items():
+            name = None if hf_name.endswith(_SKIP_SUFFIXES) else conv.rename(hf_name)
+            if name is not None:
+                yield t, name, hf_name
+
+    items = conv.merge(renamed()) if isinstance(conv, TextConverter) else renamed()
+    for t, name, hf_name in items:
         gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
         if gguf_name is None:
             raise ValueError(f"{where}: cannot map tensor {hf_name!r} to a GGUF name")
@@ -740,7 +821,8 @@ def _mapped(model_dir, conv, names, where):
 
 def _stored_type(gguf_name, shape, outtype):
     """The type llama.cpp's prepare_tensors stores a tensor in."""
-    if len(shape) <= 1 or gguf_name.endswith("_norm.weight") or not gguf_name.endswith(".weight"):
+    if (len(shape) <= 1 or gguf_name.endswith(("_norm.weight", ".ffn_gate_inp.weight"))
+            or not gguf_name.endswith(".weight")):
         return Type.F32
     if outtype == Type.Q8_0 and shape[-1] % 32:
         return Type.F16                   # llama.cpp: QuantError -> "falling back to F16"
@@ -812,7 +894,8 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
         plan.append((gguf_name, t, conv.stored_shape(name, tuple(t.shape)), name))
     types = [_stored_type(gguf_name, shape, qtype) for gguf_name, _, shape, _ in plan]
     if outtype in FTYPES:
-        types = tensor_types([(p[0], p[2], t) for p, t in zip(plan, types)], outtype, conv.n_layer)
+        n_expert = _find(conv.hp, ("num_local_experts", "num_experts", "n_routed_experts")) or 0
+        types = tensor_types([(p[0], p[2], t) for p, t in zip(plan, types)], outtype, conv.n_layer, n_expert)
     tensors = [(gguf_name, typ, shape, _loader(conv, src, name, typ))
                for (gguf_name, src, shape, name), typ in zip(plan, types)]
 

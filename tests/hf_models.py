@@ -17,6 +17,8 @@ it (it scales queries by 1/sqrt(head_dim), or 1/sqrt(n_embd/n_head) for the 27B 
 released models set it. Phi-3 has fused qkv_proj / gate_up_proj; phi3-longrope adds LongRoPE short/long
 factors with an original context of 8, so sequences past 8 tokens use the long factors (HF picks them
 per sequence length, llama.cpp by the context size).
+
+KINDS_MOE: Qwen3-MoE (8 experts, 2 per token, expert width 64), with and without norm_topk_prob.
 """
 import functools
 import re
@@ -64,7 +66,16 @@ KINDS_SWA = {
                                "rope": {"rope_type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(8)],
                                         "long_factor": [1.0 + 0.6 * i for i in range(8)]}}),
 }
-_ALL_KINDS = {**KINDS, **KINDS_SWA}
+# mixture-of-experts: qwen3's attention with 8 experts of width 64 (Q8_0 rows) chosen 2 per token by a
+# softmax router, the chosen weights renormalised (norm_topk_prob, as the released models) or not
+_MOE = {"num_key_value_heads": 2, "head_dim": 24, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+        "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "decoder_sparse_step": 1,
+        "mlp_only_layers": []}
+KINDS_MOE = {
+    "qwen3moe": ("qwen3moe", {**_MOE, "norm_topk_prob": True}),
+    "qwen3moe-nonorm": ("qwen3moe", {**_MOE, "norm_topk_prob": False}),
+}
+_ALL_KINDS = {**KINDS, **KINDS_SWA, **KINDS_MOE}
 
 
 def hf_config(kind, **overrides):
@@ -91,7 +102,7 @@ def hf_config(kind, **overrides):
         args["pad_token_id"] = 0                          # Phi3Config's default 32000 is past the vocabulary
     cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config, "qwen3": transformers.Qwen3Config,
            "gemma2": transformers.Gemma2Config, "gemma3": transformers.Gemma3TextConfig,
-           "phi3": transformers.Phi3Config}[arch]
+           "phi3": transformers.Phi3Config, "qwen3moe": transformers.Qwen3MoeConfig}[arch]
     return cls(**args, rope_parameters=rope, bos_token_id=1, eos_token_id=2)
 
 
@@ -104,7 +115,7 @@ def hf_model(kind, seed=0, **overrides):
     cls = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
            "qwen3": transformers.Qwen3ForCausalLM, "qwen2vl": transformers.Qwen2VLForConditionalGeneration,
            "gemma2": transformers.Gemma2ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM,
-           "phi3": transformers.Phi3ForCausalLM}[arch]
+           "phi3": transformers.Phi3ForCausalLM, "qwen3moe": transformers.Qwen3MoeForCausalLM}[arch]
     torch.manual_seed(seed)
     model = cls(hf_config(kind, **overrides)).eval()
     with torch.no_grad():

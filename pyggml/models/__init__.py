@@ -5,7 +5,7 @@
     ids = m.generate([1, 15043], 32, temperature=0.8, top_k=40, top_p=0.95, seed=0)
     m.reset()
 
-One module per architecture (pyggml.models.llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3), each a Decoder subclass
+One module per architecture (pyggml.models.llama, qwen2, qwen2vl, qwen3, qwen3moe, gemma2, gemma3, phi3), each a Decoder subclass
 built from the shared blocks of pyggml.models.blocks and registered by its GGUF name; register() adds
 one from outside pyggml, read_hparams() reads a file's typed hyper-parameters. See docs/models.md.
 """
@@ -21,6 +21,7 @@ from pyggml.models.phi3 import Phi3
 from pyggml.models.qwen2 import Qwen2
 from pyggml.models.qwen2vl import Qwen2VL
 from pyggml.models.qwen3 import Qwen3
+from pyggml.models.qwen3moe import Qwen3Moe
 from pyggml.models.sampling import Sampler, candidates
 
 __all__ = ["ARCHS", "Decoder", "HParams", "Keys", "Model", "Rope", "Sampler", "TensorSpec", "architecture",
@@ -30,6 +31,7 @@ register("llama", Llama)
 register("qwen2", Qwen2)
 register("qwen2vl", Qwen2VL)
 register("qwen3", Qwen3)
+register("qwen3moe", Qwen3Moe)
 register("gemma2", Gemma2)
 register("gemma3", Gemma3)
 register("phi3", Phi3)

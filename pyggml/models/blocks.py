@@ -7,7 +7,8 @@ block at a time, as llama.cpp's llm_graph_context does (build_norm, build_qkv, b
 
     build_layer(x, il)          the whole pre-norm layer, from the blocks below
       build_norm(x, prefix)     RMSNorm times `prefix`.weight (+ `prefix`.bias when present)
-      build_qkv(h, il)          Q, K, V as [head_dim, n_head(_kv), n_tokens]
+      build_qkv(h, il)          Q, K, V as [head_dim, n_head(_kv), n_tokens] (build_qk_norm: per-head
+                                RMSNorms of Q and K, for the variants that have them)
       build_rope(t, il)         RoPE with the file's scaling; rope_factors(il) gives rope_ext's c
       build_attn(q, k, v, il)   K/V into the cache, attention (flash_attn_ext, or mul_mat + soft_max_ext
                                 over a transposed V), the output projection; is_swa(il) picks the
@@ -292,6 +293,12 @@ class HParams:
             p + "ffn_gate.bias": T((F,), False), p + "ffn_up.bias": T((F,), False), p + "ffn_down.bias": T((E,), False),
         }
 
+    def qk_norm_tensors(self, il):
+        """The per-head RMSNorm weights of Q and K of layer il ([head_dim] each), for the architectures
+        whose build_qkv ends with Decoder.build_qk_norm (qwen3, qwen3moe, gemma3)."""
+        norm = TensorSpec(((self.head_dim, "head_dim"),))
+        return {f"blk.{il}.attn_q_norm.weight": norm, f"blk.{il}.attn_k_norm.weight": norm}
+
     def as_dict(self):
         """The fields as a flat dict (rope's as rope_*), e.g. for printing."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rope"}
@@ -381,6 +388,13 @@ class Decoder:
         k = op.reshape_3d(self.mm(h, p + "attn_k"), hp.head_dim, hp.n_head_kv, n)
         v = op.reshape_3d(self.mm(h, p + "attn_v"), hp.head_dim_v, hp.n_head_kv, n)
         return q, k, self.cb(v, "Vcur", il)
+
+    def build_qk_norm(self, q, k, v, il):
+        """q and k with an RMSNorm of each head (attn_q_norm / attn_k_norm, [head_dim]; llama.cpp's
+        "Qcur_normed", "Kcur_normed"), v unchanged: what qwen3, qwen3moe and gemma3 do before RoPE."""
+        q = self.cb(self.build_norm(q, f"blk.{il}.attn_q_norm"), "Qcur_normed", il)
+        k = self.cb(self.build_norm(k, f"blk.{il}.attn_k_norm"), "Kcur_normed", il)
+        return q, k, v
 
     def rope_factors(self, il):
         """rope_ext's frequency factors (c) for layer il: None (Llama 3's rope_freqs and LongRoPE's

@@ -12,7 +12,6 @@ The LM head is output.weight when the file has it, else the embedding.
 import dataclasses
 from dataclasses import dataclass
 
-from pyggml.models.blocks import TensorSpec
 from pyggml.models.gemma2 import Gemma2, Gemma2HParams, swa_layers
 
 
@@ -35,19 +34,14 @@ class Gemma3HParams(Gemma2HParams):
         return super(Gemma2HParams, self).tensor_table()       # output.weight optional, as the base table
 
     def layer_tensors(self, il):
-        norm = TensorSpec(((self.head_dim, "head_dim"),))
-        return {**super().layer_tensors(il), f"blk.{il}.attn_q_norm.weight": norm,
-                f"blk.{il}.attn_k_norm.weight": norm}
+        return {**super().layer_tensors(il), **self.qk_norm_tensors(il)}
 
 
 class Gemma3(Gemma2):
     hparams_class = Gemma3HParams
 
     def build_qkv(self, h, il):
-        q, k, v = super().build_qkv(h, il)
-        q = self.cb(self.build_norm(q, f"blk.{il}.attn_q_norm"), "Qcur_normed", il)
-        k = self.cb(self.build_norm(k, f"blk.{il}.attn_k_norm"), "Kcur_normed", il)
-        return q, k, v
+        return self.build_qk_norm(*super().build_qkv(h, il), il)
 
     def output_weight(self):
         return self.model.output_weight

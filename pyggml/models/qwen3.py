@@ -7,7 +7,7 @@ qwen2's layer (RoPE NEOX) without the Q/K/V biases and with an RMSNorm of each h
 from dataclasses import dataclass
 
 from pyggml._enums import RopeType
-from pyggml.models.blocks import Decoder, HParams, TensorSpec
+from pyggml.models.blocks import Decoder, HParams
 
 
 @dataclass(frozen=True)
@@ -22,16 +22,11 @@ class Qwen3HParams(HParams):
             r.error("rope.dimension_count", f"the head dimension {self.head_dim}", self.rope.n_dims)
 
     def layer_tensors(self, il):
-        norm = TensorSpec(((self.head_dim, "head_dim"),))
-        return {**super().layer_tensors(il), f"blk.{il}.attn_q_norm.weight": norm,
-                f"blk.{il}.attn_k_norm.weight": norm}
+        return {**super().layer_tensors(il), **self.qk_norm_tensors(il)}
 
 
 class Qwen3(Decoder):
     hparams_class = Qwen3HParams
 
     def build_qkv(self, h, il):
-        q, k, v = super().build_qkv(h, il)
-        q = self.cb(self.build_norm(q, f"blk.{il}.attn_q_norm"), "Qcur_normed", il)
-        k = self.cb(self.build_norm(k, f"blk.{il}.attn_k_norm"), "Kcur_normed", il)
-        return q, k, v
+        return self.build_qk_norm(*super().build_qkv(h, il), il)
