@@ -33,6 +33,8 @@ CASES = {
     "gemma2": ({"attention.sliding_window": 4}, "f16", ()),      # windows shorter than the sequence
     "gemma3": ({"attention.sliding_window": 4}, "f16", ()),
     "phi3": ({"rope.dimension_count": 16}, "f16", ("attn_qkv.weight",)),
+    "qwen3moe": ({"attention.key_length": 16, "attention.value_length": 16, "expert_count": 4, "expert_used_count": 2,
+                  "expert_feed_forward_length": 64}, "f16", ()),
 }
 PROMPT = [1, 5, 9, 17, 33, 65, 129, 257, 3, 4, 5]
 N_DECODE = 10
