@@ -19,12 +19,28 @@ def add_arguments(p):
     p.add_argument("-n", "--n-predict", type=int, default=-1, help="most tokens per answer (default -1: until the "
                    "context is full)")
     p.add_argument("--system", help="a system message")
-    p.add_argument("--temp", type=float, default=0.8, help="temperature; 0 = greedy (default 0.8)")
-    p.add_argument("--top-k", type=int, default=40, help="top-k (default 40; 0 = off)")
-    p.add_argument("--top-p", type=float, default=0.95, help="top-p (default 0.95; 1 = off)")
-    p.add_argument("--min-p", type=float, default=0.05, help="min-p (default 0.05; 0 = off)")
-    p.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default 1.0 = off)")
-    p.add_argument("--seed", type=int, help="sampling seed")
+    add_sampling_arguments(p)
+
+
+def add_sampling_arguments(p, temp=0.8, top_k=40, top_p=0.95, min_p=0.05):
+    """Add the sampling options of `pyggml run` and `pyggml chat` to the parser p, with the command's
+    defaults (the others are off by default); sampling_options(args) reads them back."""
+    g = p.add_argument_group("sampling (llama.cpp's sampler chain, docs/models.md)")
+    g.add_argument("--temp", type=float, default=temp, help="temperature; 0 = greedy (default %(default)s)")
+    g.add_argument("--top-k", type=int, default=top_k, help="keep the k most likely tokens (default %(default)s; "
+                   "0 = off)")
+    g.add_argument("--top-p", type=float, default=top_p, help="keep the most likely tokens up to this mass "
+                   "(default %(default)s; 1 = off)")
+    g.add_argument("--min-p", type=float, default=min_p, help="keep the tokens at least this fraction as likely "
+                   "as the most likely (default %(default)s; 0 = off)")
+    g.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default %(default)s = off)")
+    g.add_argument("--seed", type=int, help="sampling seed (reproducible generations)")
+
+
+def sampling_options(args):
+    """The keyword arguments of Sampler (and of create_chat_completion) that add_sampling_arguments' options give."""
+    return {"temperature": args.temp, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
+            "repeat_penalty": args.repeat_penalty, "seed": args.seed}
 
 
 def _stats(m):
@@ -49,9 +65,9 @@ def main(args, stdin=None, out=None):
     if m.tokenizer is None:
         raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
     chat.template_of(m)                            # a template that does not parse: an error now
-    options = {"max_tokens": args.n_predict, "temperature": args.temp, "top_k": args.top_k, "top_p": args.top_p,
-               "min_p": args.min_p, "repeat_penalty": args.repeat_penalty, "seed": args.seed}
-    Sampler(args.temp, args.top_k, args.top_p, 0, min_p=args.min_p, repeat_penalty=args.repeat_penalty)   # bad values: now
+    options = sampling_options(args)
+    Sampler(**options)                             # bad values: an error now
+    options["max_tokens"] = args.n_predict
     system = args.system
     tty = stdin.isatty()
     if tty:
