@@ -211,7 +211,8 @@ def parser():
     ch = sub.add_parser("chat", parents=[common], help="chat with a GGUF model in the terminal",
                         description="An interactive chat through the file's chat template: streams the answer, "
                                     "keeps the conversation in the KV cache (only the new turn is prefilled). "
-                                    "/reset, /system TEXT, /stats, /help; Ctrl-C stops the answer; Ctrl-D quits.")
+                                    "/reset, /system TEXT, /stats, /help; Ctrl-C stops the answer (or drops the "
+                                    "message being prefilled); Ctrl-D quits.")
     chat_cli.add_arguments(ch)
     ch.set_defaults(fn=_cmd_chat)
 

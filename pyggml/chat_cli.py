@@ -4,18 +4,24 @@ Each turn renders the whole history with the file's chat template and generates 
 Model.create_chat_completion, which keeps the KV cache of the previous turns and prefills only the
 new suffix. Commands: /reset (forget the conversation), /system TEXT (the system message; the
 conversation starts again), /stats (prefill and decode speed of the last answer), /help. Ctrl-C stops
-the answer being written (what was written stays in the history); EOF (Ctrl-D) exits.
+the answer being written (what was written stays in the history); Ctrl-C before the answer begins
+(while the message is prefilled) drops the message, and the KV cache holds the conversation as before
+it (the interrupt lands between two graph computes: --batch sets how many tokens one computes);
+EOF (Ctrl-D) exits.
 """
 import sys
 
 HELP = ("/reset: forget the conversation  /system TEXT: set the system message (and reset)  "
-        "/stats: speed of the last answer  /help: this  Ctrl-C: stop the answer  Ctrl-D: quit")
+        "/stats: speed of the last answer  /help: this  Ctrl-C: stop the answer (or the prefill)  "
+        "Ctrl-D: quit")
 
 
 def add_arguments(p):
     p.add_argument("model", help="the .gguf file")
     p.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
     p.add_argument("--ctx", type=int, default=2048, help="context size in tokens (default 2048)")
+    p.add_argument("--batch", type=int, default=512, help="most prompt tokens per graph (default 512); Ctrl-C "
+                   "during a prefill stops it after the graph running")
     p.add_argument("-n", "--n-predict", type=int, default=-1, help="most tokens per answer (default -1: until the "
                    "context is full)")
     p.add_argument("--system", help="a system message")
@@ -61,7 +67,7 @@ def main(args, stdin=None, out=None):
     from pyggml.models.sampling import Sampler
 
     stdin, out = stdin or sys.stdin, out or sys.stdout
-    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads)
+    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, n_batch=args.batch)
     if m.tokenizer is None:
         raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
     chat.template_of(m)                            # a template that does not parse: an error now
@@ -121,6 +127,10 @@ def main(args, stdin=None, out=None):
                 if c["choices"][0]["finish_reason"] == "length" and m.cache.n_used >= m.n_ctx - 1:
                     print("\n(the context is full: /reset to start again)", end="", file=out)
         except KeyboardInterrupt:
+            if not answer:                 # during the prefill (or before any text): as if never sent
+                history.pop()
+                print("(interrupted)", file=out, flush=True)
+                continue
             print(" (stopped)", end="", file=out)
         except ValueError as e:                # the history no longer fits: say so, keep the program
             history.pop()

@@ -301,6 +301,55 @@ def test_completion_reuses_the_cached_prefix(chat_model):
         longer["choices"][0]["text"]
 
 
+@pytest.mark.parametrize("where", ["prefill", "answer"])
+def test_an_interrupted_completion_keeps_the_cache_consistent(chat_model, where):
+    """Ctrl-C (KeyboardInterrupt between or inside graph computes, here raised by a hook) in the
+    prefill of a new turn (in its third chunk) or in the answer (its second token) leaves the KV
+    cache holding what chat's record of it says: the next turn reuses the conversation before it
+    and answers as a fresh model does."""
+    from pyggml.models.chat import _CACHED_IDS
+    m, _ = chat_model
+    m.reset()
+    kw = {"max_tokens": 4, "temperature": 0.0}
+    h = [{"role": "user", "content": "hello world"}]
+    h.append({"role": "assistant", "content": m.create_chat_completion(h, **kw)["choices"][0]["message"]["content"]})
+    n_turn = m.cache.n_used
+    long = h + [{"role": "user", "content": "the quick brown fox jumps over the lazy dog"}]
+    ids, cached = m.tokenizer.encode(m.apply_chat_template(long)), _CACHED_IDS[m]
+    keep = next(i for i, (a, b) in enumerate(zip(cached + [-1], ids)) if a != b)
+    n_chunks = -(-(len(ids) - keep) // 8)
+    assert n_chunks > 3
+    at = 3 if where == "prefill" else n_chunks + 2
+    calls = []
+
+    def interrupt(t):
+        calls.append(1)
+        if len(calls) == at:
+            raise KeyboardInterrupt
+
+    m.n_batch = 8
+    try:
+        with m.hooks({"l_out-1": interrupt}), pytest.raises(KeyboardInterrupt):
+            for _ in m.create_chat_completion(long, stream=True, **kw):
+                pass
+    finally:
+        m.n_batch = 512
+    assert len(calls) == at
+    cached = _CACHED_IDS[m]
+    assert m.cache.n_used == len(cached) == m.n_past
+    assert np.array_equal(np.sort(m.cache.cell_pos[m.cache.cell_pos >= 0]), np.arange(len(cached)))
+    assert cached[:len(ids)] == ids[:len(cached)]
+    if where == "prefill":                                     # the turn is not half in the cache
+        assert len(cached) == keep
+    else:
+        assert len(cached) == len(ids) + 1                     # the prompt and the first answer token
+    nxt = h + [{"role": "user", "content": "this is a test"}]
+    got = m.create_chat_completion(nxt, **kw)
+    assert m.timings["prefill_tokens"] < got["usage"]["prompt_tokens"] - n_turn + 8     # the conversation reused
+    m.reset()
+    assert m.create_chat_completion(nxt, **kw)["choices"][0]["message"] == got["choices"][0]["message"]
+
+
 def test_completion_logprobs_and_errors(chat_model):
     m, _ = chat_model
     m.reset()

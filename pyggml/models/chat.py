@@ -421,9 +421,28 @@ def _prefill(model, ids):
         raise ValueError(f"Model.create_completion: the prompt is {len(ids)} tokens, more than the context "
                          f"(n_ctx={model.n_ctx})")
     _CACHED_IDS[model] = list(ids[:keep])
-    logits = model.eval(ids[keep:], logits="last")[0]
-    _CACHED_IDS[model] = list(ids)
-    return logits, len(ids) - keep
+    return _extend(model, ids[keep:]), len(ids) - keep
+
+
+def _extend(model, ids):
+    """Evaluate ids after those _CACHED_IDS[model] holds and add them to it; returns the last logits
+    row. The two stay equal when the evaluation stops part way (Ctrl-C raises KeyboardInterrupt
+    between two graph computes, after some chunks are in the cache): what it added is removed again,
+    so that an interrupted prompt is not half in the cache."""
+    cached = _CACHED_IDS[model]
+    n = len(cached)
+    try:
+        logits = model.eval(ids, logits="last")[0]
+        cached.extend(ids)
+    except BaseException:
+        del cached[n:]
+        if n and model.pos_rows != 4:
+            model.truncate(n)
+        else:                               # M-RoPE contexts are not cut: start again
+            cached.clear()
+            model.reset()
+        raise
+    return logits
 
 
 def _events(model, ids, max_tokens, sampler, stop, n_logprobs, prompt_len):
@@ -479,8 +498,7 @@ def _events(model, ids, max_tokens, sampler, stop, n_logprobs, prompt_len):
         if made >= limit:
             continue
         t1 = time.perf_counter()
-        logits = model.eval([t], logits="last")[0]
-        _CACHED_IDS[model].append(t)
+        logits = _extend(model, [t])
         model.timings["decode_s"] += time.perf_counter() - t1
         model.timings["decode_tokens"] += 1
 
