@@ -52,7 +52,7 @@ def _cmd_run(args):
     from pyggml.progress import progress
 
     sampling = sampling_options(args)
-    models.Sampler(**sampling)                      # bad sampling values: an error before loading
+    models.Sampler(**{**sampling, "dry_sequence_breakers": ()})   # bad values: an error before loading
     if args.image and not args.mmproj:
         raise UserError("--image needs --mmproj (the vision tower's GGUF)")
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],

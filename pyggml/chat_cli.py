@@ -40,13 +40,40 @@ def add_sampling_arguments(p, temp=0.8, top_k=40, top_p=0.95, min_p=0.05):
     g.add_argument("--min-p", type=float, default=min_p, help="keep the tokens at least this fraction as likely "
                    "as the most likely (default %(default)s; 0 = off)")
     g.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default %(default)s = off)")
+    g.add_argument("--dry-multiplier", type=float, default=0.0, help="DRY repetition penalty (default %(default)s "
+                   "= off)")
+    g.add_argument("--dry-base", type=float, default=1.75, help="DRY's base (default %(default)s)")
+    g.add_argument("--dry-allowed-length", type=int, default=2, help="repetitions DRY lets through (default "
+                   "%(default)s tokens)")
+    g.add_argument("--dry-penalty-last-n", type=int, default=64, help="tokens DRY looks back over (default "
+                   "%(default)s)")
+    g.add_argument("--dry-sequence-breaker", action="append", metavar="TEXT", help="a text that stops DRY's runs; "
+                   "repeat for more; 'none': no breakers (default: newline, ':', '\"', '*')")
+    g.add_argument("--xtc-probability", type=float, default=0.0, help="XTC's chance to remove the top tokens "
+                   "(default %(default)s = off)")
+    g.add_argument("--xtc-threshold", type=float, default=0.1, help="XTC's probability threshold (default "
+                   "%(default)s)")
+    g.add_argument("--mirostat", type=int, default=0, choices=(0, 1, 2), help="mirostat 1 or 2 instead of the "
+                   "chain's cuts and penalties (default 0 = off)")
+    g.add_argument("--mirostat-ent", type=float, default=5.0, help="mirostat's target entropy tau (default "
+                   "%(default)s)")
+    g.add_argument("--mirostat-lr", type=float, default=0.1, help="mirostat's learning rate eta (default "
+                   "%(default)s)")
     g.add_argument("--seed", type=int, help="sampling seed (reproducible generations)")
 
 
 def sampling_options(args):
     """The keyword arguments of Sampler (and of create_chat_completion) that add_sampling_arguments' options give."""
-    return {"temperature": args.temp, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
-            "repeat_penalty": args.repeat_penalty, "seed": args.seed}
+    breakers = args.dry_sequence_breaker
+    out = {"temperature": args.temp, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
+           "repeat_penalty": args.repeat_penalty, "seed": args.seed, "dry_multiplier": args.dry_multiplier,
+           "dry_base": args.dry_base, "dry_allowed_length": args.dry_allowed_length,
+           "dry_penalty_last_n": args.dry_penalty_last_n, "xtc_probability": args.xtc_probability,
+           "xtc_threshold": args.xtc_threshold, "mirostat_mode": args.mirostat, "mirostat_tau": args.mirostat_ent,
+           "mirostat_eta": args.mirostat_lr}
+    if breakers is not None:
+        out["dry_sequence_breakers"] = [] if breakers == ["none"] else breakers
+    return out
 
 
 def _stats(m):
@@ -72,7 +99,7 @@ def main(args, stdin=None, out=None):
         raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
     chat.template_of(m)                            # a template that does not parse: an error now
     options = sampling_options(args)
-    Sampler(**options)                             # bad values: an error now
+    Sampler(**{**options, "dry_sequence_breakers": ()})          # bad values: an error now
     options["max_tokens"] = args.n_predict
     system = args.system
     tty = stdin.isatty()

@@ -413,6 +413,8 @@ class Model:
         (min_p, repeat_penalty, ...)."""
         if not self.has_head or self.l0 != 0:
             raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
+        if sampling.get("dry_multiplier") and "tokenizer" not in sampling:
+            sampling["tokenizer"] = self.tokenizer          # DRY's sequence breakers are text
         sample = Sampler(temperature, top_k, top_p, seed, **sampling)
         x, pos = np.zeros(1, np.int32), np.zeros((self.pos_rows, 1), np.int32)
 
