@@ -376,3 +376,36 @@ def test_completion_logprobs_and_errors(chat_model):
 def eog_list(m):
     from pyggml.models.chat import eog_ids
     return sorted(eog_ids(m))
+
+
+@pytest.mark.parametrize("options", [{"temperature": 0.0, "dry_multiplier": 3.0, "dry_allowed_length": 1},
+                                     {"temperature": 0.0, "xtc_probability": 1.0, "xtc_threshold": 0.02},
+                                     {"temperature": 0.9, "seed": 5, "mirostat_mode": 2, "mirostat_tau": 4.0},
+                                     {"temperature": 0.9, "seed": 5, "mirostat_mode": 1, "dry_multiplier": 1.0}])
+def test_completion_samples_with_dry_xtc_mirostat(chat_model, options):
+    """create_completion's DRY, XTC and mirostat options reach its Sampler: the same ids as a loop over
+    eval with that Sampler (the prompt in its windows, DRY's breakers from the vocabulary)."""
+    from pyggml.models import Sampler
+    from pyggml.models.chat import eog_ids
+    m, _ = chat_model
+    options = dict(options)
+    prompt = "hello world hello world hello world hello"
+    m.reset()
+    got = m.create_completion(prompt, max_tokens=12, **options)["choices"][0]["text"]
+    m.reset()
+    ids = m.tokenize(prompt)
+    s = Sampler(options.pop("temperature"), 40, 0.95, options.pop("seed", None), min_p=0.05,
+                tokenizer=m.tokenizer if options.get("dry_multiplier") else None, **options)
+    s.accept(ids)
+    logits, out = m.eval(ids, "last")[0], []
+    for _ in range(12):
+        t = s(logits)
+        if t in eog_ids(m):
+            break
+        out.append(t)
+        logits = m.eval([t], "last")[0]
+    assert got == m.tokenizer.decode(out)
+    m.reset()
+    plain = m.create_completion(prompt, max_tokens=12, temperature=0.0)["choices"][0]["text"]
+    if "xtc_probability" in options or "dry_multiplier" in options:
+        assert got != plain                     # the option changed the answer

@@ -63,6 +63,25 @@ def test_run_text_and_sampling(tmp_path):
     assert ids_out == [str(t) for t in ids]
 
 
+def test_run_with_dry_xtc_mirostat(tmp_path, chat_gguf):
+    m = models.load(chat_gguf, n_ctx=64)
+    ids = m.tokenize("hello world hello world")
+    for opts, kw in [(["--mirostat", 2, "--mirostat-ent", 4.0, "--mirostat-lr", 0.2],
+                      {"mirostat_mode": 2, "mirostat_tau": 4.0, "mirostat_eta": 0.2}),
+                     (["--dry-multiplier", 2.0, "--dry-allowed-length", 1, "--dry-sequence-breaker", "o",
+                       "--xtc-probability", 0.5, "--xtc-threshold", 0.05],
+                      {"dry_multiplier": 2.0, "dry_allowed_length": 1, "dry_sequence_breakers": ["o"],
+                       "xtc_probability": 0.5, "xtc_threshold": 0.05})]:
+        p = pyggml("run", chat_gguf, "-p", "hello world hello world", "-n", 8, "--temp", 0.8, "--seed", 3,
+                   "--ignore-eos", "--ids", *opts, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        m.reset()
+        want = m.generate(ids, 8, temperature=0.8, seed=3, stop=(), **kw)
+        assert p.stdout.split() == [str(t) for t in want]
+    p = pyggml("run", chat_gguf, "--tokens", "1", "--mirostat", 3, cwd=tmp_path)
+    assert p.returncode == 2 and "invalid choice: 3" in p.stderr
+
+
 def test_convert_then_run(tmp_path):
     hf_model("llama-mha-tied").save_pretrained(tmp_path / "hf")
     p = pyggml("convert", tmp_path / "hf", "-o", tmp_path / "m.gguf", "--outtype", "q8_0", cwd=tmp_path)
