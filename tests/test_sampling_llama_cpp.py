@@ -14,11 +14,15 @@ L = pytest.importorskip("llama_cpp")
 
 from pyggml.models import sampling as S
 
+TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+
 
 def as_array(ids, logits, is_sorted=False):
     """A llama_token_data_array over these candidates (the buffer is kept alive with it)."""
-    data = (L.llama_token_data * len(ids))(*[L.llama_token_data(int(i), float(x), 0.0) for i, x in zip(ids, logits)])
-    arr = L.llama_token_data_array(ctypes.cast(data, L.llama_token_data_p), len(ids), -1, is_sorted)
+    assert ctypes.sizeof(L.llama_token_data) == TOKEN_DATA.itemsize
+    data = np.zeros(len(ids), TOKEN_DATA)
+    data["id"], data["logit"] = ids, logits
+    arr = L.llama_token_data_array(data.ctypes.data_as(L.llama_token_data_p), len(ids), -1, is_sorted)
     arr._keep = data
     return arr
 
