@@ -48,9 +48,11 @@ def _parse_tokens(text):
 def _cmd_run(args):
     import pyggml
     from pyggml import models
+    from pyggml.chat_cli import sampling_options
     from pyggml.progress import progress
 
-    models.Sampler(args.temp, args.top_k, args.top_p, args.seed)      # bad sampling values: an error before loading
+    sampling = sampling_options(args)
+    models.Sampler(**{**sampling, "dry_sequence_breakers": ()})   # bad values: an error before loading
     if args.image and not args.mmproj:
         raise UserError("--image needs --mmproj (the vision tower's GGUF)")
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
@@ -77,8 +79,8 @@ def _cmd_run(args):
     stream = tok.stream() if tok is not None and not args.ids else None
     show = args.progress
     with progress(len(prompt), "prefill", "tok", enable=show) as bar:
-        gen = m.stream(prompt, args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
-                       seed=args.seed, stop=() if args.ignore_eos else None, progress=bar.update, images=images)
+        gen = m.stream(prompt, args.n_predict, stop=() if args.ignore_eos else None, progress=bar.update,
+                       images=images, **sampling)
         first = next(gen, None)
     # a bar under streamed text garbles the terminal: a decode bar only when the text goes elsewhere
     decode_bar = progress(args.n_predict, "decode", "tok",
@@ -194,10 +196,6 @@ def parser():
     r.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
     r.add_argument("--ctx", type=int, default=512, help="context size in tokens (default 512)")
     r.add_argument("--batch", type=int, default=512, help="most prompt tokens per graph (default 512)")
-    r.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default)")
-    r.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
-    r.add_argument("--top-p", type=float, default=1.0, help="keep the most likely tokens up to this mass (1 = off)")
-    r.add_argument("--seed", type=int, help="sampling seed (reproducible generations)")
     r.add_argument("--kv-type", choices=_KV_TYPES, default="f16", help="KV cache type (default f16)")
     r.add_argument("--no-flash-attn", action="store_true",
                    help="attention as mul_mat + soft_max_ext with V transposed (llama.cpp without -fa)")
@@ -206,13 +204,15 @@ def parser():
     r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bars on stderr (default: prefill bar on a terminal, decode bar when the "
                         "output is not one)")
+    from pyggml import chat_cli
+    chat_cli.add_sampling_arguments(r, temp=0.0, top_k=0, top_p=1.0, min_p=0.0)
     r.set_defaults(fn=_cmd_run)
 
-    from pyggml import chat_cli
     ch = sub.add_parser("chat", parents=[common], help="chat with a GGUF model in the terminal",
                         description="An interactive chat through the file's chat template: streams the answer, "
                                     "keeps the conversation in the KV cache (only the new turn is prefilled). "
-                                    "/reset, /system TEXT, /stats, /help; Ctrl-C stops the answer; Ctrl-D quits.")
+                                    "/reset, /system TEXT, /stats, /help; Ctrl-C stops the answer (or drops the "
+                                    "message being prefilled); Ctrl-D quits.")
     chat_cli.add_arguments(ch)
     ch.set_defaults(fn=_cmd_chat)
 

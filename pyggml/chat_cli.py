@@ -4,27 +4,76 @@ Each turn renders the whole history with the file's chat template and generates 
 Model.create_chat_completion, which keeps the KV cache of the previous turns and prefills only the
 new suffix. Commands: /reset (forget the conversation), /system TEXT (the system message; the
 conversation starts again), /stats (prefill and decode speed of the last answer), /help. Ctrl-C stops
-the answer being written (what was written stays in the history); EOF (Ctrl-D) exits.
+the answer being written (what was written stays in the history); Ctrl-C before the answer begins
+(while the message is prefilled) drops the message, and the KV cache holds the conversation as before
+it (the interrupt lands between two graph computes: --batch sets how many tokens one computes);
+EOF (Ctrl-D) exits.
 """
 import sys
 
 HELP = ("/reset: forget the conversation  /system TEXT: set the system message (and reset)  "
-        "/stats: speed of the last answer  /help: this  Ctrl-C: stop the answer  Ctrl-D: quit")
+        "/stats: speed of the last answer  /help: this  Ctrl-C: stop the answer (or the prefill)  "
+        "Ctrl-D: quit")
 
 
 def add_arguments(p):
     p.add_argument("model", help="the .gguf file")
     p.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
     p.add_argument("--ctx", type=int, default=2048, help="context size in tokens (default 2048)")
+    p.add_argument("--batch", type=int, default=512, help="most prompt tokens per graph (default 512); Ctrl-C "
+                   "during a prefill stops it after the graph running")
     p.add_argument("-n", "--n-predict", type=int, default=-1, help="most tokens per answer (default -1: until the "
                    "context is full)")
     p.add_argument("--system", help="a system message")
-    p.add_argument("--temp", type=float, default=0.8, help="temperature; 0 = greedy (default 0.8)")
-    p.add_argument("--top-k", type=int, default=40, help="top-k (default 40; 0 = off)")
-    p.add_argument("--top-p", type=float, default=0.95, help="top-p (default 0.95; 1 = off)")
-    p.add_argument("--min-p", type=float, default=0.05, help="min-p (default 0.05; 0 = off)")
-    p.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default 1.0 = off)")
-    p.add_argument("--seed", type=int, help="sampling seed")
+    add_sampling_arguments(p)
+
+
+def add_sampling_arguments(p, temp=0.8, top_k=40, top_p=0.95, min_p=0.05):
+    """Add the sampling options of `pyggml run` and `pyggml chat` to the parser p, with the command's
+    defaults (the others are off by default); sampling_options(args) reads them back."""
+    g = p.add_argument_group("sampling (llama.cpp's sampler chain, docs/models.md)")
+    g.add_argument("--temp", type=float, default=temp, help="temperature; 0 = greedy (default %(default)s)")
+    g.add_argument("--top-k", type=int, default=top_k, help="keep the k most likely tokens (default %(default)s; "
+                   "0 = off)")
+    g.add_argument("--top-p", type=float, default=top_p, help="keep the most likely tokens up to this mass "
+                   "(default %(default)s; 1 = off)")
+    g.add_argument("--min-p", type=float, default=min_p, help="keep the tokens at least this fraction as likely "
+                   "as the most likely (default %(default)s; 0 = off)")
+    g.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default %(default)s = off)")
+    g.add_argument("--dry-multiplier", type=float, default=0.0, help="DRY repetition penalty (default %(default)s "
+                   "= off)")
+    g.add_argument("--dry-base", type=float, default=1.75, help="DRY's base (default %(default)s)")
+    g.add_argument("--dry-allowed-length", type=int, default=2, help="repetitions DRY lets through (default "
+                   "%(default)s tokens)")
+    g.add_argument("--dry-penalty-last-n", type=int, default=64, help="tokens DRY looks back over (default "
+                   "%(default)s)")
+    g.add_argument("--dry-sequence-breaker", action="append", metavar="TEXT", help="a text that stops DRY's runs; "
+                   "repeat for more; 'none': no breakers (default: newline, ':', '\"', '*')")
+    g.add_argument("--xtc-probability", type=float, default=0.0, help="XTC's chance to remove the top tokens "
+                   "(default %(default)s = off)")
+    g.add_argument("--xtc-threshold", type=float, default=0.1, help="XTC's probability threshold (default "
+                   "%(default)s)")
+    g.add_argument("--mirostat", type=int, default=0, choices=(0, 1, 2), help="mirostat 1 or 2 instead of the "
+                   "chain's cuts and penalties (default 0 = off)")
+    g.add_argument("--mirostat-ent", type=float, default=5.0, help="mirostat's target entropy tau (default "
+                   "%(default)s)")
+    g.add_argument("--mirostat-lr", type=float, default=0.1, help="mirostat's learning rate eta (default "
+                   "%(default)s)")
+    g.add_argument("--seed", type=int, help="sampling seed (reproducible generations)")
+
+
+def sampling_options(args):
+    """The keyword arguments of Sampler (and of create_chat_completion) that add_sampling_arguments' options give."""
+    breakers = args.dry_sequence_breaker
+    out = {"temperature": args.temp, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
+           "repeat_penalty": args.repeat_penalty, "seed": args.seed, "dry_multiplier": args.dry_multiplier,
+           "dry_base": args.dry_base, "dry_allowed_length": args.dry_allowed_length,
+           "dry_penalty_last_n": args.dry_penalty_last_n, "xtc_probability": args.xtc_probability,
+           "xtc_threshold": args.xtc_threshold, "mirostat_mode": args.mirostat, "mirostat_tau": args.mirostat_ent,
+           "mirostat_eta": args.mirostat_lr}
+    if breakers is not None:
+        out["dry_sequence_breakers"] = [] if breakers == ["none"] else breakers
+    return out
 
 
 def _stats(m):
@@ -45,13 +94,13 @@ def main(args, stdin=None, out=None):
     from pyggml.models.sampling import Sampler
 
     stdin, out = stdin or sys.stdin, out or sys.stdout
-    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads)
+    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, n_batch=args.batch)
     if m.tokenizer is None:
         raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
     chat.template_of(m)                            # a template that does not parse: an error now
-    options = {"max_tokens": args.n_predict, "temperature": args.temp, "top_k": args.top_k, "top_p": args.top_p,
-               "min_p": args.min_p, "repeat_penalty": args.repeat_penalty, "seed": args.seed}
-    Sampler(args.temp, args.top_k, args.top_p, 0, min_p=args.min_p, repeat_penalty=args.repeat_penalty)   # bad values: now
+    options = sampling_options(args)
+    Sampler(**{**options, "dry_sequence_breakers": ()})          # bad values: an error now
+    options["max_tokens"] = args.n_predict
     system = args.system
     tty = stdin.isatty()
     if tty:
@@ -105,6 +154,10 @@ def main(args, stdin=None, out=None):
                 if c["choices"][0]["finish_reason"] == "length" and m.cache.n_used >= m.n_ctx - 1:
                     print("\n(the context is full: /reset to start again)", end="", file=out)
         except KeyboardInterrupt:
+            if not answer:                 # during the prefill (or before any text): as if never sent
+                history.pop()
+                print("(interrupted)", file=out, flush=True)
+                continue
             print(" (stopped)", end="", file=out)
         except ValueError as e:                # the history no longer fits: say so, keep the program
             history.pop()

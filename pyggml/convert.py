@@ -584,6 +584,9 @@ class Qwen2VLVisionConverter:
             return Type.F16 if outtype == Type.F16 else Type.F32
         return _stored_type(gguf_name, shape, outtype)
 
+    def add_tensor_keys(self, w):
+        """None: every key of the vision tower comes from the config."""
+
     def set_parameters(self, w, ftype):
         vhp = self.vhp
         w.add_file_type(ftype)
@@ -898,16 +901,8 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
         types = tensor_types([(p[0], p[2], t) for p, t in zip(plan, types)], outtype, conv.n_layer, n_expert)
     tensors = [(gguf_name, typ, shape, _loader(conv, src, name, typ))
                for (gguf_name, src, shape, name), typ in zip(plan, types)]
-
-    def metadata(w):
-        conv.add_tensor_keys(w)
-        _add_general(w, model_dir, gguf.GGUFType.MODEL)
-        conv.set_parameters(w, ftype)
-        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-        if _has_tokenizer(model_dir):
-            conv.set_vocab(w, model_dir, tokenizer_pre)
-
-    _write(out_path, conv.arch, metadata, tensors)
+    vocab = (lambda w: conv.set_vocab(w, model_dir, tokenizer_pre)) if _has_tokenizer(model_dir) else None
+    _write_converted(out_path, conv.arch, conv, model_dir, gguf.GGUFType.MODEL, ftype, tensors, vocab)
 
 
 # Qwen2VLImageProcessor's defaults (OpenAI CLIP's mean and std), for a folder without preprocessor_config.json
@@ -943,13 +938,24 @@ def _convert_mmproj(model_dir, out_path, outtype):
         for part, data in conv.split(gguf_name, np.broadcast_to(np.uint8(0), tuple(t.shape))):
             typ = conv.stored_type(part, data.shape, qtype)
             tensors.append((part, typ, data.shape, _part_loader(conv, t, gguf_name, part, typ)))
+    _write_converted(out_path, "clip", conv, model_dir, gguf.GGUFType.MMPROJ, ftype, tensors)
+
+
+def _write_converted(out_path, arch, conv, model_dir, gguf_type, ftype, tensors, vocab=None):
+    """Write a converted file (a model, or its mmproj): the tensors, and the metadata in llama.cpp's
+    order: the keys conv adds while it prepares the tensors, general.*, conv's parameters, the
+    quantization version, then vocab(w) (the model's vocabulary) when given."""
+    gguf = _gguf()
 
     def metadata(w):
-        _add_general(w, model_dir, gguf.GGUFType.MMPROJ)
+        conv.add_tensor_keys(w)
+        _add_general(w, model_dir, gguf_type)
         conv.set_parameters(w, ftype)
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+        if vocab is not None:
+            vocab(w)
 
-    _write(out_path, "clip", metadata, tensors)
+    _write(out_path, arch, metadata, tensors)
 
 
 def _part_loader(conv, src, gguf_name, part, typ):

@@ -301,6 +301,55 @@ def test_completion_reuses_the_cached_prefix(chat_model):
         longer["choices"][0]["text"]
 
 
+@pytest.mark.parametrize("where", ["prefill", "answer"])
+def test_an_interrupted_completion_keeps_the_cache_consistent(chat_model, where):
+    """Ctrl-C (KeyboardInterrupt between or inside graph computes, here raised by a hook) in the
+    prefill of a new turn (in its third chunk) or in the answer (its second token) leaves the KV
+    cache holding what chat's record of it says: the next turn reuses the conversation before it
+    and answers as a fresh model does."""
+    from pyggml.models.chat import _CACHED_IDS
+    m, _ = chat_model
+    m.reset()
+    kw = {"max_tokens": 4, "temperature": 0.0}
+    h = [{"role": "user", "content": "hello world"}]
+    h.append({"role": "assistant", "content": m.create_chat_completion(h, **kw)["choices"][0]["message"]["content"]})
+    n_turn = m.cache.n_used
+    long = h + [{"role": "user", "content": "the quick brown fox jumps over the lazy dog"}]
+    ids, cached = m.tokenizer.encode(m.apply_chat_template(long)), _CACHED_IDS[m]
+    keep = next(i for i, (a, b) in enumerate(zip(cached + [-1], ids)) if a != b)
+    n_chunks = -(-(len(ids) - keep) // 8)
+    assert n_chunks > 3
+    at = 3 if where == "prefill" else n_chunks + 2
+    calls = []
+
+    def interrupt(t):
+        calls.append(1)
+        if len(calls) == at:
+            raise KeyboardInterrupt
+
+    m.n_batch = 8
+    try:
+        with m.hooks({"l_out-1": interrupt}), pytest.raises(KeyboardInterrupt):
+            for _ in m.create_chat_completion(long, stream=True, **kw):
+                pass
+    finally:
+        m.n_batch = 512
+    assert len(calls) == at
+    cached = _CACHED_IDS[m]
+    assert m.cache.n_used == len(cached) == m.n_past
+    assert np.array_equal(np.sort(m.cache.cell_pos[m.cache.cell_pos >= 0]), np.arange(len(cached)))
+    assert cached[:len(ids)] == ids[:len(cached)]
+    if where == "prefill":                                     # the turn is not half in the cache
+        assert len(cached) == keep
+    else:
+        assert len(cached) == len(ids) + 1                     # the prompt and the first answer token
+    nxt = h + [{"role": "user", "content": "this is a test"}]
+    got = m.create_chat_completion(nxt, **kw)
+    assert m.timings["prefill_tokens"] < got["usage"]["prompt_tokens"] - n_turn + 8     # the conversation reused
+    m.reset()
+    assert m.create_chat_completion(nxt, **kw)["choices"][0]["message"] == got["choices"][0]["message"]
+
+
 def test_completion_logprobs_and_errors(chat_model):
     m, _ = chat_model
     m.reset()
@@ -327,3 +376,36 @@ def test_completion_logprobs_and_errors(chat_model):
 def eog_list(m):
     from pyggml.models.chat import eog_ids
     return sorted(eog_ids(m))
+
+
+@pytest.mark.parametrize("options", [{"temperature": 0.0, "dry_multiplier": 3.0, "dry_allowed_length": 1},
+                                     {"temperature": 0.0, "xtc_probability": 1.0, "xtc_threshold": 0.02},
+                                     {"temperature": 0.9, "seed": 5, "mirostat_mode": 2, "mirostat_tau": 4.0},
+                                     {"temperature": 0.9, "seed": 5, "mirostat_mode": 1, "dry_multiplier": 1.0}])
+def test_completion_samples_with_dry_xtc_mirostat(chat_model, options):
+    """create_completion's DRY, XTC and mirostat options reach its Sampler: the same ids as a loop over
+    eval with that Sampler (the prompt in its windows, DRY's breakers from the vocabulary)."""
+    from pyggml.models import Sampler
+    from pyggml.models.chat import eog_ids
+    m, _ = chat_model
+    options = dict(options)
+    prompt = "hello world hello world hello world hello"
+    m.reset()
+    got = m.create_completion(prompt, max_tokens=12, **options)["choices"][0]["text"]
+    m.reset()
+    ids = m.tokenize(prompt)
+    s = Sampler(options.pop("temperature"), 40, 0.95, options.pop("seed", None), min_p=0.05,
+                tokenizer=m.tokenizer if options.get("dry_multiplier") else None, **options)
+    s.accept(ids)
+    logits, out = m.eval(ids, "last")[0], []
+    for _ in range(12):
+        t = s(logits)
+        if t in eog_ids(m):
+            break
+        out.append(t)
+        logits = m.eval([t], "last")[0]
+    assert got == m.tokenizer.decode(out)
+    m.reset()
+    plain = m.create_completion(prompt, max_tokens=12, temperature=0.0)["choices"][0]["text"]
+    if "xtc_probability" in options or "dry_multiplier" in options:
+        assert got != plain                     # the option changed the answer

@@ -63,6 +63,25 @@ def test_run_text_and_sampling(tmp_path):
     assert ids_out == [str(t) for t in ids]
 
 
+def test_run_with_dry_xtc_mirostat(tmp_path, chat_gguf):
+    m = models.load(chat_gguf, n_ctx=64)
+    ids = m.tokenize("hello world hello world")
+    for opts, kw in [(["--mirostat", 2, "--mirostat-ent", 4.0, "--mirostat-lr", 0.2],
+                      {"mirostat_mode": 2, "mirostat_tau": 4.0, "mirostat_eta": 0.2}),
+                     (["--dry-multiplier", 2.0, "--dry-allowed-length", 1, "--dry-sequence-breaker", "o",
+                       "--xtc-probability", 0.5, "--xtc-threshold", 0.05],
+                      {"dry_multiplier": 2.0, "dry_allowed_length": 1, "dry_sequence_breakers": ["o"],
+                       "xtc_probability": 0.5, "xtc_threshold": 0.05})]:
+        p = pyggml("run", chat_gguf, "-p", "hello world hello world", "-n", 8, "--temp", 0.8, "--seed", 3,
+                   "--ignore-eos", "--ids", *opts, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        m.reset()
+        want = m.generate(ids, 8, temperature=0.8, seed=3, stop=(), **kw)
+        assert p.stdout.split() == [str(t) for t in want]
+    p = pyggml("run", chat_gguf, "--tokens", "1", "--mirostat", 3, cwd=tmp_path)
+    assert p.returncode == 2 and "invalid choice: 3" in p.stderr
+
+
 def test_convert_then_run(tmp_path):
     hf_model("llama-mha-tied").save_pretrained(tmp_path / "hf")
     p = pyggml("convert", tmp_path / "hf", "-o", tmp_path / "m.gguf", "--outtype", "q8_0", cwd=tmp_path)
@@ -161,6 +180,63 @@ def test_chat_piped(tmp_path, chat_gguf):
     assert prefilled < n_full - 5                      # only the new turn was prefilled
     assert rest.startswith(f"(system message set; conversation reset)\n{a3}\n(conversation reset)\n"
                            "unknown command /bogus"), rest
+
+
+@pytest.fixture(scope="module")
+def slow_chat_gguf(tmp_path_factory):
+    """A model whose prefill of a few thousand tokens takes seconds on one thread."""
+    from pyggml.convert import convert_hf
+    d = tmp_path_factory.mktemp("chatslow")
+    tok = bpe_tokenizer(d / "tok", vocab_size=300)
+    convert_hf(hf_model("qwen2", vocab_size=320, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+                        max_position_embeddings=8192), d / "m.gguf", "f16", tokenizer=tok)
+    return d / "m.gguf"
+
+
+@pytest.mark.slow
+def test_chat_ctrl_c_during_the_prefill(tmp_path, slow_chat_gguf):
+    """SIGINT while a long message is prefilled: "(interrupted)", the message is dropped, and the next
+    one is answered as if it had never been sent, with only its turn prefilled."""
+    import os
+    import pathlib
+    import signal
+    import time
+    if not os.path.exists("/proc/self/stat"):
+        pytest.skip("needs /proc to tell when the prefill runs")
+    p = subprocess.Popen([sys.executable, "-m", "pyggml", "chat", str(slow_chat_gguf), "--temp", "0", "-n", "4",
+                          "-t", "1", "--ctx", "8192"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        def cpu_s():                                   # the process's user + system time
+            fields = pathlib.Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        p.stdin.write("hello world\n/stats\n")
+        p.stdin.flush()
+        first = []
+        while not (first and first[-1].startswith("prefill: ")):
+            first.append(p.stdout.readline())
+        t0 = cpu_s()
+        p.stdin.write("hello world " * 1000 + "\n")    # some 6000 tokens: seconds of prefill
+        p.stdin.flush()
+        end = time.time() + 60
+        while cpu_s() < t0 + 0.5 and time.time() < end:  # the chat waits for input without using the CPU
+            time.sleep(0.02)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate("this is a test\n/stats\n", timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 0 and "Traceback" not in err, err
+    interrupted, answer, stats = out.rsplit("\n", 3)[:3]
+    assert interrupted == "(interrupted)", out
+    m = models.load(slow_chat_gguf, n_ctx=256, n_threads=1)
+    kw = {"max_tokens": 4, "temperature": 0.0}
+    h = [{"role": "user", "content": "hello world"}]
+    h += [{"role": "assistant", "content": m.create_chat_completion(h, **kw)["choices"][0]["message"]["content"]},
+          {"role": "user", "content": "this is a test"}]
+    want = m.create_chat_completion(h, **kw)
+    assert answer == want["choices"][0]["message"]["content"]
+    assert stats.startswith("prefill: ") and int(stats.split()[1]) == m.timings["prefill_tokens"]
 
 
 def tmux(*args):

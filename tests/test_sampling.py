@@ -271,3 +271,129 @@ def test_option_errors():
             Sampler(**kw)
     with pytest.raises(ValueError, match="logits are empty"):
         Sampler(temperature=1.0)(np.zeros(0))
+
+
+# ---- DRY, XTC, mirostat (their definitions; tests/test_sampling_llama_cpp.py: against llama.cpp) ----
+
+def dry_reference(x, history, mult, base, allowed, last_n, breakers):
+    """DRY by its definition, brute force: for each earlier place the window's last n ids occur
+    (n as long as possible, not reaching back past the most recent breaker), the id that followed
+    there loses mult * base ** (n - allowed) when n >= allowed; single-id breakers are spared."""
+    w = list(history[-last_n:])
+    n = len(w)
+    out = np.array(x, np.float64)
+    if n <= allowed:
+        return out
+    limit = n
+    for i in range(n):                         # i ids back from the end
+        head = w[n - 1 - i]
+        tails = [t for t in breakers.get(head, []) if len(t) <= i and
+                 all(w[n - 1 - i + 1 + o] == t[o] for o in range(len(t)))]
+        if tails:
+            limit = i - max(len(t) for t in tails)
+            break
+    if limit < allowed:
+        return out
+    best = {}
+    for j in range(n - 1):                     # w[j + 1] followed the run ending at w[j]
+        run = 0
+        while run <= j and w[j - run] == w[n - 1 - run]:
+            run += 1
+        run = min(run, limit)
+        if run >= allowed:
+            best[w[j + 1]] = max(best.get(w[j + 1], 0), run)
+    for t, run in best.items():
+        if () not in breakers.get(t, []):
+            out[t] -= mult * base ** (run - allowed)
+    return out
+
+
+def test_dry_definition():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(8)
+    breakers = {7: [()], 6: [(5,)]}            # 7 breaks alone, 6 then 5 breaks
+    for trial in range(300):
+        history = rng.integers(0, 5 if trial % 2 else 8, rng.integers(0, 40)).tolist()
+        for mult, base, allowed, last_n in ((0.8, 1.75, 2, 64), (1.0, 2.0, 0, 10), (0.5, 1.1, 3, 30)):
+            got = S.dry(S.Candidates.of(x), history[-last_n:], mult, base, allowed, breakers)
+            np.testing.assert_allclose(got.logits, dry_reference(x, history, mult, base, allowed, last_n, breakers))
+    # the example of llama.cpp's comment: a b c c b c y a b c -> c, b and y extend repetitions
+    a, b, c, y = 0, 1, 2, 3
+    got = S.dry(S.Candidates.of(np.zeros(4)), [a, b, c, c, b, c, y, a, b, c], 1.0, 2.0, 1, {})
+    assert got.logits.tolist() == [0.0, -1.0, -4.0, -2.0]     # b: run 1 (c), c: run 3 (a b c), y: run 2 (b c)
+
+
+def test_dry_breakers_against_a_vocabulary():
+    class Vocab:                               # what dry_breakers asks of a tokenizer
+        words = (b"a", b"b:", b":c", b"x", b"\n", b"ab", b"yz:", b"z")
+        n_vocab = len(words)
+
+        def detokenize(self, ids, unparse_special=False):
+            return b"".join(self.words[i] for i in ids)
+
+        def encode(self, text, add_special=False, parse_special=False):
+            return {"x": [3], ":x": [2, 3]}[text]
+
+    got = S.dry_breakers(Vocab(), [":", "\n", "b:x", "yz:", ""])
+    # a word containing a breaker breaks alone; a word ending inside one (b: and ab in b:x) heads the
+    # rest of it, tokenized
+    assert got == {1: [(), (3,)], 2: [()], 4: [()], 5: [(2, 3)], 6: [()]}
+    assert S.dry_breakers(None, []) == {}
+
+
+def test_xtc_definition():
+    x = np.log(np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04]))
+    c = S.Candidates.of(x)
+    ids = S.xtc(c, 0.1).ids.tolist()
+    assert ids == [3, 4, 5]                         # 0.4, 0.25, 0.15 removed; 0.1, the last >= 0.1, stays
+    assert S.xtc(c, 0.3).ids.tolist() == [0, 1, 2, 3, 4, 5]      # only one above: nothing removed
+    assert S.xtc(c, 0.1, min_keep=4).ids.tolist() == list(range(6))
+    assert S.xtc(c, 0.6).ids.tolist() == list(range(6))          # > 0.5: off
+    s = Sampler(1.0, seed=1, xtc_probability=1.0, xtc_threshold=0.1)
+    assert {s(x) for _ in range(200)} == {3, 4, 5}
+    greedy = Sampler(0.0, xtc_probability=1.0, xtc_threshold=0.1)
+    assert greedy(x) == 3                           # greedy picks among what XTC leaves, as llama.cpp's chain
+    half = Sampler(1.0, seed=2, xtc_probability=0.5, xtc_threshold=0.1)
+    cut = sum(len(half.chain(x)) == 3 for _ in range(2000)) / 2000
+    assert 0.45 < cut < 0.55
+
+
+def test_mirostat_definitions():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(300) * 2
+    c = S.Candidates.of(x)
+    p = np.sort(S.Candidates.of(x).probs())[::-1]
+    for mu in (1.0, 3.0, 6.0, 10.0):
+        got = S.mirostat_v2(c, mu)
+        n = max(1, int(np.sum(-np.log2(p) <= mu)))
+        assert got.ids.tolist() == np.argsort(-x, kind="stable")[:n].tolist()
+        i = np.arange(99)
+        t = np.log((i + 2) / (i + 1))
+        s_hat = np.sum(t * np.log(p[i] / p[i + 1])) / np.sum(t * t)
+        k = ((s_hat - 1) * 2 ** mu / (1 - 300.0 ** (1 - s_hat))) ** (1 / s_hat)
+        assert len(S.mirostat_v1(c, mu, 300)) == max(1, int(k))
+    for mode in (1, 2):
+        s = Sampler(1.0, seed=0, mirostat_mode=mode, mirostat_tau=3.0, mirostat_eta=0.5)
+        assert s.mu == 6.0
+        for _ in range(50):                     # mu moves by eta times the drawn id's surprise minus tau
+            mu, cut = s.mu, s.chain(x)
+            tok = s(x)
+            assert tok in cut.ids
+            p_tok = cut.probs()[cut.ids.tolist().index(tok)]
+            assert s.mu == pytest.approx(mu - 0.5 * (-np.log2(p_tok) - 3.0))
+        s.reset()
+        assert s.mu == 6.0
+
+
+def test_new_option_errors():
+    for kw, msg in [({"dry_multiplier": -1.0}, "dry_multiplier"), ({"dry_penalty_last_n": -1}, "dry_penalty_last_n"),
+                    ({"xtc_probability": 1.5}, "xtc_probability must be in"), ({"mirostat_mode": 3}, "mirostat_mode"),
+                    ({"mirostat_tau": np.inf}, "finite"),
+                    ({"dry_multiplier": 0.8}, "sequence breakers need the vocabulary")]:
+        with pytest.raises(ValueError, match=msg):
+            Sampler(**kw)
+    with pytest.raises(TypeError, match="list of strings"):
+        Sampler(dry_multiplier=0.8, dry_sequence_breakers="\n")
+    s = Sampler(dry_multiplier=0.8, dry_sequence_breakers=())       # no breakers: no vocabulary needed
+    s.accept([1, 2, 3, 1, 2])
+    assert s(np.zeros(5)) != 3                                       # 3 would repeat "1 2 3"

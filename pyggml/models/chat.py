@@ -421,9 +421,28 @@ def _prefill(model, ids):
         raise ValueError(f"Model.create_completion: the prompt is {len(ids)} tokens, more than the context "
                          f"(n_ctx={model.n_ctx})")
     _CACHED_IDS[model] = list(ids[:keep])
-    logits = model.eval(ids[keep:], logits="last")[0]
-    _CACHED_IDS[model] = list(ids)
-    return logits, len(ids) - keep
+    return _extend(model, ids[keep:]), len(ids) - keep
+
+
+def _extend(model, ids):
+    """Evaluate ids after those _CACHED_IDS[model] holds and add them to it; returns the last logits
+    row. The two stay equal when the evaluation stops part way (Ctrl-C raises KeyboardInterrupt
+    between two graph computes, after some chunks are in the cache): what it added is removed again,
+    so that an interrupted prompt is not half in the cache."""
+    cached = _CACHED_IDS[model]
+    n = len(cached)
+    try:
+        logits = model.eval(ids, logits="last")[0]
+        cached.extend(ids)
+    except BaseException:
+        del cached[n:]
+        if n and model.pos_rows != 4:
+            model.truncate(n)
+        else:                               # M-RoPE contexts are not cut: start again
+            cached.clear()
+            model.reset()
+        raise
+    return logits
 
 
 def _events(model, ids, max_tokens, sampler, stop, n_logprobs, prompt_len):
@@ -443,7 +462,7 @@ def _events(model, ids, max_tokens, sampler, stop, n_logprobs, prompt_len):
     logits, n_eval = _prefill(model, ids)
     model.timings = {"prefill_tokens": n_eval, "prefill_s": time.perf_counter() - t0, "decode_tokens": 0,
                      "decode_s": 0.0, "prompt_tokens": len(ids), "completion_tokens": 0}
-    sampler.accept(ids[-sampler.penalty_last_n:] if sampler.penalty_last_n > 0 else ids)
+    sampler.accept(ids)
     limit = model.n_ctx - len(ids) if max_tokens is None or max_tokens <= 0 else int(max_tokens)
     made, emitted, waiting = 0, 0, []     # waiting: logprob entries whose text is not yet emitted
 
@@ -479,17 +498,30 @@ def _events(model, ids, max_tokens, sampler, stop, n_logprobs, prompt_len):
         if made >= limit:
             continue
         t1 = time.perf_counter()
-        logits = model.eval([t], logits="last")[0]
-        _CACHED_IDS[model].append(t)
+        logits = _extend(model, [t])
         model.timings["decode_s"] += time.perf_counter() - t1
         model.timings["decode_tokens"] += 1
 
 
-def _sampler(temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty, presence_penalty,
-             penalty_last_n, logit_bias):
+def _sampler(model, temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty,
+             presence_penalty, penalty_last_n, logit_bias, more):
+    """The Sampler of a completion; more: the DRY, XTC and mirostat options (DRY's sequence breakers
+    are matched against the model's vocabulary)."""
+    if more.get("dry_sequence_breakers") is None:
+        more = {k: v for k, v in more.items() if k != "dry_sequence_breakers"}
     return Sampler(temperature, top_k, top_p, seed, min_p=min_p, typical_p=typical_p, repeat_penalty=repeat_penalty,
                    frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-                   penalty_last_n=penalty_last_n, logit_bias=logit_bias)
+                   penalty_last_n=penalty_last_n, logit_bias=logit_bias,
+                   tokenizer=model.tokenizer if more.get("dry_multiplier") else None, **more)
+
+
+_MORE = ("mirostat_mode", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",
+         "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold")
+
+
+def _more(args):
+    """The DRY, XTC and mirostat options among a completion's arguments."""
+    return {k: args[k] for k in _MORE}
 
 
 def _logprobs_block(entries):
@@ -532,8 +564,12 @@ def _completion(model, ids, prompt_len, max_tokens, sampler, stop, stream, n_log
 
 def create_completion(model, prompt, max_tokens=16, temperature=0.8, top_p=0.95, top_k=40, min_p=0.05, typical_p=1.0,
                       stop=None, seed=None, stream=False, logprobs=None, repeat_penalty=1.0, frequency_penalty=0.0,
-                      presence_penalty=0.0, penalty_last_n=64, logit_bias=None):
-    """llama-cpp-python's Llama.create_completion (Model.create_completion; see docs/models.md)."""
+                      presence_penalty=0.0, penalty_last_n=64, logit_bias=None, mirostat_mode=0, mirostat_tau=5.0,
+                      mirostat_eta=0.1, dry_multiplier=0.0, dry_base=1.75, dry_allowed_length=2, dry_penalty_last_n=64,
+                      dry_sequence_breakers=None, xtc_probability=0.0, xtc_threshold=0.1):
+    """llama-cpp-python's Llama.create_completion (Model.create_completion; see docs/models.md); DRY
+    and XTC take llama.cpp server's option names."""
+    more = _more(locals())
     if isinstance(prompt, str):
         ids = _needs_tokenizer(model, "Model.create_completion").encode(prompt)
         prompt_len = len(prompt)
@@ -542,8 +578,8 @@ def create_completion(model, prompt, max_tokens=16, temperature=0.8, top_p=0.95,
         prompt_len = len(_needs_tokenizer(model, "Model.create_completion").decode(ids))
     if logprobs is not None and int(logprobs) < 0:
         raise ValueError(f"Model.create_completion: logprobs must be >= 0 (the top ids to list), got {logprobs}")
-    s = _sampler(temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty,
-                 presence_penalty, penalty_last_n, logit_bias)
+    s = _sampler(model, temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty,
+                 presence_penalty, penalty_last_n, logit_bias, more)
     return _completion(model, ids, prompt_len, max_tokens, s, stop, stream, None if logprobs is None else int(logprobs),
                        _name(model))
 
@@ -555,15 +591,19 @@ def _name(model):
 def create_chat_completion(model, messages, max_tokens=None, temperature=0.2, top_p=0.95, top_k=40, min_p=0.05,
                            typical_p=1.0, stop=None, seed=None, stream=False, logprobs=False, top_logprobs=None,
                            tools=None, repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
-                           penalty_last_n=64, logit_bias=None):
-    """llama-cpp-python's Llama.create_chat_completion (Model.create_chat_completion; see docs/models.md)."""
+                           penalty_last_n=64, logit_bias=None, mirostat_mode=0, mirostat_tau=5.0, mirostat_eta=0.1,
+                           dry_multiplier=0.0, dry_base=1.75, dry_allowed_length=2, dry_penalty_last_n=64,
+                           dry_sequence_breakers=None, xtc_probability=0.0, xtc_threshold=0.1):
+    """llama-cpp-python's Llama.create_chat_completion (Model.create_chat_completion; see docs/models.md);
+    DRY and XTC take llama.cpp server's option names."""
+    more = _more(locals())
     text = apply_chat_template(model, messages, add_generation_prompt=True, tools=tools)
     ids = _chat_prompt_ids(model, text)
     if top_logprobs is not None and not 0 <= int(top_logprobs) <= 20:
         raise ValueError(f"Model.create_chat_completion: top_logprobs must be in [0, 20], got {top_logprobs}")
     n_logprobs = (int(top_logprobs or 0)) if logprobs else None
-    s = _sampler(temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty,
-                 presence_penalty, penalty_last_n, logit_bias)
+    s = _sampler(model, temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty,
+                 presence_penalty, penalty_last_n, logit_bias, more)
     out = _completion(model, ids, len(text), max_tokens, s, stop, stream, n_logprobs, _name(model))
     return _chat_chunks(out) if stream else _chat(out)
 

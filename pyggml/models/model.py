@@ -404,15 +404,18 @@ class Model:
         return self.tokenizer.encode(text, add_bos=add_bos)
 
     def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, progress=None,
-               images=None):
+               images=None, **sampling):
         """Generate up to n_predict ids after prompt (ids, or text when the model has a tokenizer),
         yielding each as it is sampled. The prompt is appended to the current context. Stops after
         an id in `stop` (default: the end-of-sequence id; () never stops). timings afterwards:
         prefill/decode tokens and seconds. progress: passed to eval for the prompt. images: the
-        prompt's images (eval_multimodal prefills it)."""
+        prompt's images (eval_multimodal prefills it). sampling: Sampler's other keyword options
+        (min_p, repeat_penalty, ...)."""
         if not self.has_head or self.l0 != 0:
             raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
-        sample = Sampler(temperature, top_k, top_p, seed)
+        if sampling.get("dry_multiplier") and "tokenizer" not in sampling:
+            sampling["tokenizer"] = self.tokenizer          # DRY's sequence breakers are text
+        sample = Sampler(temperature, top_k, top_p, seed, **sampling)
         x, pos = np.zeros(1, np.int32), np.zeros((self.pos_rows, 1), np.int32)
 
         def decode(tok):
@@ -430,9 +433,10 @@ class Model:
 
         yield from generation(self, prompt, n_predict, stop, prefill, decode)
 
-    def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, images=None):
+    def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, images=None,
+                 **sampling):
         """The ids stream() yields, as a list (the new ids only)."""
-        return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop, images=images))
+        return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop, images=images, **sampling))
 
     def generate_batch(self, prompts, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None,
                        n_seq=None):
