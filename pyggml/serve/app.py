@@ -8,6 +8,7 @@ start of the next step); a non-streaming one is polled for the same.
 """
 import asyncio
 import base64
+import functools
 import hmac
 import json
 import os
@@ -50,6 +51,21 @@ def _held(text, stops):
                 n = k
                 break
     return n
+
+
+def _api(handler):
+    """A route of the API: the API key is checked first; an ApiError the handler raises answers in
+    OpenAI's error shape, and any other exception (a bug) a 500 in the same shape: the server goes on."""
+    @functools.wraps(handler)
+    async def route(self, request):
+        try:
+            self._check_key(request)
+            return await handler(self, request)
+        except ApiError as e:
+            return self._error(e)
+        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
+            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+    return route
 
 
 class Server:
@@ -259,50 +275,35 @@ class Server:
     async def health(self, request):
         return JSONResponse({"status": "ok"})
 
+    @_api
     async def models(self, request):
-        try:
-            self._check_key(request)
-        except ApiError as e:
-            return self._error(e)
-        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
-            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
         return JSONResponse({"object": "list", "data": [{"id": self.name, "object": "model", "created": self.created,
                                                           "owned_by": "pyggml"}]})
 
+    @_api
     async def completions(self, request):
-        try:
-            self._check_key(request)
-            p = parse_completion(await self._json(request), self.model.n_vocab)
-            ids = self._tokenizer().encode(p["prompt"]) if isinstance(p["prompt"], str) else p["prompt"]
-            self._check_prompt(ids, "prompt")
-            self.counts["completions"] += 1
-            eos = self.model.hparams.eos_id
-            return await self._respond(request, ids, p, () if eos is None else (eos,), "text")
-        except ApiError as e:
-            return self._error(e)
-        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
-            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+        p = parse_completion(await self._json(request), self.model.n_vocab)
+        ids = self._tokenizer().encode(p["prompt"]) if isinstance(p["prompt"], str) else p["prompt"]
+        self._check_prompt(ids, "prompt")
+        self.counts["completions"] += 1
+        eos = self.model.hparams.eos_id
+        return await self._respond(request, ids, p, () if eos is None else (eos,), "text")
 
+    @_api
     async def chat(self, request):
+        p = parse_chat(await self._json(request), self.model.n_vocab)
+        tok = self._tokenizer()
         try:
-            self._check_key(request)
-            p = parse_chat(await self._json(request), self.model.n_vocab)
-            tok = self._tokenizer()
-            try:
-                text = render_chat(self.model, p["messages"])
-            except ValueError as e:
-                raise ApiError(400, f"messages: {e}", "messages") from None
-            ids = tok.encode(text)
-            self._check_prompt(ids, "messages")
-            stop_ids = {tok.tokens.index(s) for s in _END_OF_TURN if s in tok.tokens}
-            if self.model.hparams.eos_id is not None:
-                stop_ids.add(self.model.hparams.eos_id)
-            self.counts["chat"] += 1
-            return await self._respond(request, ids, p, tuple(sorted(stop_ids)), "chat")
-        except ApiError as e:
-            return self._error(e)
-        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
-            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+            text = render_chat(self.model, p["messages"])
+        except ValueError as e:
+            raise ApiError(400, f"messages: {e}", "messages") from None
+        ids = tok.encode(text)
+        self._check_prompt(ids, "messages")
+        stop_ids = {tok.tokens.index(s) for s in _END_OF_TURN if s in tok.tokens}
+        if self.model.hparams.eos_id is not None:
+            stop_ids.add(self.model.hparams.eos_id)
+        self.counts["chat"] += 1
+        return await self._respond(request, ids, p, tuple(sorted(stop_ids)), "chat")
 
     def _embed(self, ids):
         """The pooled, L2-normalised last hidden state (after the output norm) of ids."""
@@ -322,36 +323,26 @@ class Server:
             v = {"mean": lambda: h.mean(0), "cls": lambda: h[0], "last": lambda: h[-1]}[self._pooling]()
             return (v / max(np.linalg.norm(v), 1e-12)).astype(np.float32)
 
+    @_api
     async def embeddings(self, request):
-        try:
-            self._check_key(request)
-            p = parse_embeddings(await self._json(request), self.model.n_vocab)
-            items = [self._tokenizer().encode(x) if isinstance(x, str) else x for x in p["input"]]
-            for ids in items:
-                if not 0 < len(ids) <= self.model.n_ctx:
-                    raise ApiError(400, f"input: an input has {len(ids)} tokens; at most {self.model.n_ctx}", "input",
-                                   code="context_length_exceeded")
-            self.counts["embeddings"] += 1
-            data = []
-            for i, ids in enumerate(items):
-                v = await asyncio.to_thread(self._embed, ids)
-                emb = base64.b64encode(v.tobytes()).decode() if p["encoding_format"] == "base64" else v.tolist()
-                data.append({"object": "embedding", "index": i, "embedding": emb})
-            n = sum(len(x) for x in items)
-            return JSONResponse({"object": "list", "data": data, "model": self.name,
-                                 "usage": {"prompt_tokens": n, "total_tokens": n}})
-        except ApiError as e:
-            return self._error(e)
-        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
-            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+        p = parse_embeddings(await self._json(request), self.model.n_vocab)
+        items = [self._tokenizer().encode(x) if isinstance(x, str) else x for x in p["input"]]
+        for ids in items:
+            if not 0 < len(ids) <= self.model.n_ctx:
+                raise ApiError(400, f"input: an input has {len(ids)} tokens; at most {self.model.n_ctx}", "input",
+                               code="context_length_exceeded")
+        self.counts["embeddings"] += 1
+        data = []
+        for i, ids in enumerate(items):
+            v = await asyncio.to_thread(self._embed, ids)
+            emb = base64.b64encode(v.tobytes()).decode() if p["encoding_format"] == "base64" else v.tolist()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        n = sum(len(x) for x in items)
+        return JSONResponse({"object": "list", "data": data, "model": self.name,
+                             "usage": {"prompt_tokens": n, "total_tokens": n}})
 
+    @_api
     async def metrics(self, request):
-        try:
-            self._check_key(request)
-        except ApiError as e:
-            return self._error(e)
-        except Exception as e:  # noqa: BLE001 (a bug answers 500 in OpenAI's shape; the server goes on)
-            return self._error(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
         s, eng, c = self.engine.stats, self.engine, self.counts
         busy = self.runner.busy_s
         rows = [
