@@ -32,6 +32,7 @@ import weakref
 
 import numpy as np
 
+from pyggml.models.grammar import Grammar, grammar_spec
 from pyggml.models.sampling import Sampler
 
 __all__ = ["CHATML", "ChatTemplate", "ChatTemplateError", "apply_chat_template", "create_chat_completion",
@@ -524,6 +525,13 @@ def _more(args):
     return {k: args[k] for k in _MORE}
 
 
+def _grammar(model, spec):
+    """The Grammar of a spec (None: none) for model, ending at its end-of-generation ids."""
+    if spec is None:
+        return None
+    return Grammar(_needs_tokenizer(model, "structured output"), spec, eog_ids(model), model.n_vocab)
+
+
 def _logprobs_block(entries):
     if entries is None:
         return None
@@ -566,9 +574,11 @@ def create_completion(model, prompt, max_tokens=16, temperature=0.8, top_p=0.95,
                       stop=None, seed=None, stream=False, logprobs=None, repeat_penalty=1.0, frequency_penalty=0.0,
                       presence_penalty=0.0, penalty_last_n=64, logit_bias=None, mirostat_mode=0, mirostat_tau=5.0,
                       mirostat_eta=0.1, dry_multiplier=0.0, dry_base=1.75, dry_allowed_length=2, dry_penalty_last_n=64,
-                      dry_sequence_breakers=None, xtc_probability=0.0, xtc_threshold=0.1):
+                      dry_sequence_breakers=None, xtc_probability=0.0, xtc_threshold=0.1, grammar=None):
     """llama-cpp-python's Llama.create_completion (Model.create_completion; see docs/models.md); DRY
-    and XTC take llama.cpp server's option names."""
+    and XTC take llama.cpp server's option names. grammar: GBNF or Lark text the completion must
+    follow (structured output, pyggml.models.grammar; the optional extra pyggml[grammar]); the text
+    ends where the grammar does."""
     more = _more(locals())
     if isinstance(prompt, str):
         ids = _needs_tokenizer(model, "Model.create_completion").encode(prompt)
@@ -580,6 +590,7 @@ def create_completion(model, prompt, max_tokens=16, temperature=0.8, top_p=0.95,
         raise ValueError(f"Model.create_completion: logprobs must be >= 0 (the top ids to list), got {logprobs}")
     s = _sampler(model, temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty,
                  presence_penalty, penalty_last_n, logit_bias, more)
+    s.grammar = _grammar(model, grammar_spec(grammar=grammar, where="Model.create_completion"))
     return _completion(model, ids, prompt_len, max_tokens, s, stop, stream, None if logprobs is None else int(logprobs),
                        _name(model))
 
@@ -593,9 +604,17 @@ def create_chat_completion(model, messages, max_tokens=None, temperature=0.2, to
                            tools=None, repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
                            penalty_last_n=64, logit_bias=None, mirostat_mode=0, mirostat_tau=5.0, mirostat_eta=0.1,
                            dry_multiplier=0.0, dry_base=1.75, dry_allowed_length=2, dry_penalty_last_n=64,
-                           dry_sequence_breakers=None, xtc_probability=0.0, xtc_threshold=0.1):
+                           dry_sequence_breakers=None, xtc_probability=0.0, xtc_threshold=0.1,
+                           response_format=None, grammar=None):
     """llama-cpp-python's Llama.create_chat_completion (Model.create_chat_completion; see docs/models.md);
-    DRY and XTC take llama.cpp server's option names."""
+    DRY and XTC take llama.cpp server's option names.
+
+    Structured output (the optional extra pyggml[grammar]; pyggml.models.grammar), enforced token by
+    token, the reply ending where the grammar does:
+    response_format={"type": "json_object"} (any JSON object; with "schema": that schema),
+    response_format={"type": "json_schema", "json_schema": {"schema": {...}}} (OpenAI's form), or
+    grammar= GBNF or Lark text. A bad schema or grammar is a ValueError; a reply max_tokens cut
+    short has finish_reason "length"."""
     more = _more(locals())
     text = apply_chat_template(model, messages, add_generation_prompt=True, tools=tools)
     ids = _chat_prompt_ids(model, text)
@@ -604,6 +623,7 @@ def create_chat_completion(model, messages, max_tokens=None, temperature=0.2, to
     n_logprobs = (int(top_logprobs or 0)) if logprobs else None
     s = _sampler(model, temperature, top_k, top_p, min_p, typical_p, seed, repeat_penalty, frequency_penalty,
                  presence_penalty, penalty_last_n, logit_bias, more)
+    s.grammar = _grammar(model, grammar_spec(response_format, grammar, where="Model.create_chat_completion"))
     out = _completion(model, ids, len(text), max_tokens, s, stop, stream, n_logprobs, _name(model))
     return _chat_chunks(out) if stream else _chat(out)
 

@@ -399,7 +399,11 @@ class Sampler:
     """llama.cpp's sampler chain (module docstring) with its state: the penalty window and the
     random generator. Sampler(temperature, top_k, top_p, seed)(logits) -> id. temperature <= 0
     (the default) is greedy: the largest logit after the bias and penalties, the lowest id among
-    equal ones. seed: an int (llama.cpp's uint32 seed: the same draws), None: a random seed."""
+    equal ones. seed: an int (llama.cpp's uint32 seed: the same draws), None: a random seed.
+    grammar: None, or a constraint such as pyggml.models.grammar.Grammar set after construction:
+    its mask(logits) comes before the whole chain and it accepts each sampled id (structured output)."""
+
+    grammar = None
 
     def __init__(self, temperature=0.0, top_k=0, top_p=1.0, seed=None, *, min_p=0.0, typical_p=1.0, min_keep=0,
                  dynatemp_range=0.0, dynatemp_exponent=1.0, repeat_penalty=1.0, frequency_penalty=0.0,
@@ -534,6 +538,8 @@ class Sampler:
 
     def __call__(self, logits):
         """Sample one id from logits (a row of n_vocab) and accept it into the penalty windows."""
+        if self.grammar is not None:
+            logits = self.grammar.mask(logits)
         if self.mirostat_mode and self.temperature > 0:
             c = self._mirostat_cut(logits)
             i = _discrete(c, self.rng)
@@ -547,6 +553,8 @@ class Sampler:
         else:       # the bias, the penalties and DRY move logits, XTC cuts the largest (not in mirostat's chain)
             c = self._biased(logits, penalised=False) if self.mirostat_mode else self._cut(logits)
             tok = int(c.ids[int(np.argmax(c.logits))])
+        if self.grammar is not None:
+            self.grammar.accept(tok)
         self.accept(tok)
         return tok
 

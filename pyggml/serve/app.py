@@ -23,6 +23,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, StreamingRespon
 from starlette.routing import Route
 
 from pyggml.models.batch import BatchEngine, EngineThread
+from pyggml.models.grammar import Grammar
+from pyggml.models.sampling import Sampler
 from pyggml.serve.protocol import ApiError, parse_chat, parse_completion, parse_embeddings
 
 __all__ = ["Server", "render_chat"]
@@ -140,6 +142,18 @@ class Server:
                            f"{self.engine.n_ctx_seq} (n_ctx / parallel), so at most {self.engine.n_ctx_seq - 1}",
                            param, code="context_length_exceeded")
 
+    async def _grammar(self, p, stop_ids):
+        """The Grammar of a request's structured output (None: free text), ending at stop_ids: a bad
+        schema or grammar is a 400, llguidance missing a 501 naming the extra."""
+        if p["structured"] is None:
+            return None
+        try:
+            return await asyncio.to_thread(Grammar, self._tokenizer(), p["structured"], stop_ids, self.model.n_vocab)
+        except ImportError as e:
+            raise ApiError(501, str(e), p["structured_param"], type="server_error") from None
+        except ValueError as e:
+            raise ApiError(400, f"{p['structured_param']}: {e}", p["structured_param"]) from None
+
     # ---- generation ----
 
     async def _generate(self, request, ids, p, stop_ids, watch):
@@ -147,8 +161,10 @@ class Server:
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         n_max = self.engine.n_ctx_seq if p["max_tokens"] is None else p["max_tokens"]
-        req = self.engine.submit(ids, n_max, p["temperature"], p["top_k"], p["top_p"], p["seed"], stop_ids,
-                                 logprobs=p.get("logprobs"), on_update=lambda r: loop.call_soon_threadsafe(changed.set))
+        sampler = Sampler(p["temperature"], p["top_k"], p["top_p"], p["seed"])
+        sampler.grammar = p.get("grammar")
+        req = self.engine.submit(ids, n_max, stop=stop_ids, sampler=sampler, logprobs=p.get("logprobs"),
+                                 on_update=lambda r: loop.call_soon_threadsafe(changed.set))
         tok = self.model.tokenizer
         dec = tok.stream() if tok is not None else None
         stops, full, sent, seen, reason, by_string = p["stop"], "", 0, 0, None, False
@@ -285,9 +301,11 @@ class Server:
         p = parse_completion(await self._json(request), self.model.n_vocab)
         ids = self._tokenizer().encode(p["prompt"]) if isinstance(p["prompt"], str) else p["prompt"]
         self._check_prompt(ids, "prompt")
-        self.counts["completions"] += 1
         eos = self.model.hparams.eos_id
-        return await self._respond(request, ids, p, () if eos is None else (eos,), "text")
+        stop_ids = () if eos is None else (eos,)
+        p["grammar"] = await self._grammar(p, stop_ids)
+        self.counts["completions"] += 1
+        return await self._respond(request, ids, p, stop_ids, "text")
 
     @_api
     async def chat(self, request):
@@ -302,8 +320,10 @@ class Server:
         stop_ids = {tok.tokens.index(s) for s in _END_OF_TURN if s in tok.tokens}
         if self.model.hparams.eos_id is not None:
             stop_ids.add(self.model.hparams.eos_id)
+        stop_ids = tuple(sorted(stop_ids))
+        p["grammar"] = await self._grammar(p, stop_ids)
         self.counts["chat"] += 1
-        return await self._respond(request, ids, p, tuple(sorted(stop_ids)), "chat")
+        return await self._respond(request, ids, p, stop_ids, "chat")
 
     def _embed(self, ids):
         """The pooled, L2-normalised last hidden state (after the output norm) of ids."""

@@ -2,6 +2,8 @@
 range or an unknown field is an ApiError (HTTP 400 with OpenAI's {"error": {...}} body), never an
 exception from deeper down."""
 
+from pyggml.models.grammar import grammar_spec
+
 __all__ = ["ApiError", "parse_chat", "parse_completion", "parse_embeddings"]
 
 MAX_TOKENS_LIMIT = 1 << 20
@@ -113,14 +115,26 @@ def _sampling(body, n_vocab):
     return out
 
 
+def _structured(body, fields):
+    """(the structured-output spec (pyggml.models.grammar.grammar_spec), the field that gave it) of
+    the given fields of body: response_format (OpenAI's), grammar (GBNF or Lark text) and
+    json_schema (llama-server's)."""
+    given = {k: body.get(k) for k in fields if body.get(k) is not None}
+    param = next(iter(given), None)
+    try:
+        return grammar_spec(**given, where=", ".join(given) or "structured output"), param
+    except (TypeError, ValueError) as e:
+        raise ApiError(400, str(e), param) from None
+
+
 def _token_list(v):
     return isinstance(v, list) and len(v) > 0 and all(_is_int(t) for t in v)
 
 
 def parse_completion(body, n_vocab):
     """/v1/completions: prompt (a string, token ids, or a list of one of them), the sampling
-    fields, logprobs (0..20), echo (false)."""
-    _check_keys(body, _SAMPLING | {"prompt", "logprobs", "echo", "best_of", "suffix"})
+    fields, logprobs (0..20), echo (false), grammar / json_schema (structured output)."""
+    _check_keys(body, _SAMPLING | {"prompt", "logprobs", "echo", "best_of", "suffix", "grammar", "json_schema"})
     out = _sampling(body, n_vocab)
     p = body.get("prompt")
     if isinstance(p, list) and len(p) == 1 and (isinstance(p[0], str) or _token_list(p[0])):
@@ -138,6 +152,7 @@ def parse_completion(body, n_vocab):
     _int(body, "best_of", 1, 1, 1)
     if body.get("suffix") is not None:
         raise _bad("suffix", "suffix is not supported")
+    out["structured"], out["structured_param"] = _structured(body, ("grammar", "json_schema"))
     return out
 
 
@@ -155,9 +170,10 @@ def _content(i, m):
 
 def parse_chat(body, n_vocab):
     """/v1/chat/completions: messages ({role, content}), the sampling fields, max_completion_tokens,
-    logprobs (bool) and top_logprobs (0..20), response_format type text."""
+    logprobs (bool) and top_logprobs (0..20), structured output: response_format (text,
+    json_object, json_schema), grammar, json_schema."""
     _check_keys(body, _SAMPLING | {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
-                                   "response_format"})
+                                   "response_format", "grammar", "json_schema"})
     if "max_completion_tokens" in body and body["max_completion_tokens"] is not None:
         body = dict(body, max_tokens=body["max_completion_tokens"])
     out = _sampling(body, n_vocab)
@@ -174,9 +190,7 @@ def parse_chat(body, n_vocab):
     out["messages"] = clean
     top = _int(body, "top_logprobs", None, 0, 20)
     out["logprobs"] = (top or 0) if _bool(body, "logprobs", False) else None
-    rf = body.get("response_format")
-    if rf is not None and (not isinstance(rf, dict) or rf.get("type") != "text"):
-        raise _bad("response_format", "only {\"type\": \"text\"} is supported (no grammar engine in this server)")
+    out["structured"], out["structured_param"] = _structured(body, ("response_format", "grammar", "json_schema"))
     return out
 
 
