@@ -6,6 +6,7 @@ embeddings against transformers' last hidden state, the API key."""
 import asyncio
 import json
 import random
+import re
 import socket
 import threading
 import time
@@ -190,7 +191,7 @@ def test_other_bad_requests(srv):
                        ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}),
                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}),
                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                                                 "response_format": {"type": "json_object"}}),
+                                                 "response_format": {"type": "json_schema"}}),
                        ("/v1/embeddings", {"input": []}), ("/v1/embeddings", {"input": [[1, 999]]}),
                        ("/v1/embeddings", {"input": "x", "encoding_format": "int8"})]:
         r = httpx.post(u + path, json=body)
@@ -201,6 +202,83 @@ def test_other_bad_requests(srv):
     assert r.status_code == 404 and "error" in r.json()
     r = httpx.get(u + "/v1/completions")
     assert r.status_code == 405 and "error" in r.json()
+    assert wait_idle(srv.server.engine) and srv.server.runner.thread.is_alive()
+
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "n", "tags"],
+          "properties": {"name": {"enum": ["ann", "bob"]}, "n": {"type": "integer", "minimum": 0, "maximum": 99},
+                         "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}}}
+
+
+def test_structured_output(srv):
+    """response_format json_schema / json_object, llama-server's grammar and json_schema fields: the
+    text follows them, streamed or not, alone or beside other requests; max_tokens cutting the JSON
+    is "length"; a broken schema or grammar is a 400."""
+    pytest.importorskip("llguidance")
+    jsonschema = pytest.importorskip("jsonschema")
+    c = srv.client()
+    msgs = [{"role": "user", "content": "json please"}]
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA, "strict": True}}
+    for t, seed in [(0, 0), (0.9, 1), (1.3, 2)]:
+        a = c.chat.completions.create(model="m", messages=msgs, max_tokens=300, temperature=t, seed=seed,
+                                      response_format=rf)
+        assert a.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(a.choices[0].message.content), SCHEMA)
+        s = list(c.chat.completions.create(model="m", messages=msgs, max_tokens=300, temperature=t, seed=seed,
+                                           response_format=rf, stream=True))
+        assert "".join(ch.choices[0].delta.content or "" for ch in s) == a.choices[0].message.content
+    # concurrent requests, constrained and not: each equals itself run alone
+    jobs = [{"messages": msgs, "max_tokens": 200, "temperature": 0.9, "seed": i} for i in range(4)]
+    for j in jobs[1::2]:
+        j["response_format"] = rf
+    alone = [c.chat.completions.create(model="m", **j) for j in jobs]
+    together = [None] * len(jobs)
+
+    def run(i):
+        together[i] = c.chat.completions.create(model="m", **jobs[i])
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert [r.choices[0].message.content for r in together] == [r.choices[0].message.content for r in alone]
+    # json_object: an object (greedy on this random model may never close one: max_tokens ends it),
+    # and llama-server's json_object with a schema
+    o = httpx.post(srv.url + "/v1/chat/completions", json={"messages": msgs, "max_tokens": 40, "temperature": 0,
+                                                            "response_format": {"type": "json_object"}}).json()
+    text = o["choices"][0]["message"]["content"]
+    assert text.startswith("{") and o["choices"][0]["finish_reason"] in ("stop", "length")
+    if o["choices"][0]["finish_reason"] == "stop":
+        assert isinstance(json.loads(text), dict)
+    o = httpx.post(srv.url + "/v1/chat/completions", json={
+        "messages": msgs, "max_tokens": 300, "seed": 6, "response_format": {"type": "json_object", "schema": SCHEMA}},
+        timeout=60).json()
+    jsonschema.validate(json.loads(o["choices"][0]["message"]["content"]), SCHEMA)
+    # llama-server's fields on /v1/completions: a GBNF grammar and a JSON schema
+    g = c.completions.create(model="m", prompt="the quick", max_tokens=40, temperature=1.0, seed=3,
+                             extra_body={"grammar": 'root ::= ("yes" | "no") " " [0-9]+ "."'})
+    assert re.fullmatch(r"(yes|no) [0-9]+\.", g.choices[0].text) and g.choices[0].finish_reason == "stop"
+    j = c.completions.create(model="m", prompt="the quick", max_tokens=300, temperature=0.8, seed=4,
+                             extra_body={"json_schema": SCHEMA})
+    jsonschema.validate(json.loads(j.choices[0].text), SCHEMA)
+    # max_tokens cutting the JSON short
+    cut = c.chat.completions.create(model="m", messages=msgs, max_tokens=3, temperature=0, response_format=rf)
+    assert cut.choices[0].finish_reason == "length" and cut.usage.completion_tokens == 3
+    # broken schemas and grammars: a 400 naming the field
+    for path, body, param in [
+            ("/v1/chat/completions", {"messages": msgs, "response_format": {
+                "type": "json_schema", "json_schema": {"schema": {"type": "objectx"}}}}, "response_format"),
+            ("/v1/chat/completions", {"messages": msgs, "response_format": {"type": "json_object",
+                                                                              "schema": [1]}}, "response_format"),
+            ("/v1/chat/completions", {"messages": msgs, "response_format": {"type": "yaml"}}, "response_format"),
+            ("/v1/chat/completions", {"messages": msgs, "grammar": 'root ::= "open'}, "grammar"),
+            ("/v1/completions", {"prompt": "hi", "grammar": "start: missing_rule"}, "grammar"),
+            ("/v1/completions", {"prompt": "hi", "json_schema": {"$ref": "#/nowhere"}}, "json_schema"),
+            ("/v1/completions", {"prompt": "hi", "json_schema": "object"}, "json_schema")]:
+        r = httpx.post(srv.url + path, json=body)
+        assert r.status_code == 400, (body, r.text)
+        err = r.json()["error"]
+        assert err["type"] == "invalid_request_error" and err["param"] == param and err["message"], err
     assert wait_idle(srv.server.engine) and srv.server.runner.thread.is_alive()
 
 
