@@ -388,12 +388,15 @@ class Model:
         return chat.apply_chat_template(self, messages, add_generation_prompt, tools, **extra)
 
     def create_chat_completion(self, messages, **options):
-        """llama-cpp-python's create_chat_completion: an OpenAI-style dict, or chunks with stream=True."""
+        """llama-cpp-python's create_chat_completion: an OpenAI-style dict, or chunks with stream=True.
+        Structured output: response_format={"type": "json_object"} or {"type": "json_schema",
+        "json_schema": {"schema": {...}}}, or grammar= GBNF/Lark text (pyggml[grammar]; see chat)."""
         from pyggml.models import chat
         return chat.create_chat_completion(self, messages, **options)
 
     def create_completion(self, prompt, **options):
-        """llama-cpp-python's create_completion: an OpenAI-style dict, or chunks with stream=True."""
+        """llama-cpp-python's create_completion: an OpenAI-style dict, or chunks with stream=True;
+        grammar= GBNF/Lark text constrains the text (pyggml[grammar])."""
         from pyggml.models import chat
         return chat.create_completion(self, prompt, **options)
 
