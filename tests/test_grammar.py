@@ -239,3 +239,39 @@ def test_missing_engine_names_the_extra(model, monkeypatch):
         model.create_completion("hi", max_tokens=4, grammar=GBNF)
     # free text needs no engine
     assert model.create_completion("hi", max_tokens=2)["choices"]
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+    pytest.importorskip("sentencepiece")
+    from hf_models import spm_tokenizer
+
+    from pyggml.convert import convert_hf
+    d = tmp_path_factory.mktemp("grammar-spm")
+    spm_tokenizer(d / "tok", vocab_size=320)
+    path = convert_hf(hf_model("llama-gqa", vocab_size=320), d / "m.gguf", "f16", tokenizer=d / "tok")
+    return models.load(path, n_ctx=512, n_threads=2)
+
+
+def test_sentencepiece_vocabulary(spm_model):
+    """An SPM vocabulary (the tokenizer writes a space before text it starts; byte tokens): where the
+    grammar forces bytes mid-word, the allowed ids still spell them without that space."""
+    m = spm_model
+    words = ["hello world", "hello wörld", "the lazy dog", "the quick brown fox"]
+    grammar = "root ::= (" + " | ".join(f'"{w}"' for w in words) + ') "."'
+    pattern = "(" + "|".join(words) + r")\."
+    stop = eog_ids(m)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        g = Grammar(m.tokenizer, ("grammar", grammar), stop, m.n_vocab)
+        out = []
+        while True:
+            t = int(rng.choice(np.flatnonzero(g.allowed())))
+            g.accept(t)
+            if t in stop:
+                break
+            out.append(t)
+        assert re.fullmatch(pattern, b"".join(m.tokenizer.token_to_bytes(t) for t in out).decode())
+    for t, seed in DECODING:
+        r = m.create_completion("the quick", max_tokens=40, temperature=t, seed=seed, grammar=grammar)
+        assert r["choices"][0]["finish_reason"] == "stop" and re.fullmatch(pattern, r["choices"][0]["text"])

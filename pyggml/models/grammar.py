@@ -83,10 +83,11 @@ def _schema(schema, where):
 class _Vocabulary:
     """What llguidance's TokenizerWrapper reads of a tokenizer: each id's bytes (control tokens and
     user-defined ones written <...> prefixed by 0xff, llguidance's mark of a special token, so
-    grammar text never matches them), the EOS/BOS ids, and encode."""
+    grammar text never matches them), the EOS/BOS ids, and a tokenization of text (called with the
+    bytes a grammar forces; the mask then keeps that tokenization of them)."""
 
     def __init__(self, tok):
-        from pyggml.tokenizer import A_CONTROL, A_UNKNOWN, A_USER_DEFINED
+        from pyggml.tokenizer import A_BYTE, A_CONTROL, A_UNKNOWN, A_USER_DEFINED
         self.tok = tok
         self.eos_token_id, self.bos_token_id = tok.eos_id, tok.bos_id
         self.tokens = []
@@ -96,11 +97,34 @@ class _Vocabulary:
                 b = b"\xff" + b
             self.tokens.append(b)
         self.special_token_ids = [i for i, b in enumerate(self.tokens) if b[:1] == b"\xff"]
+        self.by_bytes = None
+        if tok.add_space_prefix:
+            # the tokenizer writes a space before text it starts (SPM): the forced bytes continue a
+            # text, so they are split greedily, longest token first (byte tokens last)
+            order = sorted(range(len(self.tokens)), key=lambda i: bool(tok.attrs[i] & A_BYTE))
+            self.by_bytes = {}
+            for i in order:
+                if self.tokens[i] and self.tokens[i][:1] != b"\xff":
+                    self.by_bytes.setdefault(self.tokens[i], i)
+            self.longest = max(map(len, self.by_bytes), default=1)
 
     def __call__(self, text):
-        if isinstance(text, bytes):
-            text = text.decode("utf-8")
-        return self.tok.encode(text, add_bos=False, parse_special=False)
+        if self.by_bytes is None:
+            if isinstance(text, bytes):
+                text = text.decode("utf-8")
+            return self.tok.encode(text, add_bos=False, parse_special=False)
+        data = text if isinstance(text, bytes) else text.encode()
+        out, at = [], 0
+        while at < len(data):
+            for n in range(min(self.longest, len(data) - at), 0, -1):
+                t = self.by_bytes.get(data[at:at + n])
+                if t is not None:
+                    out.append(t)
+                    at += n
+                    break
+            else:
+                at += 1         # a byte no token spells: the grammar cannot force it either
+        return out
 
 
 def _environment(llg, tok, n_vocab, stop_ids):
