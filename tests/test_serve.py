@@ -8,6 +8,7 @@ import json
 import random
 import re
 import socket
+import sys
 import threading
 import time
 
@@ -280,6 +281,13 @@ def test_structured_output(srv):
         err = r.json()["error"]
         assert err["type"] == "invalid_request_error" and err["param"] == param and err["message"], err
     assert wait_idle(srv.server.engine) and srv.server.runner.thread.is_alive()
+
+
+def test_structured_output_without_engine(srv, monkeypatch):
+    monkeypatch.setitem(sys.modules, "llguidance", None)
+    r = httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "grammar": 'root ::= "a"'})
+    assert r.status_code == 501 and "pyggml[grammar]" in r.json()["error"]["message"]
+    assert httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
 
 
 def test_api_key(model_path):

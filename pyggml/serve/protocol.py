@@ -122,7 +122,7 @@ def _structured(body, fields):
     given = {k: body.get(k) for k in fields if body.get(k) is not None}
     param = next(iter(given), None)
     try:
-        return grammar_spec(**given, where=", ".join(given) or "structured output"), param
+        return grammar_spec(**given), param
     except (TypeError, ValueError) as e:
         raise ApiError(400, str(e), param) from None
 
