@@ -8,8 +8,8 @@ optional extra ``pyggml[grammar]``).
 A spec is what a request asks for, checked but not compiled: ("json_schema", schema) for JSON mode
 (schema {"type": "object"}: any object) and JSON schemas, ("grammar", text) for a GBNF grammar (as
 llama.cpp's grammars/README.md) or a Lark grammar (llguidance's syntax). Grammar compiles a spec
-against the tokenizer's vocabulary: before each sampled token, mask() gives the ids that cannot extend
-the text toward a sentence of the grammar the logit -inf; once the grammar is complete only the
+against the tokenizer's vocabulary. Before each sampled token, mask() sets the logit of every id that
+cannot extend the text toward a sentence of the grammar to -inf; once the grammar is complete only the
 generation's stop ids stay allowed, so the text ends exactly where the grammar does.
 
 JSON whitespace is llama.cpp's (json-schema-to-grammar): between tokens of JSON at most one space or
@@ -152,8 +152,8 @@ class Grammar:
             raise ValueError("structured output needs an end-of-generation id to end the text with")
         self.n_vocab = int(n_vocab if n_vocab is not None else len(tokenizer.tokens))
         if self.n_vocab < len(tokenizer.tokens) or stop_ids[-1] >= self.n_vocab:
-            raise ValueError(f"structured output: n_vocab {self.n_vocab} is smaller than the tokenizer's "
-                             f"{len(tokenizer.tokens)} tokens or a stop id {stop_ids[-1]}")
+            raise ValueError(f"structured output: n_vocab {self.n_vocab} must cover the tokenizer's "
+                             f"{len(tokenizer.tokens)} tokens and the stop ids (largest {stop_ids[-1]})")
         kind, body = spec
         if kind == "json_schema":
             try:
