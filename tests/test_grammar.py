@@ -179,13 +179,16 @@ def test_mask_is_exact(model, hf_tok):
 
 
 def test_sampler_hook(model):
-    """The mask comes before the whole chain: greedy, sampled, biased and penalised samplers all keep
-    to the grammar, and a forbidden id fed to the grammar is a ValueError."""
+    """The mask comes before the whole chain: greedy, sampled, biased, penalised, mirostat, XTC and
+    DRY samplers all keep to the grammar, and a forbidden id fed to the grammar is a ValueError."""
     tok = model.tokenizer
     stop = eog_ids(model)
     rng = np.random.default_rng(1)
     for kw in ({}, {"temperature": 1.0, "top_k": 5, "seed": 2}, {"temperature": 0.7, "top_p": 0.5, "seed": 3},
-               {"logit_bias": {5: 50.0}}, {"repeat_penalty": 1.3}):
+               {"logit_bias": {5: 50.0}}, {"repeat_penalty": 1.3},
+               {"temperature": 1.0, "seed": 4, "mirostat_mode": 1}, {"temperature": 1.0, "seed": 4, "mirostat_mode": 2},
+               {"temperature": 0.9, "seed": 5, "xtc_probability": 1.0, "xtc_threshold": 0.05},
+               {"temperature": 0.9, "seed": 6, "dry_multiplier": 0.8, "tokenizer": tok}):
         s = Sampler(**kw)
         s.grammar = Grammar(tok, ("grammar", GBNF), stop, model.n_vocab)
         out = []
