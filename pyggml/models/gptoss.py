@@ -98,8 +98,8 @@ class GptOss(Decoder):
         return op.rope_ext(t, self.pos, self.rope_factors(il), **rope.args())
 
     def build_ffn(self, h, il):
-        """The mixture of experts over the normed rows h [n_embd, n_tokens]."""
-        hp, n, p = self.hp, self.n_tokens, f"blk.{il}."
+        """The mixture of experts over the normed rows h [n_embd, n] (n: n_out in the last layer)."""
+        hp, n, p = self.hp, h.ne[1], f"blk.{il}."
         k = hp.n_expert_used
         logits = self.cb(self.mm(h, p + "ffn_gate_inp"), "ffn_moe_logits", il)        # [n_expert, n]
         chosen = self.cb(op.argsort_top_k(logits, k), "ffn_moe_topk", il)              # [k, n]
