@@ -69,6 +69,7 @@ class TextConverter:
     arch = None
     hf_archs = ()
     tokenizer_pre = None            # tokenizer.ggml.pre of a byte-level BPE vocabulary
+    mixtures = True                 # pyggml._mixtures gives its tensors llama-quantize's types (q4_k_m)
 
     def __init__(self, hparams, hf_arch):
         if "text_config" in hparams:                         # a multimodal config: the text model's keys win
@@ -502,6 +503,7 @@ class GptOssConverter(TextConverter):
     arch = "gpt-oss"
     hf_archs = ("GptOssForCausalLM",)
     tokenizer_pre = "gpt-4o"
+    mixtures = False                # llama-quantize's MoE rules (router, experts) are not in pyggml._mixtures
 
     def rename(self, name):
         if name.endswith(("_blocks", "_scales")):
@@ -870,6 +872,9 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
                          f"{', '.join(sorted(CONVERTERS))}")
     conv = CONVERTERS[hf_arch](hparams, hf_arch)
     conv.model_dir = model_dir
+    if outtype in FTYPES and not conv.mixtures:
+        raise ValueError(f"convert_hf: outtype {outtype!r} is not available for {hf_arch}; convert to f32 or f16 "
+                         f"and quantize with llama.cpp's llama-quantize")
     qtype, ftype = _OUTTYPE[outtype]
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == conv.arch)
     names = gguf.get_tensor_name_map(arch_id, conv.n_layer)

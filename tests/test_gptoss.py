@@ -4,7 +4,7 @@ expert biases, YaRN, clamped SwiGLU) converted by pyggml.convert and run as a pr
 token-by-token decode past the window, in both attention forms, against HF's logits and greedy tokens;
 the window, the sinks and the routing each shown to matter; hostile hyper-parameters. Then (marked
 llama_cpp) pyggml.convert against llama.cpp's converter byte for byte, and pyggml against llama.cpp on
-the files llama.cpp writes and quantizes (F32, Q8_0, MXFP4 experts)."""
+the files llama.cpp writes and quantizes (F32, Q8_0, Q4_K_M, MXFP4 experts)."""
 import ctypes
 import os
 import subprocess
@@ -172,10 +172,13 @@ def test_missing_sinks_and_expert_bias(gguf_dir, tmp_path):
             models.load(tmp_path / "m.gguf")
 
 
-def test_converter_refuses_mxfp4_checkpoints():
+def test_converter_refuses_mxfp4_checkpoints_and_q4_k_m(tmp_path):
     conv = GptOssConverter(hf_model(KIND).config.to_dict(), "GptOssForCausalLM")
     with pytest.raises(ValueError, match="MXFP4 experts are not supported"):
         conv.rename("model.layers.0.mlp.experts.gate_up_proj_blocks")
+    with pytest.raises(ValueError, match="outtype 'q4_k_m' is not available for GptOssForCausalLM"):
+        convert_hf(hf_model(KIND), tmp_path / "m.gguf", outtype="q4_k_m")
+    assert not (tmp_path / "m.gguf").exists()
 
 
 def test_converted_experts(gguf_dir):
@@ -269,17 +272,18 @@ def llama_cpp_quantize(src, dst, ftype):
 
 @pytest.mark.slow
 @pytest.mark.llama_cpp
-@pytest.mark.parametrize("quant", ["f32", "q8_0", "mxfp4_moe"])
+@pytest.mark.parametrize("quant", ["f32", "q8_0", "q4_k_m", "mxfp4_moe"])
 def test_on_llama_cpps_file(llama_cpp_src, folders, tmp_path, quant):
-    """pyggml on the file llama.cpp's converter wrote (F32), quantized by llama.cpp to Q8_0 or to
-    MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere), against llama.cpp on that file: F32 cache, llama.cpp
+    """pyggml on the file llama.cpp's converter wrote (F32), quantized by llama.cpp to Q8_0, Q4_K_M (Q5_0
+    and Q8_0 here: the rows of 64 fall back) or MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere), against llama.cpp on that file: F32 cache, llama.cpp
     without flash attention (its flash path rounds K/V to F16), prefill then decode past the window.
     The quantized files agree to float32 rounding too: the integer dots against Q8_0 activations
     are ggml's."""
     llama_cpp = pytest.importorskip("llama_cpp")
     path = llama_cpp_convert(llama_cpp_src, folders["ff64"], tmp_path / "f32.gguf", "f32")
     if quant != "f32":
-        ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "mxfp4_moe": llama_cpp.LLAMA_FTYPE_MOSTLY_MXFP4_MOE}[quant]
+        ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_k_m": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M,
+                 "mxfp4_moe": llama_cpp.LLAMA_FTYPE_MOSTLY_MXFP4_MOE}[quant]
         path = llama_cpp_quantize(path, tmp_path / f"{quant}.gguf", ftype)
     if quant == "mxfp4_moe":
         types = {n: t.type for n, t in G.load(path).tensors.items()}
