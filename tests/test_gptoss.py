@@ -300,3 +300,51 @@ def test_on_llama_cpps_file(llama_cpp_src, folders, tmp_path, quant):
         got = prefill_then_decode(m, ids)
         assert rel_err(got, ref) < 1e-5, flash_attn
         assert (got.argmax(-1) == ref.argmax(-1)).all()
+
+
+def unsplit_bpe_tokenizer(directory, vocab_size=N_VOCAB):
+    """A byte-level BPE tokenizer trained on whole lines (no pre-tokenizer split), so that its merges
+    cross case changes, digit runs, contractions and punctuation: what a pre-tokenizer splits or
+    keeps together then shows in the ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    words = ["HelloWorld", "XMLHttpRequest", "naïveCafé", "ÉCOLEnormale", "don'T", "they'RE", "a/b.c//d", "12345678",
+             "x\n\n y", "CamelCaseWords", "iPhone", "McDonald's", "2024/12/04", "HTTPServer"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator([" ".join(words)] * 50, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    fast.save_pretrained(directory)
+    return words
+
+
+@pytest.mark.slow
+@pytest.mark.llama_cpp
+def test_gpt_4o_pre_tokenizer_matches_llama_cpp(llama_cpp_src, tmp_path):
+    """pyggml's tokenizer on llama.cpp's gpt-oss file (tokenizer.ggml.pre "gpt-4o": words split at
+    case changes, contractions kept, digits in threes, "/" after punctuation) gives llama.cpp's ids
+    on the words its vocabulary merges across those boundaries and on the adversarial strings of
+    test_tokenizer_llama_cpp; qwen2's pre-tokenizer on the same vocabulary does not."""
+    from test_tokenizer_llama_cpp import Oracle, adversarial_strings
+
+    from pyggml.tokenizer import Tokenizer
+    d = tmp_path / "tiny"
+    hf_model(KIND, vocab_size=N_VOCAB).save_pretrained(d)
+    words = unsplit_bpe_tokenizer(d)
+    path = llama_cpp_convert(llama_cpp_src, d, tmp_path / "f32.gguf", "f32")
+    f = G.load(path)
+    assert f.metadata["tokenizer.ggml.pre"] == "gpt-4o"
+    oracle = Oracle(path)
+    texts = [*words, " ".join(words), *adversarial_strings([], n=1000)]
+
+    def differences(pre):
+        tok = Tokenizer({**f.metadata, "tokenizer.ggml.pre": pre})
+        return [t for t in texts if tok.encode(t, add_special=False, parse_special=False)
+                != oracle.tokenize(t, False, False)]
+
+    bad = differences("gpt-4o")
+    assert not bad, f"{len(bad)} differences, first: {bad[:3]}"
+    assert len(differences("qwen2")) > 5
