@@ -276,9 +276,12 @@ def llama_cpp_quantize(src, dst, ftype):
 def test_on_llama_cpps_file(llama_cpp_src, folders, tmp_path, quant):
     """pyggml on the file llama.cpp's converter wrote (F32), quantized by llama.cpp to Q8_0, Q4_K_M (Q5_0
     and Q8_0 here: the rows of 64 fall back) or MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere), against llama.cpp on that file: F32 cache, llama.cpp
-    without flash attention (its flash path rounds K/V to F16), prefill then decode past the window.
-    The quantized files agree to float32 rounding too: the integer dots against Q8_0 activations
-    are ggml's."""
+    without flash attention (its flash path rounds K/V to F16), prefill then decode past the window;
+    greedy tokens equal. F32 agrees to float32 rounding. On the quantized files the integer dots are
+    ggml's, but activations are rounded to Q8_0 before each product: a last-bit difference of an f32
+    sum (pyggml's batched and one-token attention sum in other orders than ggml) can move one int8 by
+    one step, and this model's large expert activations (clamped at 7) amplify that to ~1e-2 of the
+    logits on some files (on these, today, ~1e-7)."""
     llama_cpp = pytest.importorskip("llama_cpp")
     path = llama_cpp_convert(llama_cpp_src, folders["ff64"], tmp_path / "f32.gguf", "f32")
     if quant != "f32":
@@ -298,7 +301,7 @@ def test_on_llama_cpps_file(llama_cpp_src, folders, tmp_path, quant):
     for flash_attn in (True, False):
         m = models.load(path, n_ctx=64, kv_type=gg.Type.F32, flash_attn=flash_attn)
         got = prefill_then_decode(m, ids)
-        assert rel_err(got, ref) < 1e-5, flash_attn
+        assert rel_err(got, ref) < (1e-5 if quant == "f32" else 2e-2), flash_attn
         assert (got.argmax(-1) == ref.argmax(-1)).all()
 
 
