@@ -279,8 +279,8 @@ def test_on_llama_cpps_file(llama_cpp_src, folders, tmp_path, quant):
     without flash attention (its flash path rounds K/V to F16), prefill then decode past the window;
     greedy tokens equal. F32 agrees to float32 rounding. On the quantized files the integer dots are
     ggml's, but activations are rounded to Q8_0 before each product: a last-bit difference of an f32
-    sum (pyggml's batched and one-token attention sum in other orders than ggml) can move one int8 by
-    one step, and this model's large expert activations (clamped at 7) amplify that to ~1e-2 of the
+    sum (pyggml's F32 attention products sum in one order for a few tokens, another for a batch; ggml's
+    in one) can move one int8 by one step, and this model's large expert activations (clamped at 7) amplify that to ~1e-2 of the
     logits on some files (on these, today, ~1e-7)."""
     llama_cpp = pytest.importorskip("llama_cpp")
     path = llama_cpp_convert(llama_cpp_src, folders["ff64"], tmp_path / "f32.gguf", "f32")
