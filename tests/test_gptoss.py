@@ -351,3 +351,33 @@ def test_gpt_4o_pre_tokenizer_matches_llama_cpp(llama_cpp_src, tmp_path):
     bad = differences("gpt-4o")
     assert not bad, f"{len(bad)} differences, first: {bad[:3]}"
     assert len(differences("qwen2")) > 5
+
+
+@pytest.mark.slow
+@pytest.mark.llama_cpp
+def test_router_ties_as_llama_cpp(llama_cpp_src, folders, tmp_path):
+    """Experts 2 and 5 of every layer get the same router row and bias, so their logits tie on every
+    token; where the tie straddles the k-th place, the lower index is chosen (ggml's argsort), as
+    llama.cpp does on the same file."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    f = G.load(llama_cpp_convert(llama_cpp_src, folders["ff64"], tmp_path / "f32.gguf", "f32"))
+    tensors = {n: t.to_numpy().copy() for n, t in f.tensors.items()}
+    for il in range(4):
+        for name in (f"blk.{il}.ffn_gate_inp.weight", f"blk.{il}.ffn_gate_inp.bias"):
+            tensors[name][5] = tensors[name][2]
+    path = tmp_path / "ties.gguf"
+    G.save(path, tensors, dict(f.metadata), types=f.types)
+    ids = tokens(n_vocab=N_VOCAB)
+    m = models.load(path, n_ctx=64, kv_type=gg.Type.F32, keep=[f"ffn_moe_logits-{il}" for il in range(4)])
+    got = m.eval(ids)
+    straddling = 0
+    for il in range(4):
+        lg = m.last_graph.get_tensor(f"ffn_moe_logits-{il}").to_numpy()          # [n_tokens, n_expert]
+        np.testing.assert_array_equal(lg[:, 2], lg[:, 5])
+        kth = np.sort(lg, axis=-1)[:, -4]
+        straddling += int(((lg[:, 2] == kth) & ((lg > kth[:, None]).sum(-1) == 3)).sum())
+    assert straddling > 0, "no tie at the 4th place: pick other tokens"
+    llm = llama_cpp.Llama(str(path), n_ctx=64, n_batch=64, logits_all=True, type_k=0, type_v=0, flash_attn=False,
+                          n_threads=1, verbose=False)
+    llm.eval(ids)
+    assert rel_err(got, np.array(llm.scores[:len(ids)], dtype=np.float64)) < 1e-5
