@@ -172,6 +172,16 @@ def test_missing_sinks_and_expert_bias(gguf_dir, tmp_path):
             models.load(tmp_path / "m.gguf")
 
 
+@pytest.mark.parametrize("name", ["blk.1.attn_sinks.weight", "blk.3.ffn_up_exps.bias"])
+def test_sinks_and_expert_biases_must_be_f32(gguf_dir, tmp_path, name):
+    f = G.load(converted(KIND, "f32", gguf_dir))
+    tensors = dict(f.tensors)
+    tensors[name] = f.tensors[name].to_numpy().astype(np.float16)
+    G.save(tmp_path / "m.gguf", tensors, dict(f.metadata), types=f.types)
+    with pytest.raises(G.GGUFError, match=f"m.gguf: tensor '{name}' has type F16; a gpt-oss model needs F32"):
+        models.load(tmp_path / "m.gguf")
+
+
 def test_converter_refuses_mxfp4_checkpoints_and_q4_k_m(tmp_path):
     conv = GptOssConverter(hf_model(KIND).config.to_dict(), "GptOssForCausalLM")
     with pytest.raises(ValueError, match="MXFP4 experts are not supported"):

@@ -17,7 +17,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from pyggml import _ops as op
-from pyggml._enums import RopeType
+from pyggml._enums import RopeType, Type
+from pyggml.gguf import GGUFError
 from pyggml.models.blocks import Decoder, HParams, Rope, TensorSpec
 from pyggml.models.gemma2 import swa_layers
 
@@ -73,6 +74,14 @@ class GptOssHParams(HParams):
             p + "ffn_gate_exps.bias": T((FE, X)), p + "ffn_up_exps.bias": T((FE, X)),
             p + "ffn_down_exps.bias": T((E, X)),
         }
+
+    def check_tensors(self, tensors, where="", arch="this"):
+        """The table's shapes, and F32 for the sinks and the experts' biases (what soft_max/flash
+        attention's sinks and add_id take; llama.cpp's converter writes them so)."""
+        super().check_tensors(tensors, where, arch)
+        for name, t in tensors.items():
+            if name.endswith(("attn_sinks.weight", "_exps.bias")) and t.type != Type.F32:
+                raise GGUFError(f"{where}tensor {name!r} has type {t.type.name}; a {arch} model needs F32")
 
     def tensor_table(self):
         table = super().tensor_table()
