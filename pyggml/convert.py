@@ -7,7 +7,8 @@ Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, Mis
 llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen3ForCausalLM -> qwen3; Qwen3MoeForCausalLM -> qwen3moe
 (experts stacked into 3-D tensors); Qwen2VLForConditionalGeneration,
 Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder); Gemma2ForCausalLM -> gemma2;
-Gemma3ForCausalLM -> gemma3 (text); Phi3ForCausalLM -> phi3. The vision tower of
+Gemma3ForCausalLM -> gemma3 (text); Phi3ForCausalLM -> phi3; GptOssForCausalLM -> gpt-oss (float
+checkpoints). The vision tower of
 Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
 projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
 
@@ -70,6 +71,7 @@ class TextConverter:
     arch = None
     hf_archs = ()
     tokenizer_pre = None            # tokenizer.ggml.pre of a byte-level BPE vocabulary
+    mixtures = True                 # pyggml._mixtures gives its tensors llama-quantize's types (q4_k_m)
 
     def __init__(self, hparams, hf_arch):
         if "text_config" in hparams:                         # a multimodal config: the text model's keys win
@@ -123,6 +125,11 @@ class TextConverter:
     def stored_shape(self, name, shape):
         """The numpy-order shape a checkpoint tensor (HF name after rename) is stored with."""
         return shape
+
+    def parts(self, name):
+        """The HF names (each mapped by TensorNameMap) of the tensors one checkpoint tensor (after
+        rename) becomes: itself, or the pieces transform and stored_shape then cut from it."""
+        return (name,)
 
     def add_tensor_keys(self, w):
         """Keys llama.cpp adds while it prepares the tensors, so before general.*."""
@@ -541,8 +548,63 @@ class Phi3Converter(TextConverter):
             _vocab_phi3(w, tok_dir, self.hp, cfg)
 
 
+# gpt-oss's fused or unsuffixed expert tensors -> the HF-style names of the GGUF tensors they become
+_GPT_OSS_PARTS = {"experts.gate_up_proj": ("experts.gate_proj.weight", "experts.up_proj.weight"),
+                  "experts.gate_up_proj_bias": ("experts.gate_proj.bias", "experts.up_proj.bias"),
+                  "experts.down_proj": ("experts.down_proj.weight",),
+                  "experts.down_proj_bias": ("experts.down_proj.bias",)}
+
+
+class GptOssConverter(TextConverter):
+    """GptOssModel from a float (bf16/f32) checkpoint: each layer's fused experts.gate_up_proj [E, n_embd,
+    2 n_ff] (gate and up columns interleaved) split into ffn_gate_exps and ffn_up_exps [E, n_ff, n_embd]
+    (its bias likewise), experts.down_proj transposed to [E, n_embd, n_ff], self_attn.sinks named
+    attn_sinks.weight; TextModel's keys (expert counts included) with the sliding window and the expert
+    FFN width; the byte-level BPE vocabulary, tokenizer.ggml.pre "gpt-4o" (the released tokenizer's).
+    Checkpoints with MXFP4 experts (*_blocks / *_scales, which llama.cpp repacks) are refused."""
+    arch = "gpt-oss"
+    hf_archs = ("GptOssForCausalLM",)
+    tokenizer_pre = "gpt-4o"
+    mixtures = False                # llama-quantize's MoE rules (router, experts) are not in pyggml._mixtures
+
+    def rename(self, name):
+        if name.endswith(("_blocks", "_scales")):
+            raise ValueError(f"convert_hf: {name}: gpt-oss checkpoints with MXFP4 experts are not supported; "
+                             f"convert a float (bf16/f32) checkpoint")
+        return name + ".weight" if name.endswith(".sinks") else name
+
+    def parts(self, name):
+        for fused, parts in _GPT_OSS_PARTS.items():
+            if name.endswith("." + fused):
+                stem = name[:-len(fused)]
+                return tuple(stem + part for part in parts)
+        return (name,)
+
+    def stored_shape(self, name, shape):
+        return self.transform(name, np.broadcast_to(np.float32(0), shape)).shape
+
+    def transform(self, name, data):
+        if ".experts." not in name:
+            return data
+        if name.endswith(".weight"):                         # [E, in, out] -> ggml's [E, out, in]
+            data = data.swapaxes(-1, -2)
+        if ".down_proj." in name:
+            return data
+        first = 0 if ".gate_proj." in name else 1           # gate, up: every other output of the fused one
+        return data[..., first::2, :] if name.endswith(".weight") else data[..., first::2]
+
+    def set_parameters(self, w, ftype):
+        super().set_parameters(w, ftype)
+        w.add_sliding_window(self.hp["sliding_window"])
+        w.add_expert_feed_forward_length(self.hp["intermediate_size"])
+
+    def set_vocab(self, w, tok_dir, pre):
+        _vocab_gpt2(w, tok_dir, self.hp, pre or self.tokenizer_pre)
+
+
 CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter, Qwen3Converter, Gemma2Converter,
-                                  Gemma3Converter, Phi3Converter, Qwen3MoeConverter) for hf in cls.hf_archs}
+                                  Gemma3Converter, Phi3Converter, Qwen3MoeConverter, GptOssConverter)
+           for hf in cls.hf_archs}
 
 
 class Qwen2VLVisionConverter:
@@ -811,8 +873,10 @@ def _mapped(model_dir, conv, names, where):
     def renamed():
         for hf_name, t in _safetensors(model_dir).items():
             name = None if hf_name.endswith(_SKIP_SUFFIXES) else conv.rename(hf_name)
-            if name is not None:
-                yield t, name, hf_name
+            if name is None:
+                continue
+            for part in conv.parts(name) if isinstance(conv, TextConverter) else (name,):
+                yield t, part, hf_name
 
     items = conv.merge(renamed()) if isinstance(conv, TextConverter) else renamed()
     for t, name, hf_name in items:
@@ -826,7 +890,7 @@ def _stored_type(gguf_name, shape, outtype):
     """The type llama.cpp's prepare_tensors stores a tensor in."""
     if (len(shape) <= 1 or gguf_name.endswith(("_norm.weight", ".ffn_gate_inp.weight"))
             or not gguf_name.endswith(".weight")):
-        return Type.F32
+        return Type.F32                   # ffn_gate_inp: the MoE router, always F32 in llama.cpp
     if outtype == Type.Q8_0 and shape[-1] % 32:
         return Type.F16                   # llama.cpp: QuantError -> "falling back to F16"
     return outtype
@@ -889,6 +953,9 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
                          f"{', '.join(sorted(CONVERTERS))}")
     conv = CONVERTERS[hf_arch](hparams, hf_arch)
     conv.model_dir = model_dir
+    if outtype in FTYPES and not conv.mixtures:
+        raise ValueError(f"convert_hf: outtype {outtype!r} is not available for {hf_arch}; convert to f32 or f16 "
+                         f"and quantize with llama.cpp's llama-quantize")
     qtype, ftype = _OUTTYPE[outtype]
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == conv.arch)
     names = gguf.get_tensor_name_map(arch_id, conv.n_layer)

@@ -178,6 +178,11 @@ PRE_TOKENIZERS = {
     "minicpm5": [r"\p{N}{1,3}", _CONTRACTIONS
                  + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
     "gemma4": [r"[^\n]+|[\n]+"],
+    # o200k (gpt-oss): tokenizer.json's upper/lower letter classes as llama.cpp rewrites them (a letter
+    # not in a-z, a letter not in A-Z)
+    "gpt-4o": [r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+" + _CONTRACTIONS + "?"
+               r"|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*" + _CONTRACTIONS + "?"
+               r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
 }
 _PRE_ALIASES = {
     "llama3": ["llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano",
@@ -189,6 +194,7 @@ _PRE_ALIASES = {
     "qwen2": ["deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "hunyuan", "solar-open", "grok-2"],
     "poro-chat": ["bloom", "gpt3-finnish"],
     "gemma4": ["granite-embed-multi-311m"],
+    "gpt-4o": ["minimax-m2"],
 }
 # llama.cpp settings per pre-tokenizer (llama_vocab::impl::load): ignore_merges (a word that is a
 # token is taken whole), no clean_spaces (detokenize's " ." fix-ups, on for other BPE vocabularies),

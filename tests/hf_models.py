@@ -75,7 +75,19 @@ KINDS_MOE = {
     "qwen3moe": ("qwen3moe", {**_MOE, "norm_topk_prob": True}),
     "qwen3moe-nonorm": ("qwen3moe", {**_MOE, "norm_topk_prob": False}),
 }
-_ALL_KINDS = {**KINDS, **KINDS_SWA, **KINDS_MOE}
+# gpt-oss: 4 layers (sliding window of 4 on the even ones, whole context on the odd ones), 8 experts of
+# which 4 are used, attention sinks, Q/K/V/O biases, YaRN with truncate=True (the corrections range
+# rounded outward, as ggml's rope_yarn_corr_dims always does; the released models say truncate=False,
+# which llama.cpp does not read either). hf_model scales the experts' gate_up_proj so that some gate
+# and up values pass swiglu_limit (7) and the clamps matter, and the sinks so that they do.
+KINDS_GPT_OSS = {
+    "gpt-oss": ("gpt-oss", {"num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+                            "num_local_experts": 8, "num_experts_per_tok": 4, "sliding_window": 4,
+                            "rope_theta": 10000.0, "max_position_embeddings": 1024, "tie_word_embeddings": False,
+                            "rope": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256,
+                                     "beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}}),
+}
+_ALL_KINDS = {**KINDS, **KINDS_SWA, **KINDS_MOE, **KINDS_GPT_OSS}
 
 
 def hf_config(kind, **overrides):
@@ -102,7 +114,11 @@ def hf_config(kind, **overrides):
         args["pad_token_id"] = 0                          # Phi3Config's default 32000 is past the vocabulary
     cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config, "qwen3": transformers.Qwen3Config,
            "gemma2": transformers.Gemma2Config, "gemma3": transformers.Gemma3TextConfig,
-           "phi3": transformers.Phi3Config, "qwen3moe": transformers.Qwen3MoeConfig}[arch]
+           "phi3": transformers.Phi3Config, "qwen3moe": transformers.Qwen3MoeConfig,
+           "gpt-oss": transformers.GptOssConfig}[arch]
+    if arch == "gpt-oss":
+        args["layer_types"] = ["sliding_attention" if il % 2 == 0 else "full_attention"
+                               for il in range(args["num_hidden_layers"])]
     return cls(**args, rope_parameters=rope, bos_token_id=1, eos_token_id=2)
 
 
@@ -115,7 +131,8 @@ def hf_model(kind, seed=0, **overrides):
     cls = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
            "qwen3": transformers.Qwen3ForCausalLM, "qwen2vl": transformers.Qwen2VLForConditionalGeneration,
            "gemma2": transformers.Gemma2ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM,
-           "phi3": transformers.Phi3ForCausalLM, "qwen3moe": transformers.Qwen3MoeForCausalLM}[arch]
+           "phi3": transformers.Phi3ForCausalLM, "qwen3moe": transformers.Qwen3MoeForCausalLM,
+           "gpt-oss": transformers.GptOssForCausalLM}[arch]
     torch.manual_seed(seed)
     model = cls(hf_config(kind, **overrides)).eval()
     with torch.no_grad():
@@ -124,6 +141,10 @@ def hf_model(kind, seed=0, **overrides):
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             else:
                 p.copy_(0.2 * torch.randn_like(p) if p.ndim == 1 else torch.randn_like(p) / p.shape[-1] ** 0.5)
+            if arch == "gpt-oss" and name.endswith("experts.gate_up_proj"):
+                p.mul_(4.0)
+            elif name.endswith("self_attn.sinks"):
+                p.mul_(10.0)
     return model
 
 

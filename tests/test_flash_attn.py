@@ -74,8 +74,11 @@ def attn(rng, *, path="auto", typ="F16", S=1, Hq=4, Hkv=1, N=7, L=65, DK=64, DV=
     scale = 1.0 / np.sqrt(DK)
     out = gg.flash_attn_ext(tq, tk, tv, tm, scale, max_bias, softcap)
     sk = None
-    if sinks:
+    if sinks is True:
         sk = (rng.standard_normal(Hq) * 2).astype(np.float32)
+    elif sinks is not False:            # the given sinks
+        sk = np.asarray(sinks, np.float32)
+    if sk is not None:
         gg.flash_attn_ext_add_sinks(out, ctx.from_numpy(sk))
     gg.flash_attn_ext_set_path(out, path)
     g = gg.CGraph()
@@ -212,6 +215,21 @@ def test_softcap(rng, path, mask):
 def test_sinks(rng, path, mask):
     got, ref, out = attn(rng, path=path, typ="F32", Hq=4, Hkv=2, mask=mask, sinks=True, nth=2, **shape_for(path))
     check(got, ref, "F32", out, path)
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "dead"])
+@pytest.mark.parametrize("path", PATHS)
+def test_sinks_far_above_and_below_the_scores(rng, path, mask):
+    """A sink far above every score (the denominator is almost all sink: the output is ~e^-25 times
+    the values, and stays accurate relative to that), far below (no effect) and near them, per head;
+    rows with no visible key are 0 whatever the sink"""
+    sk = np.array([25.0, -25.0, 0.5, 3.0], np.float32)
+    got, ref, out = attn(rng, path=path, typ="F32", Hq=4, Hkv=2, mask=mask, sinks=sk, nth=2, **shape_for(path))
+    assert gg.flash_attn_ext_get_path(out) == path
+    assert np.isfinite(got).all()
+    for h in range(4):          # out [S, N, Hq, DV], each head against its own scale
+        g, r = got[:, :, h], ref[:, :, h]
+        assert np.abs(g - r).max() <= 1e-5 * np.abs(r).max() + 1e-30, h
 
 
 @pytest.mark.parametrize("path", PATHS)

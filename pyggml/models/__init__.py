@@ -5,7 +5,7 @@
     ids = m.generate([1, 15043], 32, temperature=0.8, top_k=40, top_p=0.95, seed=0)
     m.reset()
 
-One module per architecture (pyggml.models.llama, qwen2, qwen2vl, qwen3, qwen3moe, gemma2, gemma3, phi3), each a Decoder subclass
+One module per architecture (pyggml.models.llama, qwen2, qwen2vl, qwen3, qwen3moe, gemma2, gemma3, phi3, gptoss), each a Decoder subclass
 built from the shared blocks of pyggml.models.blocks and registered by its GGUF name; register() adds
 one from outside pyggml, read_hparams() reads a file's typed hyper-parameters. See docs/models.md.
 """
@@ -15,6 +15,7 @@ from pyggml.models.arch import ARCHS, architecture, read_hparams, register
 from pyggml.models.blocks import Decoder, HParams, Keys, Rope, TensorSpec
 from pyggml.models.gemma2 import Gemma2
 from pyggml.models.gemma3 import Gemma3
+from pyggml.models.gptoss import GptOss
 from pyggml.models.llama import Llama
 from pyggml.models.model import Model
 from pyggml.models.phi3 import Phi3
@@ -35,6 +36,7 @@ register("qwen3moe", Qwen3Moe)
 register("gemma2", Gemma2)
 register("gemma3", Gemma3)
 register("phi3", Phi3)
+register("gpt-oss", GptOss)
 
 
 def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **options):

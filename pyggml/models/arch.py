@@ -4,7 +4,7 @@
     pyggml.models.architecture("qwen3")              # -> pyggml.models.qwen3.Qwen3
     pyggml.models.read_hparams(gguf_file)            # that architecture's typed, validated HParams
 
-pyggml registers llama, qwen2, qwen2vl, qwen3, qwen3moe, gemma2, gemma3 and phi3 (pyggml/models/<arch>.py); a user's own module adds
+pyggml registers llama, qwen2, qwen2vl, qwen3, qwen3moe, gemma2, gemma3, phi3 and gpt-oss (pyggml/models/<arch>.py); a user's own module adds
 one with register() and models.load then runs its files. See docs/models.md, "Porting an architecture".
 """
 from pyggml.gguf import GGUFError

@@ -12,7 +12,8 @@ block at a time, as llama.cpp's llm_graph_context does (build_norm, build_qkv, b
       build_rope(t, il)         RoPE with the file's scaling; rope_factors(il) gives rope_ext's c
       build_attn(q, k, v, il)   K/V into the cache, attention (flash_attn_ext, or mul_mat + soft_max_ext
                                 over a transposed V), the output projection; is_swa(il) picks the
-                                sliding-window mask, attn_softcap(il) caps the logits (Gemma 2)
+                                sliding-window mask, attn_softcap(il) caps the logits (Gemma 2),
+                                attn_sinks(il) adds a logit per head to the softmax (gpt-oss)
       build_ffn(h, il)          gate/up/down with the GLU `ffn_glu` (SwiGLU; GluOp.GEGLU: GELU-tanh)
     build_output(x)             the output norm and the LM head
 
@@ -416,6 +417,10 @@ class Decoder:
         """The attention logits' soft cap c (c tanh(x / c) before the softmax; 0: none)."""
         return 0.0
 
+    def attn_sinks(self, il):
+        """Layer il's attention sinks: an F32 [n_head] tensor of one logit per head that joins each
+        softmax's denominator (gpt-oss), or None."""
+
     def build_attn(self, q, k, v, il):
         """Write k, v into the cache and attend q over the step's n_kv cells (flash_attn_ext, or
         mul_mat + soft_max_ext with V transposed); returns the output projection of the heads
@@ -427,14 +432,20 @@ class Decoder:
         q = op.permute(q, 0, 2, 1, 3)                                   # [hd, n, nh]
         kk, vv = self.kv.get_k(li), self.kv.get_v(li)
         scale, cap, mask = self.attn_scale(il), self.attn_softcap(il), self.kv.get_mask(self.is_swa(il))
+        sinks = self.attn_sinks(il)
         if self.model.flash_attn:
             a = op.flash_attn_ext_set_prec(op.flash_attn_ext(q, kk, vv, mask, scale, 0.0, cap), Prec.F32)
+            if sinks is not None:
+                op.flash_attn_ext_add_sinks(a, sinks)
             a = op.reshape_2d(a, hp.head_dim_v * hp.n_head, n)          # [hdv, nh, n] -> rows of n_embd
         else:
             kq = op.mul_mat(kk, q)
             if cap:                      # as llama.cpp: capped before the softmax's scale
                 kq = op.scale(op.tanh(op.scale(kq, 1.0 / cap)), cap)
-            kq = self.cb(op.soft_max_ext(kq, mask, scale, 0.0), "kq_soft_max", il)
+            kq = op.soft_max_ext(kq, mask, scale, 0.0)
+            if sinks is not None:
+                op.soft_max_add_sinks(kq, sinks)
+            kq = self.cb(kq, "kq_soft_max", il)
             a = op.permute(op.mul_mat(vv, kq), 0, 2, 1, 3)              # [hdv, n, nh] -> [hdv, nh, n]
             a = op.reshape_2d(op.cont(a), hp.head_dim_v * hp.n_head, n)
         a = self.cb(a, "kqv_out", il)
