@@ -79,8 +79,8 @@ def random_weights(arch, keys, type="f16", seed=0, optional=()):
     shape its hyper-parameters give. keys: the architecture's GGUF keys without the "{arch}." prefix
     (block_count, embedding_length, feed_forward_length, attention.head_count, context_length,
     vocab_size, ...; "general."/"tokenizer." keys as written). Matrices N(0, 1/fan_in) of `type`
-    ("f32", "f16", "q8_0": pyggml's quantiser) where their rows allow it, else F32; norms near 1;
-    biases and other vectors small, RoPE frequency factors in [1, 2). optional: the optional tensors to
+    ("f32", "f16", "q8_0": pyggml's quantiser) where their rows allow it, else F32 (a MoE router
+    always, as llama.cpp keeps it); norms near 1; biases (F32) and other vectors small, RoPE frequency factors in [1, 2). optional: the optional tensors to
     include, by name or by the part after "blk.N." (then in every layer); the others are left out. Returns (metadata dict, name -> pyggml.Tensor);
     the tensors live in a Context that they keep alive."""
     from types import SimpleNamespace
@@ -113,7 +113,7 @@ def random_weights(arch, keys, type="f16", seed=0, optional=()):
         if not spec.required and name not in optional and name.split(".", 2)[-1] not in optional:
             continue
         shape = spec.shape[::-1]                      # numpy order
-        if len(shape) == 1:
+        if len(shape) == 1 or name.endswith(".bias"):
             if name.endswith("norm.weight"):
                 a = 1 + 0.1 * rng.standard_normal(shape)
             elif "rope_" in name:
@@ -123,7 +123,8 @@ def random_weights(arch, keys, type="f16", seed=0, optional=()):
             tensors[name] = ctx.from_numpy(a.astype(np.float32))
             continue
         a = (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
-        t = typ if shape[-1] % gg.blck_size(typ) == 0 else gg.Type.F32
+        # a MoE router stays F32, as llama.cpp's converter and quantizer keep it
+        t = typ if shape[-1] % gg.blck_size(typ) == 0 and "ffn_gate_inp" not in name else gg.Type.F32
         tensors[name] = ctx.from_numpy(a, type=t)
     return metadata, tensors
 

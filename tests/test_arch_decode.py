@@ -35,6 +35,8 @@ CASES = {
     "phi3": ({"rope.dimension_count": 16}, "f16", ("attn_qkv.weight",)),
     "qwen3moe": ({"attention.key_length": 16, "attention.value_length": 16, "expert_count": 4, "expert_used_count": 2,
                   "expert_feed_forward_length": 64}, "f16", ()),
+    "gpt-oss": ({"attention.key_length": 16, "attention.value_length": 16, "expert_count": 4, "expert_used_count": 2,
+                 "expert_feed_forward_length": 64, "attention.sliding_window": 4}, "f16", ()),
 }
 PROMPT = [1, 5, 9, 17, 33, 65, 129, 257, 3, 4, 5]
 N_DECODE = 10
