@@ -4,7 +4,7 @@
  * rows, the accumulators of every (row, column) pair in registers for the whole row. mul_mat's GEMV
  * and GEMM (matmul.h) both run on it, so a column's result does not depend on N. On AVX2 a call takes
  * up to PG_QT_NC (64) columns, 4 at a time in registers: with more than 4 its weight rows are decoded
- * once into a stack buffer (NAME##_tile_pre) that each group of 4 reads back, the same lanes as the
+ * once into a stack buffer (pg_qt_tile_pre) that each group of 4 reads back, the same lanes as the
  * body's own decode; the dearer a type's decode, the more this saves (docs/bench/journal.md).
  *
  * Per block and pair the int8 products are summed exactly in 8 int32 lanes (AVX-512 VNNI dpbusd, else
@@ -280,152 +280,230 @@ static inline __attribute__((always_inline)) pg_qt_f pg_qt_pair(const pg_qt_w * 
 #endif
 }
 
-/* the body instantiated for nc = 1..4 columns and MR rows */
-#define PG_QT_COLS(NAME, n, x, bx, mr, MR, y, by, nc, s, lds, wpre)                                    \
-    do {                                                                                               \
-        switch (nc) {                                                                                  \
-        case 1: NAME##_tile_body(n, x, bx, mr, MR, y, by, 1, s, lds, NULL, wpre); break;               \
-        case 2: NAME##_tile_body(n, x, bx, mr, MR, y, by, 2, s, lds, NULL, wpre); break;               \
-        case 3: NAME##_tile_body(n, x, bx, mr, MR, y, by, 3, s, lds, NULL, wpre); break;               \
-        default: NAME##_tile_body(n, x, bx, mr, MR, y, by, 4, s, lds, NULL, wpre); break;              \
-        }                                                                                              \
-    } while (0)
+/* A weight type's description for the tile, t its pyggml.h type id (PG_TYPE_Q8_0, _Q4_0, _Q4_1,
+ * _Q5_0, _Q5_1 or _IQ4_NL), a compile-time constant in every caller, so the switches fold away where
+ * the tile is inlined: the bytes of its block, how its lanes enter the unsigned side (mode, off: the
+ * enum above), and min, whether its blocks start with the fp16 pair {d, m} (Q4_1, Q5_1; their
+ * activations are then Q8_1, {d, s}, else Q8_0) */
+typedef struct { int size, mode, off, min; } pg_qt_desc;
+PG_ALWAYS_INLINE pg_qt_desc pg_qt_desc_of(const int t) {
+    switch (t) {
+    case PG_TYPE_Q4_0: return (pg_qt_desc) {sizeof(pg_block_q4_0), PG_QT_OFF, 8, 0};
+    case PG_TYPE_Q4_1: return (pg_qt_desc) {sizeof(pg_block_q4_1), PG_QT_UNS, 0, 1};
+    case PG_TYPE_Q5_0: return (pg_qt_desc) {sizeof(pg_block_q5_0), PG_QT_OFF, 16, 0};
+    case PG_TYPE_Q5_1: return (pg_qt_desc) {sizeof(pg_block_q5_1), PG_QT_UNS, 0, 1};
+    case PG_TYPE_IQ4_NL: return (pg_qt_desc) {sizeof(pg_block_iq4_nl), PG_QT_SIGNED, 0, 0};
+    default: return (pg_qt_desc) {sizeof(pg_block_q8_0), PG_QT_SIGNED, 0, 0};
+    }
+}
+/* the lanes of blocks b0 and b1 of type t (b1 unused with one block per vector) */
+PG_ALWAYS_INLINE pg_qt_i pg_qt_decode(const int t, const void * b0, const void * b1) {
+    switch (t) {
+    case PG_TYPE_Q4_0: return pg_qt_nibbles(((const pg_block_q4_0 *) b0)->qs, ((const pg_block_q4_0 *) b1)->qs);
+    case PG_TYPE_Q4_1: return pg_qt_nibbles(((const pg_block_q4_1 *) b0)->qs, ((const pg_block_q4_1 *) b1)->qs);
+    case PG_TYPE_Q5_0: {
+        const pg_block_q5_0 * x0 = (const pg_block_q5_0 *) b0, * x1 = (const pg_block_q5_0 *) b1;
+        return pg_qt_add_bit4(pg_qt_nibbles(x0->qs, x1->qs), x0->qh, x1->qh);
+    }
+    case PG_TYPE_Q5_1: {
+        const pg_block_q5_1 * x0 = (const pg_block_q5_1 *) b0, * x1 = (const pg_block_q5_1 *) b1;
+        return pg_qt_add_bit4(pg_qt_nibbles(x0->qs, x1->qs), x0->qh, x1->qh);
+    }
+    case PG_TYPE_IQ4_NL:
+        return pg_qt_lut16(pg_qt_nibbles(((const pg_block_iq4_nl *) b0)->qs, ((const pg_block_iq4_nl *) b1)->qs),
+                           pg_iq4nl_values);
+    default: return pg_qt_load(((const pg_block_q8_0 *) b0)->qs, ((const pg_block_q8_0 *) b1)->qs);
+    }
+}
+/* the activation blocks (Q8_1 when min, else Q8_0): their bytes and their int8 values */
+PG_ALWAYS_INLINE int pg_qt_act_size(const int min) { return min ? sizeof(pg_block_q8_1) : sizeof(pg_block_q8_0); }
+PG_ALWAYS_INLINE const int8_t * pg_qt_act_qs(const int min, const char * b) {
+    return min ? ((const pg_block_q8_1 *) b)->qs : ((const pg_block_q8_0 *) b)->qs;
+}
+/* the scales of blocks b0, b1 (weights or activations) in their lanes: d, and with min m (s) as
+ * pg_qt_scales_dm; the twin's zero when !two */
+PG_ALWAYS_INLINE void pg_qt_block_scales(const int min, const void * b0, const void * b1, const int two, pg_qt_f * d,
+                                         pg_qt_f * m) {
+    if (min) pg_qt_scales_dm(d, m, b0, b1, two);
+    else *d = pg_qt_scales(*(const pg_fp16_t *) b0, two ? *(const pg_fp16_t *) b1 : 0);
+}
 
-/* NAME##_rows (AVX2, mul_mat's one-column GEMV): s[r] = x_r . y for r < nr, x_r = vx + r*bx; the
- * column's d_y (and s) vectors converted once for all rows (up to PG_QT_ROWS_STEPS steps: a row of
- * 32K elements), then each row as the one-row tile with them, so the sums are the tile's bit for
- * bit. Each row's step spent about one vector op in seven building d_y (two broadcasts, a blend and
- * a conversion), the same for every row. AVX-512: isa/qgemv-x86.h (none here) */
-#if defined(PG_SIMD_AVX512)
-#define PG_QT_ROWS(NAME, TY, MIN)
-#else
+/* one step of a weight row of type t decoded: its blocks b0, b1 (b1 = b0 for an odd last block) */
+PG_ALWAYS_INLINE pg_qt_w pg_qt_tile_w(const int t, const char * b0, const char * b1, const int two, const int MR) {
+    const pg_qt_desc td = pg_qt_desc_of(t);
+    pg_qt_w w = pg_qt_weights(pg_qt_decode(t, b0, b1), td.mode, MR > 1);
+    pg_qt_block_scales(td.min, b0, b1, two, &w.d, &w.m);
+    return w;
+}
+/* step ib (blocks ib and ib + 1, or ib alone when !two) of MR weight rows x[r] against nc activation
+ * rows y[c] into acc; yd: the column's d_y per step, made once (the one-column GEMV), else NULL; wp:
+ * the step's MR rows decoded beforehand (pg_qt_tile_pre), else NULL */
+PG_ALWAYS_INLINE void pg_qt_tile_step(const int t, const char * const * x, const char * const * y, int64_t ib,
+                                      const int two, const int MR, const int nc, pg_qt_f acc[PG_QT_MR][4],
+                                      const pg_qt_f * yd, const pg_qt_w * wp) {
+    const pg_qt_desc td = pg_qt_desc_of(t);
+    const int ys = pg_qt_act_size(td.min);
+    const int64_t i1 = two ? ib + 1 : ib;
+    pg_qt_w w[PG_QT_MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) w[r] = wp ? wp[r] : pg_qt_tile_w(t, x[r] + ib * td.size, x[r] + i1 * td.size, two, MR);
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++) {
+        const char * b0 = y[c] + ib * ys, * b1 = y[c] + i1 * ys;
+        pg_qt_y a;
+        a.y = pg_qt_acts(pg_qt_act_qs(td.min, b0), pg_qt_act_qs(td.min, b1), td.mode, MR > 1);
+        a.c = pg_qt_correction(a.y, td.mode, td.off);
+        if (yd) a.d = yd[ib / 2], a.s = pg_qt_zero_f();
+        else pg_qt_block_scales(td.min, b0, b1, two, &a.d, &a.s);
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            const pg_qt_f p = pg_qt_pair(&w[r], &a, td.mode, MR > 1);
+            if (td.min) acc[r][c] = pg_qt_acc_dm(acc[r][c], w[r].d, w[r].m, a.d, a.s, p);
+            else acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), p, acc[r][c]);
+        }
+    }
+}
+/* the decoded weights of a tile's PG_QT_MR rows (pg_qt_tile_w, as a step makes them), step by step,
+ * for calls of more than 4 columns: decoded once, read back by each group of 4 */
+PG_ALWAYS_INLINE void pg_qt_tile_pre(const int t, int64_t n, const void * vx, size_t bx, int mr, pg_qt_w * wp) {
+    const pg_qt_desc td = pg_qt_desc_of(t);
+    const char * x[PG_QT_MR];
+    for (int r = 0; r < PG_QT_MR; r++) x[r] = (const char *) vx + (size_t) PG_MIN(r, mr - 1) * bx;
+    const int64_t nb = n / PG_QK;
+    for (int64_t ib = 0; ib < nb; ib += 2, wp += PG_QT_MR) {
+        const int two = ib + 1 < nb;
+        const int64_t i1 = two ? ib + 1 : ib;
+#pragma GCC unroll 4
+        for (int r = 0; r < PG_QT_MR; r++) wp[r] = pg_qt_tile_w(t, x[r] + ib * td.size, x[r] + i1 * td.size, two, PG_QT_MR);
+    }
+}
+/* s[c*lds + r] = x_r . y_c for r < mr, c < nc (a constant, <= 4), in MR (a constant) rows */
+PG_ALWAYS_INLINE void pg_qt_tile_body(const int t, int64_t n, const void * vx, size_t bx, int mr, const int MR,
+                                      const void * vy, size_t by, const int nc, float * s, size_t lds,
+                                      const pg_qt_f * yd, const pg_qt_w * wpre) {
+    const char * x[PG_QT_MR];
+    const char * y[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) x[r] = (const char *) vx + (size_t) PG_MIN(r, mr - 1) * bx;
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++) y[c] = (const char *) vy + (size_t) c * by;
+    pg_qt_f acc[PG_QT_MR][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) acc[r][c] = pg_qt_zero_f();
+    const int64_t nb = n / PG_QK;
+    int64_t ib = 0;
+    for (; ib + 1 < nb; ib += 2) pg_qt_tile_step(t, x, y, ib, 1, MR, nc, acc, yd, wpre ? wpre + ib / 2 * MR : NULL);
+    if (ib < nb) pg_qt_tile_step(t, x, y, ib, 0, MR, nc, acc, yd, wpre ? wpre + ib / 2 * MR : NULL);
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++)
+#pragma GCC unroll 4
+        for (int r = 0; r < mr; r++) s[(size_t) c * lds + r] = pg_qt_sum(acc[r][c]);
+}
+/* the body for nc = 1..4 columns (a constant in each case) and MR rows */
+PG_ALWAYS_INLINE void pg_qt_tile_cols(const int t, int64_t n, const void * x, size_t bx, int mr, const int MR,
+                                      const void * y, size_t by, int nc, float * s, size_t lds, const pg_qt_w * wpre) {
+    switch (nc) {
+    case 1: pg_qt_tile_body(t, n, x, bx, mr, MR, y, by, 1, s, lds, NULL, wpre); break;
+    case 2: pg_qt_tile_body(t, n, x, bx, mr, MR, y, by, 2, s, lds, NULL, wpre); break;
+    case 3: pg_qt_tile_body(t, n, x, bx, mr, MR, y, by, 3, s, lds, NULL, wpre); break;
+    default: pg_qt_tile_body(t, n, x, bx, mr, MR, y, by, 4, s, lds, NULL, wpre); break;
+    }
+}
+/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QT_MR), c < nc (<= PG_QT_NC);
+ * x_r = x + r*bx (rows of t), y_c = y + c*by (Q8_0 or Q8_1 rows). One row (mr = 1) has a loop of
+ * its own; other tiles take PG_QT_MR rows, the missing ones repeating the last (computed, not
+ * stored). An odd last block pairs with itself, its twin's scales zero */
+PG_ALWAYS_INLINE void pg_qt_tile(const int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                 int nc, float * s, size_t lds) {
+    const int64_t nstep = (n / PG_QK + 1) / 2;
+    if (mr > 1 && nc > 4 && nstep <= PG_QT_PRE_STEPS) {
+        pg_qt_w wpre[PG_QT_PRE_STEPS * PG_QT_MR];
+        pg_qt_tile_pre(t, n, x, bx, mr, wpre);
+        for (int c0 = 0; c0 < nc; c0 += 4)
+            pg_qt_tile_cols(t, n, x, bx, mr, PG_QT_MR, (const char *) y + (size_t) c0 * by, by, PG_MIN(4, nc - c0),
+                            s + (size_t) c0 * lds, lds, wpre);
+        return;
+    }
+    for (int c0 = 0; c0 < nc; c0 += 4) {
+        const void * yc = (const char *) y + (size_t) c0 * by;
+        float * sc = s + (size_t) c0 * lds;
+        if (mr == 1) pg_qt_tile_cols(t, n, x, bx, mr, 1, yc, by, PG_MIN(4, nc - c0), sc, lds, NULL);
+        else pg_qt_tile_cols(t, n, x, bx, mr, PG_QT_MR, yc, by, PG_MIN(4, nc - c0), sc, lds, NULL);
+    }
+}
+
+/* the named entry points (types.h's vec_dot_tile), one per type */
+static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qt_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qt_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q4_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qt_tile(PG_TYPE_Q4_1, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q5_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qt_tile(PG_TYPE_Q5_0, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q5_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qt_tile(PG_TYPE_Q5_1, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                          int nc, float * s, size_t lds) {
+    pg_qt_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds);
+}
+
+#if !defined(PG_SIMD_AVX512)
+/* vec_dot_rows of type t on AVX2 (mul_mat's one-column GEMV): s[r] = x_r . y for r < nr, x_r = vx +
+ * r*bx; the column's d_y (and s) vectors converted once for all rows (up to PG_QT_ROWS_STEPS steps: a
+ * row of 32K elements; longer rows take the one-row tile), then each row as the
+ * one-row tile with them, so the sums are the tile's bit for bit. Each row's step spent about one
+ * vector op in seven building d_y (two broadcasts, a blend and a conversion), the same for every
+ * row. AVX-512: isa/qgemv-x86.h */
 #define PG_QT_ROWS_STEPS 512
-#define PG_QT_ROWS(NAME, TY, MIN)                                                                      \
-static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy, float * s) { \
-    const int64_t nb = n / PG_QK, nstep = (nb + 1) / 2;                                                \
-    if (nstep > PG_QT_ROWS_STEPS) {                                                                    \
-        for (int64_t r = 0; r < nr; r++) NAME##_tile(n, (const char *) vx + (size_t) r * bx, bx, 1, vy, 0, 1, s + r, 1); \
-        return;                                                                                        \
-    }                                                                                                  \
-    pg_qt_f yd[PG_QT_ROWS_STEPS];                                                                      \
-    const TY * y = (const TY *) vy;                                                                    \
-    for (int64_t k = 0; k < nstep; k++) {                                                              \
-        const int two = 2 * k + 1 < nb;                                                                \
-        const TY * b0 = y + 2 * k, * b1 = two ? b0 + 1 : b0;                                           \
-        pg_qt_f m;                                                                                     \
-        MIN(pg_qt_scales_dm(&yd[k], &m, b0, b1, two), yd[k] = pg_qt_scales(b0->d, two ? b1->d : 0));  \
-        (void) m;                                                                                      \
-    }                                                                                                  \
-    for (int64_t r = 0; r < nr; r++)                                                                   \
-        NAME##_tile_body(n, (const char *) vx + (size_t) r * bx, bx, 1, 1, vy, 0, 1, s + r, 1, yd, NULL); \
+PG_ALWAYS_INLINE void pg_qt_rows(const int t, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                 const void * vy, float * s) {
+    const int min = pg_qt_desc_of(t).min, ys = pg_qt_act_size(min);
+    const int64_t nb = n / PG_QK, nstep = (nb + 1) / 2;
+    if (nstep > PG_QT_ROWS_STEPS) {
+        for (int64_t r = 0; r < nr; r++) pg_qt_tile(t, n, (const char *) vx + (size_t) r * bx, bx, 1, vy, 0, 1, s + r, 1);
+        return;
+    }
+    pg_qt_f yd[PG_QT_ROWS_STEPS];
+    for (int64_t k = 0; k < nstep; k++) {
+        const int two = 2 * k + 1 < nb;
+        const char * b0 = (const char *) vy + 2 * k * ys, * b1 = two ? b0 + ys : b0;
+        pg_qt_f m;
+        pg_qt_block_scales(min, b0, b1, two, &yd[k], &m);
+        (void) m;
+    }
+    for (int64_t r = 0; r < nr; r++)
+        pg_qt_tile_body(t, n, (const char *) vx + (size_t) r * bx, bx, 1, 1, vy, 0, 1, s + r, 1, yd, NULL);
+}
+static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qt_rows(PG_TYPE_Q8_0, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qt_rows(PG_TYPE_Q4_0, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q4_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qt_rows(PG_TYPE_Q4_1, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q5_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qt_rows(PG_TYPE_Q5_0, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q5_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qt_rows(PG_TYPE_Q5_1, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
+                                          float * s) {
+    pg_qt_rows(PG_TYPE_IQ4_NL, n, x, bx, nr, y, s);
 }
 #endif
-
-/* NAME##_tile: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QT_MR), c < nc (<= 4); x_r = vx + r*bx (rows
- * of TX), y_c = vy + c*by (rows of TY). DECODE(b0, b1): the lanes of blocks b0 and b1 (b1 unused with
- * one block per vector); MODE, OFF: as the enum above; MIN: PG_QT_MIN for the types with m (Q4_1,
- * Q5_1), else PG_QT_NOMIN. One row (mr = 1) has a loop of its own; other tiles take PG_QT_MR rows,
- * the missing ones repeating the last (computed, not stored). An odd last block pairs with itself,
- * its twin's scales zero */
-#define PG_QTILE(NAME, TX, TY, DECODE, MODE, OFF, MIN)                                                 \
-/* one step of a weight row decoded: its blocks b0, b1 (b1 = b0 for an odd last block) */            \
-static inline __attribute__((always_inline)) pg_qt_w NAME##_tile_w(const TX * b0, const TX * b1, const int two, \
-                                                                   const int MR) {                      \
-    pg_qt_w w = pg_qt_weights(DECODE(b0, b1), MODE, MR > 1);                                           \
-    MIN(pg_qt_scales_dm(&w.d, &w.m, b0, b1, two), w.d = pg_qt_scales(b0->d, two ? b1->d : 0));         \
-    return w;                                                                                          \
-}                                                                                                      \
-static inline __attribute__((always_inline)) void NAME##_tile_step(const TX * const * x, const TY * const * y, \
-                                                                   int64_t ib, const int two, const int MR, \
-                                                                   const int nc, pg_qt_f acc[PG_QT_MR][4], \
-                                                                   const pg_qt_f * yd, const pg_qt_w * wp) { \
-    const int64_t i1 = two ? ib + 1 : ib;                                                              \
-    pg_qt_w w[PG_QT_MR];                                                                               \
-    _Pragma("GCC unroll 4")                                                                            \
-    for (int r = 0; r < MR; r++) w[r] = wp ? wp[r] : NAME##_tile_w(x[r] + ib, x[r] + i1, two, MR);      \
-    _Pragma("GCC unroll 4")                                                                            \
-    for (int c = 0; c < nc; c++) {                                                                     \
-        const TY * b0 = y[c] + ib, * b1 = y[c] + i1;                                                   \
-        pg_qt_y a;                                                                                     \
-        a.y = pg_qt_acts(b0->qs, b1->qs, MODE, MR > 1);                                                \
-        a.c = pg_qt_correction(a.y, MODE, OFF);                                                        \
-        if (yd) a.d = yd[ib / 2], a.s = pg_qt_zero_f();                                                \
-        else MIN(pg_qt_scales_dm(&a.d, &a.s, b0, b1, two), a.d = pg_qt_scales(b0->d, two ? b1->d : 0)); \
-        _Pragma("GCC unroll 4")                                                                        \
-        for (int r = 0; r < MR; r++) {                                                                 \
-            const pg_qt_f p = pg_qt_pair(&w[r], &a, MODE, MR > 1);                                     \
-            MIN(acc[r][c] = pg_qt_acc_dm(acc[r][c], w[r].d, w[r].m, a.d, a.s, p),                      \
-                acc[r][c] = pg_qt_fma(pg_qt_mul(w[r].d, a.d), p, acc[r][c]));                          \
-        }                                                                                              \
-    }                                                                                                  \
-}                                                                                                      \
-/* the tile's decoded weights of PG_QT_MR rows (NAME##_tile_w, as a step makes them),                \
- * step by step, for calls of more than 4 columns: decoded once, read back by each group of 4 */     \
-static inline void NAME##_tile_pre(int64_t n, const void * vx, size_t bx, int mr, pg_qt_w * wp) {     \
-    const TX * x[PG_QT_MR];                                                                            \
-    for (int r = 0; r < PG_QT_MR; r++) x[r] = (const TX *) ((const char *) vx + (size_t) PG_MIN(r, mr - 1) * bx); \
-    const int64_t nb = n / PG_QK;                                                                      \
-    for (int64_t ib = 0; ib < nb; ib += 2, wp += PG_QT_MR) {                                           \
-        const int two = ib + 1 < nb;                                                                   \
-        const int64_t i1 = two ? ib + 1 : ib;                                                          \
-        _Pragma("GCC unroll 4")                                                                        \
-        for (int r = 0; r < PG_QT_MR; r++) wp[r] = NAME##_tile_w(x[r] + ib, x[r] + i1, two, PG_QT_MR);  \
-    }                                                                                                  \
-}                                                                                                      \
-static inline __attribute__((always_inline)) void NAME##_tile_body(int64_t n, const void * vx, size_t bx, int mr, \
-                                                                   const int MR, const void * vy, size_t by, \
-                                                                   const int nc, float * s, size_t lds,  \
-                                                                   const pg_qt_f * yd, const pg_qt_w * wpre) { \
-    const TX * x[PG_QT_MR];                                                                            \
-    const TY * y[4];                                                                                   \
-    _Pragma("GCC unroll 4")                                                                            \
-    for (int r = 0; r < MR; r++) x[r] = (const TX *) ((const char *) vx + (size_t) PG_MIN(r, mr - 1) * bx); \
-    _Pragma("GCC unroll 4")                                                                            \
-    for (int c = 0; c < nc; c++) y[c] = (const TY *) ((const char *) vy + (size_t) c * by);            \
-    pg_qt_f acc[PG_QT_MR][4];                                                                          \
-    _Pragma("GCC unroll 4")                                                                            \
-    for (int r = 0; r < MR; r++)                                                                       \
-        _Pragma("GCC unroll 4")                                                                        \
-        for (int c = 0; c < nc; c++) acc[r][c] = pg_qt_zero_f();                                       \
-    const int64_t nb = n / PG_QK;                                                                      \
-    int64_t ib = 0;                                                                                    \
-    for (; ib + 1 < nb; ib += 2) NAME##_tile_step(x, y, ib, 1, MR, nc, acc, yd, wpre ? wpre + ib / 2 * MR : NULL); \
-    if (ib < nb) NAME##_tile_step(x, y, ib, 0, MR, nc, acc, yd, wpre ? wpre + ib / 2 * MR : NULL);     \
-    _Pragma("GCC unroll 4")                                                                            \
-    for (int c = 0; c < nc; c++)                                                                       \
-        _Pragma("GCC unroll 4")                                                                        \
-        for (int r = 0; r < mr; r++) s[(size_t) c * lds + r] = pg_qt_sum(acc[r][c]);                   \
-}                                                                                                      \
-static inline void NAME##_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc, \
-                               float * s, size_t lds) {                                                \
-    const int64_t nstep = (n / PG_QK + 1) / 2;                                                         \
-    if (mr > 1 && nc > 4 && nstep <= PG_QT_PRE_STEPS) {                                                \
-        pg_qt_w wpre[PG_QT_PRE_STEPS * PG_QT_MR];                                                      \
-        NAME##_tile_pre(n, x, bx, mr, wpre);                                                           \
-        for (int c0 = 0; c0 < nc; c0 += 4)                                                             \
-            PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, (const char *) y + (size_t) c0 * by, by,          \
-                       PG_MIN(4, nc - c0), s + (size_t) c0 * lds, lds, wpre);                          \
-        return;                                                                                        \
-    }                                                                                                  \
-    for (int c0 = 0; c0 < nc; c0 += 4) {                                                               \
-        const void * yc = (const char *) y + (size_t) c0 * by;                                         \
-        float * sc = s + (size_t) c0 * lds;                                                            \
-        if (mr == 1) PG_QT_COLS(NAME, n, x, bx, mr, 1, yc, by, PG_MIN(4, nc - c0), sc, lds, NULL);     \
-        else PG_QT_COLS(NAME, n, x, bx, mr, PG_QT_MR, yc, by, PG_MIN(4, nc - c0), sc, lds, NULL);      \
-    }                                                                                                  \
-}                                                                                                      \
-PG_QT_ROWS(NAME, TY, MIN)
-
-#define PG_QT_MIN(with, without) with
-#define PG_QT_NOMIN(with, without) without
-#define PG_QT_DEC_Q8_0(b0, b1) pg_qt_load((b0)->qs, (b1)->qs)
-#define PG_QT_DEC_Q4(b0, b1) pg_qt_nibbles((b0)->qs, (b1)->qs)
-#define PG_QT_DEC_Q5(b0, b1) pg_qt_add_bit4(pg_qt_nibbles((b0)->qs, (b1)->qs), (b0)->qh, (b1)->qh)
-#define PG_QT_DEC_IQ4_NL(b0, b1) pg_qt_lut16(pg_qt_nibbles((b0)->qs, (b1)->qs), pg_iq4nl_values)
-
-PG_QTILE(pg_vec_dot_q8_0, pg_block_q8_0, pg_block_q8_0, PG_QT_DEC_Q8_0, PG_QT_SIGNED, 0, PG_QT_NOMIN)
-PG_QTILE(pg_vec_dot_q4_0, pg_block_q4_0, pg_block_q8_0, PG_QT_DEC_Q4, PG_QT_OFF, 8, PG_QT_NOMIN)
-PG_QTILE(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, PG_QT_DEC_Q4, PG_QT_UNS, 0, PG_QT_MIN)
-PG_QTILE(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, PG_QT_DEC_Q5, PG_QT_OFF, 16, PG_QT_NOMIN)
-PG_QTILE(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, PG_QT_DEC_Q5, PG_QT_UNS, 0, PG_QT_MIN)
-PG_QTILE(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, PG_QT_DEC_IQ4_NL, PG_QT_SIGNED, 0, PG_QT_NOMIN)

@@ -107,60 +107,93 @@ static inline __m512i pg_qgv_u_iq4_nl(const pg_block_iq4_nl * b0, const pg_block
     return _mm512_shuffle_epi8(lut, pg_qgv_nibbles(b0->qs, b1->qs));
 }
 
-/* NAME##_rows: s[r] = x_r . y for r < nr, x_r = vx + r*bx (rows of TX), y a Q8_0 (MIN 0) or Q8_1
- * (MIN 1: the types with m, whose m*s the tile adds by a second FMA into lanes 0 and 8) row; U: the
- * unsigned lanes of two blocks, OFF: what they add to the codes */
-#define PG_QGV(NAME, TX, U, OFF, MIN)                                                                  \
-static inline __attribute__((always_inline)) void NAME##_gv_step(const TX * const * x, int64_t k, const int two, \
-                                                                 const int R, const pg_qgv_col * col,  \
-                                                                 __m512 * acc) {                       \
-    const TX * a[2][2];                                                                                \
-    for (int r = 0; r < R; r++) a[r][0] = x[r] + 2 * k, a[r][1] = two ? a[r][0] + 1 : a[r][0];         \
-    const TX * const * b = a[R - 1];                                                                   \
-    /* d_x*d_y of row r's blocks in lanes 2r, 2r + 1 (MIN: 4r, 4r + 2, m_x in 4r + 1, 4r + 3) */       \
-    const __m512 dd = MIN ? _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(pg_qgv_heads(a[0][0], a[0][1], b[0], b[1], two, 4)), \
-                                                             col->d[k]))                               \
-                          : _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(pg_qgv_heads(a[0][0], a[0][1], b[0], b[1], two, 2)), \
-                                                              _mm256_castps256_ps128(col->d[k])));      \
-    for (int r = 0; r < R; r++) {                                                                      \
-        const int l0 = MIN ? 4 * r : 2 * r, l1 = MIN ? 4 * r + 2 : 2 * r + 1;                          \
-        const __m512i p = _mm512_dpbusd_epi32(MIN ? _mm512_setzero_si512() : col->c[k], U(a[r][0], a[r][1]), col->y[k]); \
-        const __m512i ix = _mm512_setr_epi32(l0, l0, l0, l0, l0, l0, l0, l0, l1, l1, l1, l1, l1, l1, l1, l1); \
-        acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix, dd), _mm512_cvtepi32_ps(p), acc[r]);        \
-        if (MIN) {                                                                                     \
-            const __m512i im = _mm512_add_epi32(ix, _mm512_set1_epi32(1));                             \
-            acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(im, dd), col->s[k], acc[r]);                \
-        }                                                                                              \
-    }                                                                                                  \
-}                                                                                                      \
-static inline __attribute__((always_inline)) void NAME##_gv_body(int64_t nb, const char * x0, const char * x1, \
-                                                                 const int R, const pg_qgv_col * col,  \
-                                                                 float * s0, float * s1) {             \
-    const TX * x[2] = {(const TX *) x0, (const TX *) x1};                                              \
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};                                         \
-    int64_t k = 0;                                                                                     \
-    for (; 2 * k + 1 < nb; k++) NAME##_gv_step(x, k, 1, R, col, acc);                                  \
-    if (2 * k < nb) NAME##_gv_step(x, k, 0, R, col, acc);                                              \
-    *s0 = pg_qt_sum(acc[0]);                                                                           \
-    if (R == 2) *s1 = pg_qt_sum(acc[1]);                                                               \
-}                                                                                                      \
-static inline void NAME##_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy, float * s) { \
-    const int64_t nb = n / PG_QK, h = nr / 2;                                                          \
-    const char * x = (const char *) vx;                                                                \
-    if ((nb + 1) / 2 > PG_QGV_STEPS) {                                                                 \
-        for (int64_t r = 0; r < nr; r++) NAME##_tile(n, x + (size_t) r * bx, bx, 1, vy, 0, 1, s + r, 1); \
-        return;                                                                                        \
-    }                                                                                                  \
-    pg_qgv_col col;                                                                                    \
-    pg_qgv_column(vy, nb, OFF, MIN, &col);                                                             \
-    for (int64_t i = 0; i < h; i++)                                                                    \
-        NAME##_gv_body(nb, x + (size_t) i * bx, x + (size_t) (i + h) * bx, 2, &col, s + i, s + i + h); \
-    if (nr & 1) NAME##_gv_body(nb, x + (size_t) (2 * h) * bx, NULL, 1, &col, s + 2 * h, NULL);         \
+/* the unsigned lanes of blocks b0, b1 of type t (as pg_qt_desc_of: a compile-time constant) */
+PG_ALWAYS_INLINE __m512i pg_qgv_u(const int t, const void * b0, const void * b1) {
+    switch (t) {
+    case PG_TYPE_Q4_0: return pg_qgv_u_q4_0((const pg_block_q4_0 *) b0, (const pg_block_q4_0 *) b1);
+    case PG_TYPE_Q4_1: return pg_qgv_u_q4_1((const pg_block_q4_1 *) b0, (const pg_block_q4_1 *) b1);
+    case PG_TYPE_Q5_0: return pg_qgv_u_q5_0((const pg_block_q5_0 *) b0, (const pg_block_q5_0 *) b1);
+    case PG_TYPE_Q5_1: return pg_qgv_u_q5_1((const pg_block_q5_1 *) b0, (const pg_block_q5_1 *) b1);
+    case PG_TYPE_IQ4_NL: return pg_qgv_u_iq4_nl((const pg_block_iq4_nl *) b0, (const pg_block_iq4_nl *) b1);
+    default: return pg_qgv_u_q8_0((const pg_block_q8_0 *) b0, (const pg_block_q8_0 *) b1);
+    }
 }
 
-PG_QGV(pg_vec_dot_q8_0, pg_block_q8_0, pg_qgv_u_q8_0, 0x80, 0)
-PG_QGV(pg_vec_dot_q4_0, pg_block_q4_0, pg_qgv_u_q4_0, 8, 0)
-PG_QGV(pg_vec_dot_q5_0, pg_block_q5_0, pg_qgv_u_q5_0, 16, 0)
-PG_QGV(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_qgv_u_iq4_nl, 0x80, 0)
-PG_QGV(pg_vec_dot_q4_1, pg_block_q4_1, pg_qgv_u_q4_1, 0, 1)
-PG_QGV(pg_vec_dot_q5_1, pg_block_q5_1, pg_qgv_u_q5_1, 0, 1)
+/* step k (blocks 2k and 2k + 1, or 2k alone when !two) of R (1 or 2) rows x[r] of type t against the
+ * prepared column into acc[r]; with min (Q4_1, Q5_1, against Q8_1) the tile's m*s added by a second
+ * FMA into lanes 0 and 8 */
+PG_ALWAYS_INLINE void pg_qgv_step(const int t, const char * const * x, int64_t k, const int two, const int R,
+                                  const pg_qgv_col * col, __m512 * acc) {
+    const pg_qt_desc td = pg_qt_desc_of(t);
+    const int min = td.min;
+    const char * a[2][2];
+    for (int r = 0; r < R; r++) a[r][0] = x[r] + 2 * k * td.size, a[r][1] = two ? a[r][0] + td.size : a[r][0];
+    const char * const * b = a[R - 1];
+    /* d_x*d_y of row r's blocks in lanes 2r, 2r + 1 (min: 4r, 4r + 2, m_x in 4r + 1, 4r + 3) */
+    const __m512 dd = min ? _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(pg_qgv_heads(a[0][0], a[0][1], b[0], b[1], two, 4)),
+                                                                 col->d[k]))
+                          : _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(pg_qgv_heads(a[0][0], a[0][1], b[0], b[1], two, 2)),
+                                                              _mm256_castps256_ps128(col->d[k])));
+    for (int r = 0; r < R; r++) {
+        const int l0 = min ? 4 * r : 2 * r, l1 = min ? 4 * r + 2 : 2 * r + 1;
+        const __m512i p = _mm512_dpbusd_epi32(min ? _mm512_setzero_si512() : col->c[k], pg_qgv_u(t, a[r][0], a[r][1]),
+                                              col->y[k]);
+        const __m512i ix = _mm512_setr_epi32(l0, l0, l0, l0, l0, l0, l0, l0, l1, l1, l1, l1, l1, l1, l1, l1);
+        acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix, dd), _mm512_cvtepi32_ps(p), acc[r]);
+        if (min) {
+            const __m512i im = _mm512_add_epi32(ix, _mm512_set1_epi32(1));
+            acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(im, dd), col->s[k], acc[r]);
+        }
+    }
+}
+/* *s0 = x0 . y and, when R = 2, *s1 = x1 . y: rows x0, x1 of nb blocks of type t */
+PG_ALWAYS_INLINE void pg_qgv_body(const int t, int64_t nb, const char * x0, const char * x1, const int R,
+                                  const pg_qgv_col * col, float * s0, float * s1) {
+    const char * x[2] = {x0, x1};
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t k = 0;
+    for (; 2 * k + 1 < nb; k++) pg_qgv_step(t, x, k, 1, R, col, acc);
+    if (2 * k < nb) pg_qgv_step(t, x, k, 0, R, col, acc);
+    *s0 = pg_qt_sum(acc[0]);
+    if (R == 2) *s1 = pg_qt_sum(acc[1]);
+}
+/* vec_dot_rows of type t: s[r] = x_r . y for r < nr, x_r = vx + r*bx, y a Q8_0 row (Q8_1 for the
+ * types with m); rows longer than the prepared column take the one-row tile. The
+ * column's correction is for codes q + off: Q4_0's 8, Q5_0's 16, the signed types' 0x80 (their
+ * values xor 0x80, pg_qgv_u) */
+PG_ALWAYS_INLINE void pg_qgv_rows(const int t, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                  const void * vy, float * s) {
+    const pg_qt_desc td = pg_qt_desc_of(t);
+    const int64_t nb = n / PG_QK, h = nr / 2;
+    const char * x = (const char *) vx;
+    if ((nb + 1) / 2 > PG_QGV_STEPS) {
+        for (int64_t r = 0; r < nr; r++) pg_qt_tile(t, n, x + (size_t) r * bx, bx, 1, vy, 0, 1, s + r, 1);
+        return;
+    }
+    pg_qgv_col col;
+    pg_qgv_column(vy, nb, td.mode == PG_QT_SIGNED ? 0x80 : td.off, td.min, &col);
+    for (int64_t i = 0; i < h; i++)
+        pg_qgv_body(t, nb, x + (size_t) i * bx, x + (size_t) (i + h) * bx, 2, &col, s + i, s + i + h);
+    if (nr & 1) pg_qgv_body(t, nb, x + (size_t) (2 * h) * bx, NULL, 1, &col, s + 2 * h, NULL);
+}
+
+/* the named entry points (types.h's vec_dot_rows), one per type */
+static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qgv_rows(PG_TYPE_Q8_0, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qgv_rows(PG_TYPE_Q4_0, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q5_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qgv_rows(PG_TYPE_Q5_0, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
+                                          float * s) {
+    pg_qgv_rows(PG_TYPE_IQ4_NL, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q4_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qgv_rows(PG_TYPE_Q4_1, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_q5_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qgv_rows(PG_TYPE_Q5_1, n, x, bx, nr, y, s);
+}
