@@ -28,10 +28,10 @@ PG_RVV_DOT(pg_rvv_dot_f16_f32, pg_fp16_t, float, pg_rvv_load_f16, pg_rvv_load_f3
  * A weight block is decoded into int8 registers once and dotted with the block of each of the nc
  * activation rows. Each block's integer sum is exact: int8 lanes widened to i16 products (at most
  * two added, below 2^15), summed into i32 by the widening reduction. The f32 steps are the scalar
- * PG_QDOT's in its order (per column: even and odd blocks in two chains, the m*s terms in a third,
- * then (even + odd) + m*s), so every column is the scalar kernel's result bit for bit. Nibble types
- * use e8 m1 at vl = 16 (a half-block per register at any VLEN >= 128): low nibbles are elements
- * 0..15, high ones 16..31; Q8_0 one e8 m2 register at vl = 32. */
+ * pg_qdot_body's (quants-legacy.h) in its order (per column: even and odd blocks in two chains,
+ * the m*s terms in a third, then (even + odd) + m*s), so every column is the scalar kernel's result
+ * bit for bit. Nibble types use e8 m1 at vl = 16 (a half-block per register at any VLEN >= 128): low
+ * nibbles are elements 0..15, high ones 16..31; Q8_0 one e8 m2 register at vl = 32. */
 
 #define PG_RVV_I8(v) __riscv_vreinterpret_v_u8m1_i8m1(v)
 
@@ -77,7 +77,11 @@ PG_ALWAYS_INLINE int32_t pg_rvv_qsum_halves(vint8m1_t lo, vint8m1_t hi, const in
 #define PG_RVV_DEC_Q5_1(xb) PG_RVV_DEC_NIB(xb, PG_RVV_BIT4, 0, 0)
 #define PG_RVV_DEC_IQ4_NL(xb) PG_RVV_DEC_NIB(xb, PG_RVV_BIT4_NONE, 0, 1)
 
-/* block IB into the chains ACC of the nc columns: PG_QDOT_STEP's f32 operations */
+/* the m*s term of the types with a minimum (Q4_1, Q5_1; pg_qdot_step's summ) */
+#define PG_RVV_QMIN_NONE(acc, xb, yb) ((void) 0)
+#define PG_RVV_QMIN(acc, xb, yb) ((acc) += pg_fp16_to_fp32((xb)->m) * pg_fp16_to_fp32((yb)->s))
+
+/* block IB into the chains ACC of the nc columns: pg_qdot_step's f32 operations */
 #define PG_RVV_QSTEP(ACC, IB, DEC, SUM, MIN)                                                     \
     do {                                                                                         \
         DEC(x + (IB))                                                                            \
@@ -105,12 +109,12 @@ void NAME(int64_t n, const void * vx, const void * vy, size_t by, int nc, float 
     if (ib < nb) PG_RVV_QSTEP(acc0, ib, DEC, SUM, MIN);                                          \
     for (int c = 0; c < nc; c++) s[c] = (acc0[c] + acc1[c]) + summ[c];                           \
 }
-PG_RVV_QDOT(pg_rvv_dot_n_q8_0, pg_block_q8_0, pg_block_q8_0, PG_RVV_DEC_Q8_0, PG_RVV_SUM_Q8_0, PG_QMIN_NONE)
-PG_RVV_QDOT(pg_rvv_dot_n_q4_0, pg_block_q4_0, pg_block_q8_0, PG_RVV_DEC_Q4_0, PG_RVV_SUM_NIB, PG_QMIN_NONE)
-PG_RVV_QDOT(pg_rvv_dot_n_q4_1, pg_block_q4_1, pg_block_q8_1, PG_RVV_DEC_Q4_1, PG_RVV_SUM_NIB, PG_QMIN)
-PG_RVV_QDOT(pg_rvv_dot_n_q5_0, pg_block_q5_0, pg_block_q8_0, PG_RVV_DEC_Q5_0, PG_RVV_SUM_NIB, PG_QMIN_NONE)
-PG_RVV_QDOT(pg_rvv_dot_n_q5_1, pg_block_q5_1, pg_block_q8_1, PG_RVV_DEC_Q5_1, PG_RVV_SUM_NIB, PG_QMIN)
-PG_RVV_QDOT(pg_rvv_dot_n_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, PG_RVV_DEC_IQ4_NL, PG_RVV_SUM_NIB, PG_QMIN_NONE)
+PG_RVV_QDOT(pg_rvv_dot_n_q8_0, pg_block_q8_0, pg_block_q8_0, PG_RVV_DEC_Q8_0, PG_RVV_SUM_Q8_0, PG_RVV_QMIN_NONE)
+PG_RVV_QDOT(pg_rvv_dot_n_q4_0, pg_block_q4_0, pg_block_q8_0, PG_RVV_DEC_Q4_0, PG_RVV_SUM_NIB, PG_RVV_QMIN_NONE)
+PG_RVV_QDOT(pg_rvv_dot_n_q4_1, pg_block_q4_1, pg_block_q8_1, PG_RVV_DEC_Q4_1, PG_RVV_SUM_NIB, PG_RVV_QMIN)
+PG_RVV_QDOT(pg_rvv_dot_n_q5_0, pg_block_q5_0, pg_block_q8_0, PG_RVV_DEC_Q5_0, PG_RVV_SUM_NIB, PG_RVV_QMIN_NONE)
+PG_RVV_QDOT(pg_rvv_dot_n_q5_1, pg_block_q5_1, pg_block_q8_1, PG_RVV_DEC_Q5_1, PG_RVV_SUM_NIB, PG_RVV_QMIN)
+PG_RVV_QDOT(pg_rvv_dot_n_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, PG_RVV_DEC_IQ4_NL, PG_RVV_SUM_NIB, PG_RVV_QMIN_NONE)
 
 void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s) { pg_rvv_dot_rows_f32(4, n, x, y, s, 1); }
 void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s) { pg_rvv_dot_rows_f16(4, n, x, y, s, 1); }
