@@ -20,11 +20,12 @@
  * Dot products: every block type decodes a block into 32 int8 lanes (pg_q8x32), multiplies them with
  * the activation block's int8 in integers (isa/'s pg_qacc_add: AVX-512 VNNI dpbusd, AVX2
  * maddubs+madd, NEON vdotq or widening multiplies, RVV widening multiply-adds in vec/dot-rvv.c
- * when the CPU has V; the scalar forms below elsewhere) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
- * multi-column kernel pg_vec_dot_n_<type> (nc <= 4 activation rows, `by` bytes apart: the weight
- * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it; on x86
- * also the register-tiled pg_vec_dot_<type>_tile (isa/qgemm-x86.h: several weight rows at once, the
- * same sums).
+ * when the CPU has V; the scalar forms below elsewhere) and adds d_x*d_y*sum per block in f32 (plus
+ * m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the multi-column kernel pg_vec_dot_<type>_n
+ * (nc <= 4 activation rows, `by` bytes apart: the weight block is decoded once for all of them), one
+ * always-inline pg_qdot_n over the type's id, and the one-column pg_type_dot_<type> on top of it; on
+ * x86 also the register-tiled pg_vec_dot_<type>_tile (isa/qgemm-x86.h: several weight rows at once,
+ * the same sums).
  */
 #pragma once
 #include "convert.h"
