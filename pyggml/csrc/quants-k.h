@@ -883,9 +883,9 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
 
 /* ---- several columns: vec_dot_n (types.h's pg_vec_dot_n_fn) ---- */
 
-/* on x86 each weight super-block is decoded once for all nc columns, by the same body as the one
- * column above (so every column has vec_dot's bits); elsewhere vec_dot per column */
-/* vec_dot_n of K-quant type t, dot its vec_dot */
+/* vec_dot_n of K-quant type t (a compile-time constant; dot is its vec_dot): on x86 each weight
+ * super-block is decoded once for all nc columns, by the same body as the one column above (so every
+ * column has vec_dot's bits); elsewhere vec_dot per column */
 PG_ALWAYS_INLINE void pg_kq_dot_n(const int t, float (*dot)(int64_t, const void *, const void *), int64_t n,
                                   const void * x, const void * y, size_t by, int nc, float * s) {
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
