@@ -95,9 +95,9 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
         tr->vec_dot_rows(K, a0 + i0 * as->nb[1], as->nb[1], i1 - i0, y, PG_MMID_COL(0) + i0);
         return;
     }
-    const int64_t mr = tr->vec_dot_tile && nc >= PG_MM_GEMM_MIN_N_MAX ? PG_QT_MR : 1;
+    const int64_t mr = tr->vec_dot_tile && nc >= PG_MM_GEMM_MIN_N_MAX ? PG_QGEMM_MR : 1;
     const int64_t step = tr->vec_dot_tile ? PG_MIN(tr->tile_nc, PG_MM_IC) : 4;
-    float s[PG_QT_MR * PG_MM_IC];
+    float s[PG_QGEMM_MR * PG_MM_IC];
     for (int64_t j0 = 0; j0 < nc; j0 += PG_MM_IC) {
         const int64_t j1 = PG_MIN(nc, j0 + PG_MM_IC);
         for (int64_t i = i0; i < i1; i += mr) {
@@ -105,11 +105,12 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
             const char * arow = a0 + i * as->nb[1];
             for (int64_t j = j0; j < j1; j += step) {
                 const int n = (int) PG_MIN(step, j1 - j);
-                if (tr->vec_dot_tile) tr->vec_dot_tile(K, arow, as->nb[1], r, y + j * l->conv_row, l->conv_row, n, s, PG_QT_MR);
+                if (tr->vec_dot_tile)
+                    tr->vec_dot_tile(K, arow, as->nb[1], r, y + j * l->conv_row, l->conv_row, n, s, PG_QGEMM_MR);
                 else tr->vec_dot_n(K, arow, y + j * l->conv_row, l->conv_row, n, s);
                 for (int c = 0; c < n; c++) {
                     float * out = PG_MMID_COL(j + c) + i;
-                    for (int k = 0; k < r; k++) out[k] = s[c * (tr->vec_dot_tile ? PG_QT_MR : 1) + k];
+                    for (int k = 0; k < r; k++) out[k] = s[c * (tr->vec_dot_tile ? PG_QGEMM_MR : 1) + k];
                 }
             }
         }

@@ -25,7 +25,7 @@
  *     of a type with a vec_dot_rows with that (the thread's whole range in one call), the others
  *     with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
- *     PG_MM_IC columns from the chunk counter, the integer tiles of the GEMV path with PG_QT_MR
+ *     PG_MM_IC columns from the chunk counter, the integer tiles of the GEMV path with PG_QGEMM_MR
  *     weight rows per call (each activation block loaded once for them), so a
  *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
@@ -291,7 +291,8 @@ static inline void pg_mm_gemm_int(const pg_params * p, pg_tensor * dst, const pg
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         const int64_t i0 = tile * PG_MM_IR, j0 = group * PG_MM_IC;
-        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + PG_MM_IR), j0, PG_MIN(N, j0 + PG_MM_IC), PG_QT_MR);
+        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + PG_MM_IR), j0, PG_MIN(N, j0 + PG_MM_IC),
+                        PG_QGEMM_MR);
     }
 }
 

@@ -666,16 +666,28 @@ static inline void pg_kq_unpack_q3(const uint8_t * s, uint8_t * out) {
 /* AVX2: the K-quant rows by each type's vec_dot_n body (nc = 1, so the same bits), called in one
  * loop: per row through vec_dot_n the indirect call, the column switch, the body's constants and the
  * result copy cost more than the super-block loop gained from anything else tried (docs/bench/journal.md) */
-#define PG_KQ_AVX2_ROWS(T)                                                                             \
-static inline void pg_kq_avx2_##T##_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) { \
-    for (int64_t r = 0; r < nr; r++) pg_kq_x86_##T##_body(n / PG_QK_K, (const char *) x + (size_t) r * bx, y, 0, 1, s + r); \
+PG_ALWAYS_INLINE void pg_kq_avx2_rows(const int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
+                                     float * s) {
+    for (int64_t r = 0; r < nr; r++) pg_kq_x86_body(t, n / PG_QK_K, (const char *) x + (size_t) r * bx, y, 0, 1, s + r);
 }
-PG_KQ_AVX2_ROWS(q2_K)
-PG_KQ_AVX2_ROWS(q3_K)
-PG_KQ_AVX2_ROWS(q4_K)
-PG_KQ_AVX2_ROWS(q5_K)
-PG_KQ_AVX2_ROWS(q6_K)
-PG_KQ_AVX2_ROWS(iq4_xs)
+static inline void pg_kq_avx2_q2_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_kq_avx2_rows(PG_TYPE_Q2_K, n, x, bx, nr, y, s);
+}
+static inline void pg_kq_avx2_q3_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_kq_avx2_rows(PG_TYPE_Q3_K, n, x, bx, nr, y, s);
+}
+static inline void pg_kq_avx2_q4_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_kq_avx2_rows(PG_TYPE_Q4_K, n, x, bx, nr, y, s);
+}
+static inline void pg_kq_avx2_q5_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_kq_avx2_rows(PG_TYPE_Q5_K, n, x, bx, nr, y, s);
+}
+static inline void pg_kq_avx2_q6_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_kq_avx2_rows(PG_TYPE_Q6_K, n, x, bx, nr, y, s);
+}
+static inline void pg_kq_avx2_iq4_xs_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_kq_avx2_rows(PG_TYPE_IQ4_XS, n, x, bx, nr, y, s);
+}
 #define PG_KROWS_FN(T) pg_kq_avx2_##T##_rows
 #else
 #define PG_KROWS_FN(T) NULL
@@ -784,9 +796,9 @@ static inline float pg_vec_dot_q2_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
 #if defined(PG_X86_GEMV)
-    return pg_kgv_dot_q2_K(n, x, y);
+    return pg_kgemv_dot(PG_TYPE_Q2_K, n, x, y);
 #elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-    return pg_kq_x86_dot_q2_K(nb, x, y);
+    return pg_kq_x86_dot(PG_TYPE_Q2_K, nb, x, y);
 #else
     PG_RVV_RETURN(pg_rvv_dot_q2_K_q8_K(nb, x, y))
     return pg_kq_q2_K_blocks(nb, x, y, pg_kq_dot_2bit);
@@ -798,9 +810,9 @@ static inline float pg_vec_dot_q3_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
 #if defined(PG_X86_GEMV)
-    return pg_kgv_dot_q3_K(n, x, y);
+    return pg_kgemv_dot(PG_TYPE_Q3_K, n, x, y);
 #elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-    return pg_kq_x86_dot_q3_K(nb, x, y);
+    return pg_kq_x86_dot(PG_TYPE_Q3_K, nb, x, y);
 #else
     PG_RVV_RETURN(pg_rvv_dot_q3_K_q8_K(nb, x, y))
     return pg_kq_q3_K_blocks(nb, x, y, pg_kq_dot_2bit);
@@ -836,7 +848,7 @@ static inline __attribute__((always_inline)) float pg_kq_dot_k4(int64_t nb, cons
 
 static inline float pg_vec_dot_q4_K_q8_K(int64_t n, const void * x, const void * y) {
 #if defined(PG_X86_GEMV)
-    return pg_kgv_dot_q4_K(n, x, y);
+    return pg_kgemv_dot(PG_TYPE_Q4_K, n, x, y);
 #else
     return pg_kq_dot_k4(n / PG_QK_K, x, sizeof(pg_block_q4_K), (const pg_block_q8_K *) y, false);
 #endif
@@ -854,9 +866,9 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K;
 #if defined(PG_X86_GEMV)
-    return pg_kgv_dot_q6_K(n, x, y);
+    return pg_kgemv_dot(PG_TYPE_Q6_K, n, x, y);
 #elif defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-    return pg_kq_x86_dot_q6_K(nb, x, y);
+    return pg_kq_x86_dot(PG_TYPE_Q6_K, nb, x, y);
 #else
     PG_RVV_RETURN(pg_rvv_dot_q6_K_q8_K(nb, x, y))
     float sumf = 0.0f;
@@ -871,37 +883,34 @@ static inline float pg_vec_dot_q6_K_q8_K(int64_t n, const void * vx, const void 
 
 /* ---- several columns: vec_dot_n (types.h's pg_vec_dot_n_fn) ---- */
 
-/* on x86 each weight super-block is decoded once for all nc columns, by the same body as the one
- * column above (so every column has vec_dot's bits); elsewhere vec_dot per column */
+/* vec_dot_n of K-quant type t (a compile-time constant; dot is its vec_dot): on x86 each weight
+ * super-block is decoded once for all nc columns, by the same body as the one column above (so every
+ * column has vec_dot's bits); elsewhere vec_dot per column */
+PG_ALWAYS_INLINE void pg_kq_dot_n(const int t, float (*dot)(int64_t, const void *, const void *), int64_t n,
+                                  const void * x, const void * y, size_t by, int nc, float * s) {
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-#define PG_KQ_DOT_N(T)                                                                                 \
-static inline void pg_vec_dot_##T##_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
-    pg_kq_x86_##T##_n(n / PG_QK_K, x, y, by, nc, s);                                                   \
-}
+    (void) dot;
+    pg_kq_x86_n(t, n / PG_QK_K, x, y, by, nc, s);
 #else
-#define PG_KQ_DOT_N(T)                                                                                 \
-static inline void pg_vec_dot_##T##_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
-    for (int c = 0; c < nc; c++) s[c] = pg_vec_dot_##T##_q8_K(n, x, (const char *) y + (size_t) c * by);      \
+    (void) t;
+    for (int c = 0; c < nc; c++) s[c] = dot(n, x, (const char *) y + (size_t) c * by);
+#endif
 }
-#endif
-PG_KQ_DOT_N(q2_K)
-PG_KQ_DOT_N(q3_K)
-PG_KQ_DOT_N(q4_K)
-PG_KQ_DOT_N(q5_K)
-PG_KQ_DOT_N(q6_K)
-
-/* vec_dot_tile (mul_mat's GEMM): with AVX-512 isa/kgemm-x86.h's tiles of two weight rows x four
- * (Q3_K, IQ4_XS: eight) columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes
- * vec_dot_n row by row: without VNNI a tile of the same form does the same maddubs + madd + add per
- * pair, and 16 registers do not hold its accumulators; docs/bench/journal.md) */
-#if defined(PG_SIMD_AVX512)
-#include "isa/kgemm-x86.h"
-#define PG_KTILE_FN(T) pg_vec_dot_##T##_q8_K_tile
-#define PG_KTILE_NC(T) pg_vec_dot_##T##_q8_K_tile_nc
-#else
-#define PG_KTILE_FN(T) NULL
-#define PG_KTILE_NC(T) 0
-#endif
+static inline void pg_vec_dot_q2_K_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_kq_dot_n(PG_TYPE_Q2_K, pg_vec_dot_q2_K_q8_K, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q3_K_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_kq_dot_n(PG_TYPE_Q3_K, pg_vec_dot_q3_K_q8_K, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q4_K_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_kq_dot_n(PG_TYPE_Q4_K, pg_vec_dot_q4_K_q8_K, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q5_K_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_kq_dot_n(PG_TYPE_Q5_K, pg_vec_dot_q5_K_q8_K, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q6_K_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_kq_dot_n(PG_TYPE_Q6_K, pg_vec_dot_q6_K_q8_K, n, x, y, by, nc, s);
+}
 
 /* IQ4_XS against Q8_K: on x86 isa/kquants-x86.h's kernel (an integer sum per super-block, as
  * ggml's AVX2 one); elsewhere each block of 32 looked up in the IQ4_NL table (pg_q8x32_lut16: tbl
@@ -910,13 +919,13 @@ PG_KQ_DOT_N(q6_K)
  * separate accumulators */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 static inline void pg_vec_dot_iq4_xs_q8_K_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    pg_kq_x86_iq4_xs_n(n / PG_QK_K, x, y, by, nc, s);
+    pg_kq_x86_n(PG_TYPE_IQ4_XS, n / PG_QK_K, x, y, by, nc, s);
 }
 static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y) {
 #if defined(PG_X86_GEMV)
-    return pg_kgv_dot_iq4_xs(n, x, y);
+    return pg_kgemv_dot(PG_TYPE_IQ4_XS, n, x, y);
 #else
-    return pg_kq_x86_dot_iq4_xs(n / PG_QK_K, (const pg_block_iq4_xs *) x, (const pg_block_q8_K *) y);
+    return pg_kq_x86_dot(PG_TYPE_IQ4_XS, n / PG_QK_K, x, y);
 #endif
 }
 #else
@@ -955,4 +964,17 @@ static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void
     pg_kq_iq4_xs_body(n, x, y, 0, 1, &s);
     return s;
 }
+#endif
+
+/* vec_dot_tile (mul_mat's GEMM): with AVX-512 isa/kgemm-x86.h's tiles of two weight rows x four
+ * (Q3_K, IQ4_XS: eight) columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes
+ * vec_dot_n row by row: without VNNI a tile of the same form does the same maddubs + madd + add per
+ * pair, and 16 registers do not hold its accumulators; docs/bench/journal.md) */
+#if defined(PG_SIMD_AVX512)
+#include "isa/kgemm-x86.h"
+#define PG_KTILE_FN(T) pg_vec_dot_##T##_q8_K_tile
+#define PG_KTILE_NC(T) pg_vec_dot_##T##_q8_K_tile_nc
+#else
+#define PG_KTILE_FN(T) NULL
+#define PG_KTILE_NC(T) 0
 #endif

@@ -20,11 +20,12 @@
  * Dot products: every block type decodes a block into 32 int8 lanes (pg_q8x32), multiplies them with
  * the activation block's int8 in integers (isa/'s pg_qacc_add: AVX-512 VNNI dpbusd, AVX2
  * maddubs+madd, NEON vdotq or widening multiplies, RVV widening multiply-adds in vec/dot-rvv.c
- * when the CPU has V; the scalar forms below elsewhere) and adds d_x*d_y*sum per block in f32 (plus m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the
- * multi-column kernel pg_vec_dot_n_<type> (nc <= 4 activation rows, `by` bytes apart: the weight
- * block is decoded once for all of them) and the one-column pg_type_dot_<type> on top of it; on x86
- * also the register-tiled pg_vec_dot_<type>_tile (isa/qgemm-x86.h: several weight rows at once, the
- * same sums).
+ * when the CPU has V; the scalar forms below elsewhere) and adds d_x*d_y*sum per block in f32 (plus
+ * m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the multi-column kernel pg_vec_dot_<type>_n
+ * (nc <= 4 activation rows, `by` bytes apart: the weight block is decoded once for all of them), one
+ * always-inline pg_qdot_n over the type's id, and the one-column pg_type_dot_<type> on top of it; on
+ * x86 also the register-tiled pg_vec_dot_<type>_tile (isa/qgemm-x86.h: several weight rows at once,
+ * the same sums).
  */
 #pragma once
 #include "convert.h"
@@ -126,84 +127,132 @@ static inline pg_q8x32 pg_decode_q5_1(const pg_block_q5_1 * b) {
 static inline pg_q8x32 pg_decode_iq4_nl(const pg_block_iq4_nl * b) { return pg_q8x32_lut16(pg_q8x32_nibbles(b->qs), pg_iq4nl_values); }
 static inline pg_q8x32 pg_decode_mxfp4(const pg_block_mxfp4 * b) { return pg_q8x32_lut16(pg_q8x32_nibbles(b->qs), pg_mxfp4_values); }
 
-/* ---- dot products ---- */
+/* ---- a block type's description, t its pyggml.h type id: a compile-time constant wherever it is
+ * passed, so the switches fold away where a kernel is inlined ---- */
 
-#define PG_QMIN_NONE(acc, xb, yb) ((void) 0)
-#define PG_QMIN(acc, xb, yb) ((acc) += pg_fp16_to_fp32((xb)->m) * pg_fp16_to_fp32((yb)->s))
-
-/* QD: the weight block's scale, an fp16 d or MXFP4's E8M0 exponent (ggml_e8m0_to_fp32_half) */
-#define PG_QD_F16(xb) pg_fp16_to_fp32((xb)->d)
-#define PG_QD_E8M0(xb) pg_e8m0_to_fp32_half((xb)->e)
-
-/* block ib of x into the accumulators ACC of the nc columns */
-#define PG_QDOT_STEP(ACC, IB, TX, TY, DECODE, UNS, MIN, QD)                                            \
-    do {                                                                                               \
-        const pg_q8x32 q = DECODE(x + (IB));                                                           \
-        const float dx = QD(x + (IB));                                                                 \
-        for (int c = 0; c < nc; c++) {                                                                 \
-            const TY * y = (const TY *) ((const char *) vy + (size_t) c * by) + (IB);                  \
-            ACC[c] = pg_qacc_add(ACC[c], q, y->qs, UNS, dx * pg_fp16_to_fp32(y->d));                   \
-            MIN(summ[c], x + (IB), y);                                                                 \
-        }                                                                                              \
-    } while (0)
-
-/* riscv64 with V: vec/dot-rvv.c's multi-column kernel (the same f32 steps as the body) */
-#define PG_QRVV_Q8_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q8_0(n, x, y, by, nc, s))
-#define PG_QRVV_Q4_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q4_0(n, x, y, by, nc, s))
-#define PG_QRVV_Q4_1(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q4_1(n, x, y, by, nc, s))
-#define PG_QRVV_Q5_0(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_0(n, x, y, by, nc, s))
-#define PG_QRVV_Q5_1(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_q5_1(n, x, y, by, nc, s))
-#define PG_QRVV_IQ4_NL(n, x, y, by, nc, s) PG_RVV_DO(pg_rvv_dot_n_iq4_nl(n, x, y, by, nc, s))
-#define PG_QRVV_NONE(n, x, y, by, nc, s) ((void) 0)           /* no RVV kernel: the portable body */
-
-/* NAME##_n: s[c] = x . y_c for c < nc, y_c = vy + c*by (rows of TY); UNS: decoded lanes are >= 0;
- * MIN: the type's m*s term; RVV: PG_QRVV_*; QD: PG_QD_*. Even and odd blocks go to separate
- * accumulators (two FMA chains) */
-#define PG_QDOT(NAME, TX, TY, DECODE, UNS, MIN, RVV, QD)                                               \
-static inline __attribute__((always_inline)) void NAME##_body(int64_t n, const void * vx, const void * vy, \
-                                                              size_t by, const int nc, float * s) {     \
-    const TX * x = (const TX *) vx;                                                                    \
-    const int64_t nb = n / PG_QK;                                                                      \
-    pg_qacc acc0[4], acc1[4];                                                                          \
-    float summ[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                          \
-    for (int c = 0; c < nc; c++) acc0[c] = acc1[c] = pg_qacc_zero();                                   \
-    int64_t ib = 0;                                                                                    \
-    for (; ib + 1 < nb; ib += 2) {                                                                     \
-        PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN, QD);                                          \
-        PG_QDOT_STEP(acc1, ib + 1, TX, TY, DECODE, UNS, MIN, QD);                                      \
-    }                                                                                                  \
-    if (ib < nb) PG_QDOT_STEP(acc0, ib, TX, TY, DECODE, UNS, MIN, QD);                                 \
-    for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(pg_qacc_merge(acc0[c], acc1[c])) + summ[c];        \
-}                                                                                                      \
-static inline void NAME##_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) { \
-    RVV(n, x, y, by, nc, s);                                                                           \
-    switch (nc) {                                                                                      \
-    case 1: NAME##_body(n, x, y, by, 1, s); break;                                                     \
-    case 2: NAME##_body(n, x, y, by, 2, s); break;                                                     \
-    case 3: NAME##_body(n, x, y, by, 3, s); break;                                                     \
-    default: NAME##_body(n, x, y, by, 4, s); break;                                                    \
-    }                                                                                                  \
+/* the bytes of a block of type t */
+PG_ALWAYS_INLINE int pg_qblock_size(const int t) {
+    switch (t) {
+    case PG_TYPE_Q4_0: return sizeof(pg_block_q4_0);
+    case PG_TYPE_Q4_1: return sizeof(pg_block_q4_1);
+    case PG_TYPE_Q5_0: return sizeof(pg_block_q5_0);
+    case PG_TYPE_Q5_1: return sizeof(pg_block_q5_1);
+    case PG_TYPE_IQ4_NL: return sizeof(pg_block_iq4_nl);
+    case PG_TYPE_MXFP4: return sizeof(pg_block_mxfp4);
+    default: return sizeof(pg_block_q8_0);
+    }
+}
+/* whether t has a minimum (x = q*d + m: Q4_1, Q5_1), its blocks starting with the fp16 pair {d, m};
+ * their vec_dot_type Q8_1 starts with {d, s}, the others' Q8_0 with d */
+PG_ALWAYS_INLINE int pg_qblock_min(const int t) { return t == PG_TYPE_Q4_1 || t == PG_TYPE_Q5_1; }
+/* block b of type t as integers (pg_decode_*) */
+PG_ALWAYS_INLINE pg_q8x32 pg_qblock_decode(const int t, const void * b) {
+    switch (t) {
+    case PG_TYPE_Q4_0: return pg_decode_q4_0((const pg_block_q4_0 *) b);
+    case PG_TYPE_Q4_1: return pg_decode_q4_1((const pg_block_q4_1 *) b);
+    case PG_TYPE_Q5_0: return pg_decode_q5_0((const pg_block_q5_0 *) b);
+    case PG_TYPE_Q5_1: return pg_decode_q5_1((const pg_block_q5_1 *) b);
+    case PG_TYPE_IQ4_NL: return pg_decode_iq4_nl((const pg_block_iq4_nl *) b);
+    case PG_TYPE_MXFP4: return pg_decode_mxfp4((const pg_block_mxfp4 *) b);
+    default: return pg_decode_q8_0((const pg_block_q8_0 *) b);
+    }
+}
+/* the scale of block b of type t: its fp16 d, or MXFP4's E8M0 exponent (ggml_e8m0_to_fp32_half) */
+PG_ALWAYS_INLINE float pg_qblock_d(const int t, const void * b) {
+    if (t == PG_TYPE_MXFP4) return pg_e8m0_to_fp32_half(((const pg_block_mxfp4 *) b)->e);
+    return pg_fp16_to_fp32(*(const pg_fp16_t *) b);
 }
 
-PG_QDOT(pg_vec_dot_q8_0, pg_block_q8_0, pg_block_q8_0, pg_decode_q8_0, 0, PG_QMIN_NONE, PG_QRVV_Q8_0, PG_QD_F16)
-PG_QDOT(pg_vec_dot_q4_0, pg_block_q4_0, pg_block_q8_0, pg_decode_q4_0, 0, PG_QMIN_NONE, PG_QRVV_Q4_0, PG_QD_F16)
-PG_QDOT(pg_vec_dot_q4_1, pg_block_q4_1, pg_block_q8_1, pg_decode_q4_1, 1, PG_QMIN, PG_QRVV_Q4_1, PG_QD_F16)
-PG_QDOT(pg_vec_dot_q5_0, pg_block_q5_0, pg_block_q8_0, pg_decode_q5_0, 0, PG_QMIN_NONE, PG_QRVV_Q5_0, PG_QD_F16)
-PG_QDOT(pg_vec_dot_q5_1, pg_block_q5_1, pg_block_q8_1, pg_decode_q5_1, 1, PG_QMIN, PG_QRVV_Q5_1, PG_QD_F16)
-PG_QDOT(pg_vec_dot_iq4_nl, pg_block_iq4_nl, pg_block_q8_0, pg_decode_iq4_nl, 0, PG_QMIN_NONE, PG_QRVV_IQ4_NL, PG_QD_F16)
-/* MXFP4 against Q8_0 as ggml_vec_dot_mxfp4_q8_0: integer sums of the code points, times e8m0_half * d_y */
-PG_QDOT(pg_vec_dot_mxfp4, pg_block_mxfp4, pg_block_q8_0, pg_decode_mxfp4, 0, PG_QMIN_NONE, PG_QRVV_NONE, PG_QD_E8M0)
+/* ---- dot products ---- */
 
-/* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QT_MR weight rows x 4 columns in registers on x86 (up to
- * PG_QT_NC columns per call, 4 at a time);
+/* block ib of x (type t) into the accumulators acc of the nc columns y_c = vy + c*by (Q8_1 rows
+ * when t has a minimum, whose m*s terms go to summ, else Q8_0) */
+PG_ALWAYS_INLINE void pg_qdot_step(const int t, const char * x, int64_t ib, const void * vy, size_t by, const int nc,
+                                   pg_qacc * acc, float * summ) {
+    const int min = pg_qblock_min(t);
+    const char * xb = x + ib * pg_qblock_size(t);
+    const pg_q8x32 q = pg_qblock_decode(t, xb);
+    const float dx = pg_qblock_d(t, xb);
+    for (int c = 0; c < nc; c++) {
+        const char * yc = (const char *) vy + (size_t) c * by;
+        if (min) {
+            const pg_block_q8_1 * y = (const pg_block_q8_1 *) yc + ib;
+            acc[c] = pg_qacc_add(acc[c], q, y->qs, 1, dx * pg_fp16_to_fp32(y->d));
+            summ[c] += pg_fp16_to_fp32(((const pg_fp16_t *) xb)[1]) * pg_fp16_to_fp32(y->s);
+        } else {
+            const pg_block_q8_0 * y = (const pg_block_q8_0 *) yc + ib;
+            acc[c] = pg_qacc_add(acc[c], q, y->qs, 0, dx * pg_fp16_to_fp32(y->d));
+        }
+    }
+}
+/* s[c] = x . y_c for c < nc (a constant, <= 4), x a row of type t, y_c = vy + c*by. Even and odd
+ * blocks go to separate accumulators (two FMA chains) */
+PG_ALWAYS_INLINE void pg_qdot_body(const int t, int64_t n, const void * vx, const void * vy, size_t by, const int nc,
+                                   float * s) {
+    const char * x = (const char *) vx;
+    const int64_t nb = n / PG_QK;
+    pg_qacc acc0[4], acc1[4];
+    float summ[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int c = 0; c < nc; c++) acc0[c] = acc1[c] = pg_qacc_zero();
+    int64_t ib = 0;
+    for (; ib + 1 < nb; ib += 2) {
+        pg_qdot_step(t, x, ib, vy, by, nc, acc0, summ);
+        pg_qdot_step(t, x, ib + 1, vy, by, nc, acc1, summ);
+    }
+    if (ib < nb) pg_qdot_step(t, x, ib, vy, by, nc, acc0, summ);
+    for (int c = 0; c < nc; c++) s[c] = pg_qacc_sum(pg_qacc_merge(acc0[c], acc1[c])) + summ[c];
+}
+/* vec_dot_n of type t (nc <= 4): the body for each column count */
+PG_ALWAYS_INLINE void pg_qdot_n(const int t, int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    switch (nc) {
+    case 1: pg_qdot_body(t, n, x, y, by, 1, s); break;
+    case 2: pg_qdot_body(t, n, x, y, by, 2, s); break;
+    case 3: pg_qdot_body(t, n, x, y, by, 3, s); break;
+    default: pg_qdot_body(t, n, x, y, by, 4, s); break;
+    }
+}
+
+/* the named vec_dot_n of each type; on riscv64 with V vec/dot-rvv.c's multi-column kernel (the same
+ * f32 steps as the body) where it has one */
+static inline void pg_vec_dot_q8_0_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    PG_RVV_DO(pg_rvv_dot_n_q8_0(n, x, y, by, nc, s))
+    pg_qdot_n(PG_TYPE_Q8_0, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q4_0_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    PG_RVV_DO(pg_rvv_dot_n_q4_0(n, x, y, by, nc, s))
+    pg_qdot_n(PG_TYPE_Q4_0, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q4_1_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    PG_RVV_DO(pg_rvv_dot_n_q4_1(n, x, y, by, nc, s))
+    pg_qdot_n(PG_TYPE_Q4_1, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q5_0_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    PG_RVV_DO(pg_rvv_dot_n_q5_0(n, x, y, by, nc, s))
+    pg_qdot_n(PG_TYPE_Q5_0, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_q5_1_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    PG_RVV_DO(pg_rvv_dot_n_q5_1(n, x, y, by, nc, s))
+    pg_qdot_n(PG_TYPE_Q5_1, n, x, y, by, nc, s);
+}
+static inline void pg_vec_dot_iq4_nl_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    PG_RVV_DO(pg_rvv_dot_n_iq4_nl(n, x, y, by, nc, s))
+    pg_qdot_n(PG_TYPE_IQ4_NL, n, x, y, by, nc, s);
+}
+/* MXFP4 against Q8_0 as ggml_vec_dot_mxfp4_q8_0: integer sums of the code points, times e8m0_half * d_y */
+static inline void pg_vec_dot_mxfp4_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_qdot_n(PG_TYPE_MXFP4, n, x, y, by, nc, s);
+}
+
+/* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QGEMM_MR weight rows x 4 columns in registers on x86 (up to
+ * PG_QGEMM_NC columns per call, 4 at a time);
  * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV, the
  * tile's bits): AVX2 (isa/qgemm-x86.h) and AVX-512 with VNNI and GFNI (isa/qgemv-x86.h) */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "isa/qgemm-x86.h"
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
 #else
-#define PG_QT_MR 1
-#define PG_QT_NC 4
+#define PG_QGEMM_MR 1
+#define PG_QGEMM_NC 4
 #define PG_QTILE_FN(NAME) NULL
 #endif
 #if defined(PG_X86_GEMV)
@@ -226,39 +275,61 @@ static inline float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, con
     pg_vec_dot_q4_0_n(n, x, y, 0, 1, &s);
     return s;
 }
-#define PG_QDOT1(NAME)                                                                                 \
-static inline float pg_type_dot_##NAME(int64_t n, const void * x, const void * y) {                   \
-    float s;                                                                                           \
-    pg_vec_dot_##NAME##_n(n, x, y, 0, 1, &s);                                                          \
-    return s;                                                                                          \
+static inline float pg_type_dot_q4_1(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_vec_dot_q4_1_n(n, x, y, 0, 1, &s);
+    return s;
 }
-PG_QDOT1(q4_1)
-PG_QDOT1(q5_0)
-PG_QDOT1(q5_1)
-PG_QDOT1(iq4_nl)
-PG_QDOT1(mxfp4)
+static inline float pg_type_dot_q5_0(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_vec_dot_q5_0_n(n, x, y, 0, 1, &s);
+    return s;
+}
+static inline float pg_type_dot_q5_1(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_vec_dot_q5_1_n(n, x, y, 0, 1, &s);
+    return s;
+}
+static inline float pg_type_dot_iq4_nl(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_vec_dot_iq4_nl_n(n, x, y, 0, 1, &s);
+    return s;
+}
+static inline float pg_type_dot_mxfp4(int64_t n, const void * x, const void * y) {
+    float s;
+    pg_vec_dot_mxfp4_n(n, x, y, 0, 1, &s);
+    return s;
+}
 
 /* ---- to_float: the decoded integers times d (plus m) ---- */
 
-#define PG_QTO_NONE(v, xb) (v)                       /* no + 0.0f: it would turn ggml's -0.0 into +0.0 */
-#define PG_QTO_MIN(v, xb) ((v) + pg_fp16_to_fp32((xb)->m))
-#define PG_QTO_FLOAT(NAME, TX, DECODE, ADD)                                                            \
-static PG_NO_CONTRACT void pg_row_##NAME##_to_f32(const void * vx, float * y, int64_t n) {            \
-    const TX * x = (const TX *) vx;                                                                    \
-    int8_t q[PG_QK];                                                                                   \
-    for (int64_t ib = 0; ib < n / PG_QK; ib++) {                                                       \
-        pg_q8x32_store(DECODE(x + ib), q);                                                             \
-        const float d = pg_fp16_to_fp32(x[ib].d);                                                      \
-        for (int j = 0; j < PG_QK; j++) {                                                              \
-            const float v = (float) q[j] * d;                                                          \
-            y[ib * PG_QK + j] = ADD(v, x + ib);                                                        \
-        }                                                                                              \
-    }                                                                                                  \
+/* a row of n elements of type t (Q4_1, Q5_0, Q5_1 or IQ4_NL) to f32: q*d, then + m for the types
+ * with a minimum (no + 0.0f for the others: it would turn ggml's -0.0 into +0.0) */
+PG_ALWAYS_INLINE PG_NO_CONTRACT void pg_qblock_row_to_f32(const int t, const void * vx, float * y, int64_t n) {
+    const char * x = (const char *) vx;
+    int8_t q[PG_QK];
+    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
+        const char * xb = x + ib * pg_qblock_size(t);
+        pg_q8x32_store(pg_qblock_decode(t, xb), q);
+        const float d = pg_fp16_to_fp32(*(const pg_fp16_t *) xb);
+        for (int j = 0; j < PG_QK; j++) {
+            const float v = (float) q[j] * d;
+            y[ib * PG_QK + j] = pg_qblock_min(t) ? v + pg_fp16_to_fp32(((const pg_fp16_t *) xb)[1]) : v;
+        }
+    }
 }
-PG_QTO_FLOAT(q4_1, pg_block_q4_1, pg_decode_q4_1, PG_QTO_MIN)
-PG_QTO_FLOAT(q5_0, pg_block_q5_0, pg_decode_q5_0, PG_QTO_NONE)
-PG_QTO_FLOAT(q5_1, pg_block_q5_1, pg_decode_q5_1, PG_QTO_MIN)
-PG_QTO_FLOAT(iq4_nl, pg_block_iq4_nl, pg_decode_iq4_nl, PG_QTO_NONE)
+static PG_NO_CONTRACT void pg_row_q4_1_to_f32(const void * x, float * y, int64_t n) {
+    pg_qblock_row_to_f32(PG_TYPE_Q4_1, x, y, n);
+}
+static PG_NO_CONTRACT void pg_row_q5_0_to_f32(const void * x, float * y, int64_t n) {
+    pg_qblock_row_to_f32(PG_TYPE_Q5_0, x, y, n);
+}
+static PG_NO_CONTRACT void pg_row_q5_1_to_f32(const void * x, float * y, int64_t n) {
+    pg_qblock_row_to_f32(PG_TYPE_Q5_1, x, y, n);
+}
+static PG_NO_CONTRACT void pg_row_iq4_nl_to_f32(const void * x, float * y, int64_t n) {
+    pg_qblock_row_to_f32(PG_TYPE_IQ4_NL, x, y, n);
+}
 
 /* ggml's dequantize_row_mxfp4: the code point (an int) times the scale */
 static inline void pg_row_mxfp4_to_f32(const void * vx, float * y, int64_t n) {

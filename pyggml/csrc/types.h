@@ -10,7 +10,7 @@
  *   vec_dot_type       attention path convert the other operand (activations, q) to this type first
  *   vec_dot_n          vec_dot against up to four activation rows at once (mul_mat's integer GEMV and
  *                      GEMM tiles), the weight row decoded once
- *   vec_dot_tile       PG_QT_MR weight rows x up to four activation rows in registers (x86, the 32-element
+ *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n)
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
@@ -45,7 +45,7 @@ typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
 /* s[j] = dot(x, y_j) for j < nc (1 <= nc <= 4): one weight row x of this type against nc activation
  * rows of vec_dot_type, y_j = (const char *) y + j * by; the weight row is decoded once for all nc */
 typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
-/* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= PG_QT_MR), c < nc (1 <= nc <= the type's
+/* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= PG_QGEMM_MR), c < nc (1 <= nc <= the type's
  * tile_nc): mr weight rows x_r = x + r*bx against nc activation rows as vec_dot_n's, all in
  * registers at once */
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
@@ -168,24 +168,67 @@ static inline void pg_type_attn_acc_bf16(int nr, int64_t n, float * acc, int64_t
     pg_vec_attn_acc_bf16(nr, n, acc, lda, nk, p, ldp, (const pg_bf16_t *) v, nbv, f);
 }
 
-/* quantized K and V rows: dequantised into tmp, then the f32 kernels */
-#define PG_ATTN_DEQUANT(T)                                                                              \
-static inline void pg_type_attn_dot_##T(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s, \
-                                        int64_t lds, float * tmp) {                                    \
-    pg_row_##T##_to_f32(k, tmp, n);                                                                    \
-    pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);                                                   \
-}                                                                                                      \
-static inline void pg_type_attn_acc_##T(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, \
-                                        int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) { \
-    for (int64_t j = 0; j < nk; j++) pg_row_##T##_to_f32((const char *) v + j * nbv, tmp + j * n, n);   \
-    pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);              \
+/* quantized K and V rows: dequantised into tmp (to_f32, the type's to_float), then the f32 kernels */
+PG_ALWAYS_INLINE void pg_attn_dequant_dot(void (*to_f32)(const void *, float *, int64_t), int nr, int64_t n,
+                                          const float * q, int64_t ldq, const void * k, float * s, int64_t lds,
+                                          float * tmp) {
+    to_f32(k, tmp, n);
+    pg_vec_attn_dot_f32(nr, n, q, ldq, tmp, s, lds);
 }
-PG_ATTN_DEQUANT(q8_0)
-PG_ATTN_DEQUANT(q4_0)
-PG_ATTN_DEQUANT(q4_1)
-PG_ATTN_DEQUANT(q5_0)
-PG_ATTN_DEQUANT(q5_1)
-PG_ATTN_DEQUANT(iq4_nl)
+PG_ALWAYS_INLINE void pg_attn_dequant_acc(void (*to_f32)(const void *, float *, int64_t), int nr, int64_t n,
+                                          float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
+                                          const void * v, size_t nbv, const float * f, float * tmp) {
+    for (int64_t j = 0; j < nk; j++) to_f32((const char *) v + j * nbv, tmp + j * n, n);
+    pg_vec_attn_acc_f32(nr, n, acc, lda, nk, p, ldp, tmp, (size_t) n * sizeof(float), f);
+}
+static inline void pg_type_attn_dot_q8_0(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    pg_attn_dequant_dot(pg_row_q8_0_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_acc_q8_0(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_dequant_acc(pg_row_q8_0_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
+static inline void pg_type_attn_dot_q4_0(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    pg_attn_dequant_dot(pg_row_q4_0_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_acc_q4_0(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_dequant_acc(pg_row_q4_0_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
+static inline void pg_type_attn_dot_q4_1(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    pg_attn_dequant_dot(pg_row_q4_1_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_acc_q4_1(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_dequant_acc(pg_row_q4_1_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
+static inline void pg_type_attn_dot_q5_0(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    pg_attn_dequant_dot(pg_row_q5_0_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_acc_q5_0(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_dequant_acc(pg_row_q5_0_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
+static inline void pg_type_attn_dot_q5_1(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                         int64_t lds, float * tmp) {
+    pg_attn_dequant_dot(pg_row_q5_1_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_acc_q5_1(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                         int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_dequant_acc(pg_row_q5_1_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
+static inline void pg_type_attn_dot_iq4_nl(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
+                                           int64_t lds, float * tmp) {
+    pg_attn_dequant_dot(pg_row_iq4_nl_to_f32, nr, n, q, ldq, k, s, lds, tmp);
+}
+static inline void pg_type_attn_acc_iq4_nl(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p,
+                                           int64_t ldp, const void * v, size_t nbv, const float * f, float * tmp) {
+    pg_attn_dequant_acc(pg_row_iq4_nl_to_f32, nr, n, acc, lda, nk, p, ldp, v, nbv, f, tmp);
+}
 
 /* ---- the table ---- */
 
@@ -219,7 +262,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
         .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q8_0_n,
         .vec_dot_tile = PG_QTILE_FN(q8_0), .vec_dot_rows = PG_QROWS_FN(q8_0),
-        .tile_nc = PG_QT_NC,
+        .tile_nc = PG_QGEMM_NC,
         .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
     },
     [PG_TYPE_Q4_0] = {
@@ -227,7 +270,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
         .vec_dot_tile = PG_QTILE_FN(q4_0), .vec_dot_rows = PG_QROWS_FN(q4_0),
-        .tile_nc = PG_QT_NC,
+        .tile_nc = PG_QGEMM_NC,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
     /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
@@ -276,7 +319,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_1_to_f32, .from_float = pg_row_q4_1_from_f32,
         .vec_dot = pg_type_dot_q4_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q4_1_n,
         .vec_dot_tile = PG_QTILE_FN(q4_1), .vec_dot_rows = PG_QROWS_FN(q4_1),
-        .tile_nc = PG_QT_NC,
+        .tile_nc = PG_QGEMM_NC,
         .attn_dot = pg_type_attn_dot_q4_1, .attn_acc = pg_type_attn_acc_q4_1,
     },
     [PG_TYPE_Q5_0] = {
@@ -284,7 +327,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q5_0_to_f32, .from_float = pg_row_q5_0_from_f32,
         .vec_dot = pg_type_dot_q5_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q5_0_n,
         .vec_dot_tile = PG_QTILE_FN(q5_0), .vec_dot_rows = PG_QROWS_FN(q5_0),
-        .tile_nc = PG_QT_NC,
+        .tile_nc = PG_QGEMM_NC,
         .attn_dot = pg_type_attn_dot_q5_0, .attn_acc = pg_type_attn_acc_q5_0,
     },
     [PG_TYPE_Q5_1] = {
@@ -292,7 +335,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q5_1_to_f32, .from_float = pg_row_q5_1_from_f32,
         .vec_dot = pg_type_dot_q5_1, .vec_dot_type = PG_TYPE_Q8_1, .vec_dot_n = pg_vec_dot_q5_1_n,
         .vec_dot_tile = PG_QTILE_FN(q5_1), .vec_dot_rows = PG_QROWS_FN(q5_1),
-        .tile_nc = PG_QT_NC,
+        .tile_nc = PG_QGEMM_NC,
         .attn_dot = pg_type_attn_dot_q5_1, .attn_acc = pg_type_attn_acc_q5_1,
     },
     /* Q8_1: only the activations of Q4_1/Q5_1 (ggml has no vec_dot for it either) */
@@ -305,7 +348,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_iq4_nl_to_f32, .from_float = pg_row_iq4_nl_from_f32,
         .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
         .vec_dot_tile = PG_QTILE_FN(iq4_nl), .vec_dot_rows = PG_QROWS_FN(iq4_nl),
-        .tile_nc = PG_QT_NC,
+        .tile_nc = PG_QGEMM_NC,
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },
     /* MXFP4 (gpt-oss's experts): dotted against Q8_0 as ggml; no tile or rows kernels (mul_mat takes

@@ -1,7 +1,8 @@
 /* The one-column GEMV of Q4_K, Q5_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI:
- * quants-k.h's vec_dot of those types (not Q5_K's) and their vec_dot_rows (mul_mat's GEMV: a thread's
- * whole row range in one call, row i and row i + h of it dotted together, two read streams, the
- * activation loads shared). Each (row, column) pair gets exactly the integers and f32 steps of
+ * the one-row bodies of quants-k.h's vec_dot of those types (not Q5_K's) and of their vec_dot_rows
+ * (mul_mat's GEMV: a thread's whole row range in one call, row i and row i + h of it dotted together,
+ * two read streams, the activation loads shared; pg_kgemv_rows and the named entry points at the
+ * end of isa/kgemv2-x86.h). Each (row, column) pair gets exactly the integers and f32 steps of
  * isa/kquants-x86.h's kernels (so the GEMV keeps the bits of the multi-column and tile paths): per
  * super-block 8 int32 lanes, lane j the sum over the groups of scale * (elements 4j..4j+3 of the
  * group) * y, less Q6_K's offset term, then acc += d_x*d_y * lane (Q4_K/Q5_K: and the 4 min lanes +=
@@ -16,7 +17,7 @@
 
 /* pg_kq_unpack_k4 of the block at b (d, dmin, then the 12 scale bytes): bytes 0-7 the scales, 8-15
  * the mins */
-static inline __m128i pg_kgv_k4_scales(const void * b) {
+static inline __m128i pg_kgemv_k4_scales(const void * b) {
     const __m128i v = _mm_loadu_si128((const __m128i *) b);
     const __m128i a = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(3, 2, 3, 1)), _mm_setr_epi32(0, 0, 0, 4));
     const __m128i c = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 1, 1)), 2),
@@ -25,7 +26,7 @@ static inline __m128i pg_kgv_k4_scales(const void * b) {
 }
 
 /* 32 bytes at p: their low nibbles in the lower 256 bits, their high nibbles in the upper */
-static inline __m512i pg_kgv_nibbles(const uint8_t * p) {
+static inline __m512i pg_kgemv_nibbles(const uint8_t * p) {
     const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) p));
     /* bit i of a result byte is the parity of (matrix byte 7 - i) & the source byte */
     const __m512i m = _mm512_setr_epi64(0x0102040800000000, 0x0102040800000000, 0x0102040800000000, 0x0102040800000000,
@@ -35,19 +36,19 @@ static inline __m512i pg_kgv_nibbles(const uint8_t * p) {
 
 /* raw[0] | raw[1] << 16: two registers of 4-element sums (each |lane| < 2^15, so its low int16 is the
  * value) paired in the int16 halves of the lanes for one dpwssd */
-static inline __m512i pg_kgv_pair(__m512i lo, __m512i hi) {
+static inline __m512i pg_kgemv_pair(__m512i lo, __m512i hi) {
     return _mm512_ternarylogic_epi32(lo, _mm512_set1_epi32(0xffff), _mm512_slli_epi32(hi, 16), 0xea);
 }
 
 /* a super-block's f32 step: acc += d_x*d_y * the 8 folded int32 lanes of sumi */
-static inline __m256 pg_kgv_step(__m256 acc, pg_fp16_t dx, float dy, __m512i sumi) {
+static inline __m256 pg_kgemv_step(__m256 acc, pg_fp16_t dx, float dy, __m512i sumi) {
     return _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(dx) * dy), _mm256_cvtepi32_ps(pg_kq_fold(sumi)), acc);
 }
 
 /* R rows of Q4_K (q5 0) or Q5_K (q5 1) (x + r * bx) against one Q8_K row: s[r]. Q5_K's fifth bits
  * (qh[l] bits 2k, 2k + 1 for chunk k) are moved to bit 4 of the nibbles' bytes by one affine
  * transform of the broadcast qh per chunk; its codes (< 32) keep a chunk's 4-element sums in int16 */
-static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, const char * x, size_t bx,
+static inline __attribute__((always_inline)) void pg_kgemv_k4_body(int64_t nb, const char * x, size_t bx,
                                                                  const pg_block_q8_K * y, const int R, float * s,
                                                                  const int q5) {
     const size_t bsz = q5 ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K);
@@ -70,7 +71,7 @@ static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, con
     for (int64_t ib = 0; ib < nb; ib++, x += bsz) {
         __m128i sm[2];
         __m512i sumi[2];
-        for (int r = 0; r < R; r++) sm[r] = pg_kgv_k4_scales(x + (size_t) r * bx);
+        for (int r = 0; r < R; r++) sm[r] = pg_kgemv_k4_scales(x + (size_t) r * bx);
         /* chunk k (sub-blocks 2k | 2k + 1): its 16 int32 lanes of q . y (4 elements each, |sum| < 2^15),
          * chunks 2t and 2t + 1 then paired in the int16 halves of one register and scaled by one dpwssd:
          * lanes 0-7 by (s[4t], s[4t + 2]), lanes 8-15 by (s[4t + 1], s[4t + 3]) */
@@ -85,7 +86,7 @@ static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, con
             const long long h0 = (long long) (1ull << (2 * k + 24)), h1 = (long long) (1ull << (2 * k + 25));
             const __m512i mh = _mm512_setr_epi64(h0, h0, h0, h0, h1, h1, h1, h1);
             for (int r = 0; r < R; r++) {
-                __m512i q = pg_kgv_nibbles((const uint8_t *) x + (size_t) r * bx + oqs + 32 * k);
+                __m512i q = pg_kgemv_nibbles((const uint8_t *) x + (size_t) r * bx + oqs + 32 * k);
                 if (q5) q = _mm512_or_si512(q, _mm512_gf2p8affine_epi64_epi8(qh[r], mh, 0));
                 raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv);
             }
@@ -95,7 +96,7 @@ static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, con
             for (int t = 0; t < 2; t++) {
                 const __m512i ctl = pg_kq_join(_mm256_set1_epi32((int) (0x80008000u | (4 * t + 2) << 16 | (4 * t))),
                                                _mm256_set1_epi32((int) (0x80008000u | (4 * t + 3) << 16 | (4 * t + 1))));
-                const __m512i pair = pg_kgv_pair(raw[r][2 * t], raw[r][2 * t + 1]);
+                const __m512i pair = pg_kgemv_pair(raw[r][2 * t], raw[r][2 * t + 1]);
                 const __m512i sc = _mm512_shuffle_epi8(sv, ctl);
                 sumi[r] = t ? _mm512_dpwssd_epi32(sumi[r], pair, sc) : _mm512_madd_epi16(pair, sc);
             }
@@ -145,7 +146,7 @@ static inline __attribute__((always_inline)) void pg_kgv_k4_body(int64_t nb, con
  * does, the 32 * sum(scale * bsums) of the -32 offset starting the lower 8 int32 lanes (its value
  * lane for lane, so the fold gives pg_kq_x86_offset_cols' integers); the two high bits of each q
  * moved from qh to bits 4-5 by one affine byte transform per register */
-static inline __attribute__((always_inline)) void pg_kgv_q6_K_body(int64_t nb, const char * x, size_t bx,
+static inline __attribute__((always_inline)) void pg_kgemv_q6_K_body(int64_t nb, const char * x, size_t bx,
                                                                    const pg_block_q8_K * y, const int R, float * s) {
     __m256 acc[2];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -177,7 +178,7 @@ static inline __attribute__((always_inline)) void pg_kgv_q6_K_body(int64_t nb, c
             }
         }
         for (int r = 0; r < R; r++)
-            acc[r] = pg_kgv_step(acc[r], ((const pg_block_q6_K *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
+            acc[r] = pg_kgemv_step(acc[r], ((const pg_block_q6_K *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
     }
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
@@ -186,7 +187,7 @@ static inline __attribute__((always_inline)) void pg_kgv_q6_K_body(int64_t nb, c
  * pg_iq4nl_values' magnitudes) times y negated where the value is negative (codes 0-7), the blocks'
  * scales (ls - 32) on the int16 pairs; the 8 scales of a super-block taken from scales_l/scales_h by
  * two multishifts (bit 32 + 4 ib: the low 4 bits, bit 16 + 2 ib: the high 2, moved to bits 4-5) */
-static inline __attribute__((always_inline)) void pg_kgv_iq4_xs_body(int64_t nb, const char * x, size_t bx,
+static inline __attribute__((always_inline)) void pg_kgemv_iq4_xs_body(int64_t nb, const char * x, size_t bx,
                                                                      const pg_block_q8_K * y, const int R, float * s) {
     __m256 acc[2];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -219,42 +220,7 @@ static inline __attribute__((always_inline)) void pg_kgv_iq4_xs_body(int64_t nb,
             }
         }
         for (int r = 0; r < R; r++)
-            acc[r] = pg_kgv_step(acc[r], ((const pg_block_iq4_xs *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
+            acc[r] = pg_kgemv_step(acc[r], ((const pg_block_iq4_xs *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
     }
     for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
 }
-
-/* pg_kgv_dot_<T>: vec_dot (one row); pg_vec_dot_<T>_q8_K_rows: vec_dot_rows (mul_mat's one-column
- * GEMV over a thread's nr rows): row i and row i + nr/2 per body call, two read streams sharing the
- * activation loads, an odd last row alone (each sum the bits of the one-row body) */
-#define PG_KGV_DOTS(T)                                                                                 \
-static inline float pg_kgv_dot_##T(int64_t n, const void * x, const void * y) {                       \
-    float s;                                                                                           \
-    pg_kgv_##T##_body(n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);             \
-    return s;                                                                                          \
-}                                                                                                      \
-static inline void pg_vec_dot_##T##_q8_K_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy, \
-                                              float * s) {                                             \
-    const char * x = (const char *) vx;                                                                \
-    const pg_block_q8_K * y = (const pg_block_q8_K *) vy;                                              \
-    const int64_t nb = n / PG_QK_K, h = nr / 2;                                                        \
-    for (int64_t i = 0; i < h; i++) {                                                                  \
-        float s2[2];                                                                                   \
-        pg_kgv_##T##_body(nb, x + (size_t) i * bx, (size_t) h * bx, y, 2, s2);                         \
-        s[i] = s2[0];                                                                                  \
-        s[i + h] = s2[1];                                                                              \
-    }                                                                                                  \
-    if (nr & 1) pg_kgv_##T##_body(nb, x + (size_t) (2 * h) * bx, 0, y, 1, s + 2 * h);                  \
-}
-static inline __attribute__((always_inline)) void pg_kgv_q4_K_body(int64_t nb, const char * x, size_t bx,
-                                                                   const pg_block_q8_K * y, const int R, float * s) {
-    pg_kgv_k4_body(nb, x, bx, y, R, s, 0);
-}
-static inline __attribute__((always_inline)) void pg_kgv_q5_K_body(int64_t nb, const char * x, size_t bx,
-                                                                   const pg_block_q8_K * y, const int R, float * s) {
-    pg_kgv_k4_body(nb, x, bx, y, R, s, 1);
-}
-PG_KGV_DOTS(q4_K)
-PG_KGV_DOTS(q5_K)
-PG_KGV_DOTS(q6_K)
-PG_KGV_DOTS(iq4_xs)

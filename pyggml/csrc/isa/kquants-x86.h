@@ -475,32 +475,6 @@ static inline __attribute__((always_inline)) void pg_kq_x86_q6_K_body(int64_t nb
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
 }
 
-/* pg_kq_x86_<type>_n: the body compiled for each column count (the loops over c unrolled) */
-#define PG_KQ_X86_N(T)                                                                                 \
-static inline void pg_kq_x86_##T##_n(int64_t nb, const void * x, const void * y, size_t by, int nc, float * s) { \
-    switch (nc) {                                                                                      \
-    case 1: pg_kq_x86_##T##_body(nb, x, y, by, 1, s); break;                                           \
-    case 2: pg_kq_x86_##T##_body(nb, x, y, by, 2, s); break;                                           \
-    case 3: pg_kq_x86_##T##_body(nb, x, y, by, 3, s); break;                                           \
-    default: pg_kq_x86_##T##_body(nb, x, y, by, 4, s); break;                                          \
-    }                                                                                                  \
-}
-PG_KQ_X86_N(q2_K)
-PG_KQ_X86_N(q3_K)
-PG_KQ_X86_N(q4_K)
-PG_KQ_X86_N(q5_K)
-PG_KQ_X86_N(q6_K)
-
-/* one column (quants-k.h's vec_dot): the same body, so vec_dot_n gives each column vec_dot's bits */
-#define PG_KQ_X86_1(T)                                                                                 \
-static inline float pg_kq_x86_dot_##T(int64_t nb, const pg_block_##T * x, const pg_block_q8_K * y) {  \
-    float s;                                                                                           \
-    pg_kq_x86_##T##_body(nb, x, y, 0, 1, &s);                                                          \
-    return s;                                                                                          \
-}
-PG_KQ_X86_1(q2_K)
-PG_KQ_X86_1(q3_K)
-PG_KQ_X86_1(q6_K)
 static inline float pg_kq_x86_dot_k4(int64_t nb, const char * xb, size_t bx, size_t off_qs, const pg_block_q8_K * y,
                                      bool q5) {
     float s;
@@ -568,5 +542,33 @@ static inline __attribute__((always_inline)) void pg_kq_x86_iq4_xs_body(int64_t 
     }
     for (int c = 0; c < nc; c++) s[c] = pg_kq_hsum_ps(acc[c]);
 }
-PG_KQ_X86_N(iq4_xs)
-PG_KQ_X86_1(iq4_xs)
+
+/* the one-row body of K-quant type t (PG_TYPE_Q2_K, _Q3_K, _Q4_K, _Q5_K, _Q6_K or _IQ4_XS, a
+ * compile-time constant in every caller, so the switch folds away) */
+PG_ALWAYS_INLINE void pg_kq_x86_body(const int t, int64_t nb, const void * x, const void * y, size_t by, const int nc,
+                                     float * s) {
+    switch (t) {
+    case PG_TYPE_Q2_K: pg_kq_x86_q2_K_body(nb, x, y, by, nc, s); break;
+    case PG_TYPE_Q3_K: pg_kq_x86_q3_K_body(nb, x, y, by, nc, s); break;
+    case PG_TYPE_Q4_K: pg_kq_x86_q4_K_body(nb, x, y, by, nc, s); break;
+    case PG_TYPE_Q5_K: pg_kq_x86_q5_K_body(nb, x, y, by, nc, s); break;
+    case PG_TYPE_Q6_K: pg_kq_x86_q6_K_body(nb, x, y, by, nc, s); break;
+    default: pg_kq_x86_iq4_xs_body(nb, x, y, by, nc, s); break;
+    }
+}
+/* vec_dot_n of type t: the body compiled for each column count (the loops over c unrolled) */
+PG_ALWAYS_INLINE void pg_kq_x86_n(const int t, int64_t nb, const void * x, const void * y, size_t by, int nc,
+                                  float * s) {
+    switch (nc) {
+    case 1: pg_kq_x86_body(t, nb, x, y, by, 1, s); break;
+    case 2: pg_kq_x86_body(t, nb, x, y, by, 2, s); break;
+    case 3: pg_kq_x86_body(t, nb, x, y, by, 3, s); break;
+    default: pg_kq_x86_body(t, nb, x, y, by, 4, s); break;
+    }
+}
+/* one column (quants-k.h's vec_dot): the same body, so vec_dot_n gives each column vec_dot's bits */
+PG_ALWAYS_INLINE float pg_kq_x86_dot(const int t, int64_t nb, const void * x, const void * y) {
+    float s;
+    pg_kq_x86_body(t, nb, x, y, 0, 1, &s);
+    return s;
+}

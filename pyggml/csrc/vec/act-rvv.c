@@ -50,28 +50,43 @@ static inline vfloat32m2_t pg_rvv_tanh(vfloat32m2_t x, size_t vl) {
     return __riscv_vmerge_vvm_f32m2(big, small, __riscv_vmflt_vf_f32m2_b16(t, PG_TANH_POLY_MAX, vl), vl);
 }
 
-#define PG_RVV_ACT(ACT)                                                                          \
-void pg_rvv_##ACT##_f32(int64_t n, float * y, const float * x) {                                \
-    for (size_t vl; n > 0; n -= vl, x += vl, y += vl) {                                          \
-        vl = __riscv_vsetvl_e32m2(n);                                                            \
-        __riscv_vse32_v_f32m2(y, pg_rvv_##ACT(__riscv_vle32_v_f32m2(x, vl), vl), vl);            \
-    }                                                                                            \
+/* the activation act (vec/act.h's PG_ACT_*, a compile-time constant) lane-wise */
+PG_ALWAYS_INLINE vfloat32m2_t pg_rvv_act(const int act, vfloat32m2_t x, size_t vl) {
+    switch (act) {
+    case PG_ACT_SILU: return pg_rvv_silu(x, vl);
+    case PG_ACT_GELU: return pg_rvv_gelu(x, vl);
+    case PG_ACT_GELU_ERF: return pg_rvv_gelu_erf(x, vl);
+    case PG_ACT_GELU_QUICK: return pg_rvv_gelu_quick(x, vl);
+    case PG_ACT_TANH: return pg_rvv_tanh(x, vl);
+    default: return pg_rvv_relu(x, vl);
+    }
 }
-#define PG_RVV_GLU(ACT)                                                                          \
-void pg_rvv_##ACT##_glu_f32(int64_t n, float * y, const float * x, const float * g) {           \
-    for (size_t vl; n > 0; n -= vl, x += vl, y += vl, g += vl) {                                 \
-        vl = __riscv_vsetvl_e32m2(n);                                                            \
-        const vfloat32m2_t a = pg_rvv_##ACT(__riscv_vle32_v_f32m2(x, vl), vl);                   \
-        __riscv_vse32_v_f32m2(y, __riscv_vfmul_vv_f32m2(a, __riscv_vle32_v_f32m2(g, vl), vl), vl); \
-    }                                                                                            \
+/* y = act(x), or with glu y = act(x) * g (vec/act.h's pg_act_rows) */
+PG_ALWAYS_INLINE void pg_rvv_act_rows(const int act, const int glu, int64_t n, float * y, const float * x,
+                                      const float * g) {
+    for (size_t vl; n > 0; n -= vl, x += vl, y += vl, g = glu ? g + vl : g) {
+        vl = __riscv_vsetvl_e32m2(n);
+        const vfloat32m2_t a = pg_rvv_act(act, __riscv_vle32_v_f32m2(x, vl), vl);
+        __riscv_vse32_v_f32m2(y, glu ? __riscv_vfmul_vv_f32m2(a, __riscv_vle32_v_f32m2(g, vl), vl) : a, vl);
+    }
 }
-PG_RVV_ACT(silu)
-PG_RVV_ACT(gelu)
-PG_RVV_ACT(gelu_erf)
-PG_RVV_ACT(gelu_quick)
-PG_RVV_ACT(tanh)
-PG_RVV_GLU(relu)
-PG_RVV_GLU(gelu)
-PG_RVV_GLU(silu)
-PG_RVV_GLU(gelu_erf)
-PG_RVV_GLU(gelu_quick)
+void pg_rvv_silu_f32(int64_t n, float * y, const float * x) { pg_rvv_act_rows(PG_ACT_SILU, 0, n, y, x, NULL); }
+void pg_rvv_gelu_f32(int64_t n, float * y, const float * x) { pg_rvv_act_rows(PG_ACT_GELU, 0, n, y, x, NULL); }
+void pg_rvv_gelu_erf_f32(int64_t n, float * y, const float * x) { pg_rvv_act_rows(PG_ACT_GELU_ERF, 0, n, y, x, NULL); }
+void pg_rvv_gelu_quick_f32(int64_t n, float * y, const float * x) { pg_rvv_act_rows(PG_ACT_GELU_QUICK, 0, n, y, x, NULL); }
+void pg_rvv_tanh_f32(int64_t n, float * y, const float * x) { pg_rvv_act_rows(PG_ACT_TANH, 0, n, y, x, NULL); }
+void pg_rvv_relu_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    pg_rvv_act_rows(PG_ACT_RELU, 1, n, y, x, g);
+}
+void pg_rvv_gelu_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    pg_rvv_act_rows(PG_ACT_GELU, 1, n, y, x, g);
+}
+void pg_rvv_silu_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    pg_rvv_act_rows(PG_ACT_SILU, 1, n, y, x, g);
+}
+void pg_rvv_gelu_erf_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    pg_rvv_act_rows(PG_ACT_GELU_ERF, 1, n, y, x, g);
+}
+void pg_rvv_gelu_quick_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    pg_rvv_act_rows(PG_ACT_GELU_QUICK, 1, n, y, x, g);
+}

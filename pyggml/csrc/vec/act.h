@@ -96,38 +96,92 @@ static inline pg_f32v pg_f32v_tanh(pg_f32v x) {
  * fills the out-of-order window, so the misses the hardware prefetcher leaves are not overlapped
  * (docs/bench/journal.md). */
 #define PG_GLU_AHEAD (64 * PG_F32_EPR)
-#define PG_VEC_ACT_SIMD(AHEAD, STORE_EXPR) for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) { AHEAD; STORE_EXPR; }
-#else
-#define PG_VEC_ACT_SIMD(AHEAD, STORE_EXPR)
 #endif
 
+/* the activations by id, a compile-time constant wherever it is passed (the switches fold away) */
+enum { PG_ACT_SILU, PG_ACT_GELU, PG_ACT_GELU_ERF, PG_ACT_GELU_QUICK, PG_ACT_TANH, PG_ACT_RELU };
+PG_ALWAYS_INLINE float pg_act_1(const int act, float x) {
+    switch (act) {
+    case PG_ACT_SILU: return pg_silu_f32(x);
+    case PG_ACT_GELU: return pg_gelu_f32(x);
+    case PG_ACT_GELU_ERF: return pg_gelu_erf_f32(x);
+    case PG_ACT_GELU_QUICK: return pg_gelu_quick_f32(x);
+    case PG_ACT_TANH: return pg_tanh_f32(x);
+    default: return pg_relu_f32(x);
+    }
+}
+#if PG_HAVE_F32V
+PG_ALWAYS_INLINE pg_f32v pg_act_v(const int act, pg_f32v x) {
+    switch (act) {
+    case PG_ACT_SILU: return pg_f32v_silu(x);
+    case PG_ACT_GELU: return pg_f32v_gelu(x);
+    case PG_ACT_GELU_ERF: return pg_f32v_gelu_erf(x);
+    case PG_ACT_GELU_QUICK: return pg_f32v_gelu_quick(x);
+    case PG_ACT_TANH: return pg_f32v_tanh(x);
+    default: return pg_f32v_relu(x);
+    }
+}
+#endif
+/* y = act(x), or with glu y = act(x) * g in one pass (y may alias x or g; the GLU rows prefetch) */
+PG_ALWAYS_INLINE void pg_act_rows(const int act, const int glu, int64_t n, float * y, const float * x,
+                                  const float * g) {
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        if (glu) {
+            __builtin_prefetch(x + i + PG_GLU_AHEAD);
+            __builtin_prefetch(g + i + PG_GLU_AHEAD);
+            PG_F32V_STORE(y + i, PG_F32V_MUL(pg_act_v(act, PG_F32V_LOAD(x + i)), PG_F32V_LOAD(g + i)));
+        } else {
+            PG_F32V_STORE(y + i, pg_act_v(act, PG_F32V_LOAD(x + i)));
+        }
+    }
+#endif
+    for (; i < n; i++) y[i] = glu ? pg_act_1(act, x[i]) * g[i] : pg_act_1(act, x[i]);
+}
+
 /* pg_vec_<act>_f32(n, y, x): y = act(x) (in place when y == x) */
-#define PG_VEC_ACT(ACT)                                                                          \
-static inline void pg_vec_##ACT##_f32(int64_t n, float * y, const float * x) {                  \
-    PG_RVV_DO(pg_rvv_##ACT##_f32(n, y, x))                                                       \
-    int64_t i = 0;                                                                               \
-    PG_VEC_ACT_SIMD((void) 0, PG_F32V_STORE(y + i, pg_f32v_##ACT(PG_F32V_LOAD(x + i))))          \
-    for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]);                                              \
+static inline void pg_vec_silu_f32(int64_t n, float * y, const float * x) {
+    PG_RVV_DO(pg_rvv_silu_f32(n, y, x))
+    pg_act_rows(PG_ACT_SILU, 0, n, y, x, NULL);
+}
+static inline void pg_vec_gelu_f32(int64_t n, float * y, const float * x) {
+    PG_RVV_DO(pg_rvv_gelu_f32(n, y, x))
+    pg_act_rows(PG_ACT_GELU, 0, n, y, x, NULL);
+}
+static inline void pg_vec_gelu_erf_f32(int64_t n, float * y, const float * x) {
+    PG_RVV_DO(pg_rvv_gelu_erf_f32(n, y, x))
+    pg_act_rows(PG_ACT_GELU_ERF, 0, n, y, x, NULL);
+}
+static inline void pg_vec_gelu_quick_f32(int64_t n, float * y, const float * x) {
+    PG_RVV_DO(pg_rvv_gelu_quick_f32(n, y, x))
+    pg_act_rows(PG_ACT_GELU_QUICK, 0, n, y, x, NULL);
+}
+static inline void pg_vec_tanh_f32(int64_t n, float * y, const float * x) {
+    PG_RVV_DO(pg_rvv_tanh_f32(n, y, x))
+    pg_act_rows(PG_ACT_TANH, 0, n, y, x, NULL);
 }
 /* pg_vec_<act>_glu_f32(n, y, x, g): y = act(x) * g, one pass (y may alias x or g) */
-#define PG_VEC_GLU(ACT)                                                                          \
-static inline void pg_vec_##ACT##_glu_f32(int64_t n, float * y, const float * x, const float * g) { \
-    PG_RVV_DO(pg_rvv_##ACT##_glu_f32(n, y, x, g))                                                \
-    int64_t i = 0;                                                                               \
-    PG_VEC_ACT_SIMD((__builtin_prefetch(x + i + PG_GLU_AHEAD), __builtin_prefetch(g + i + PG_GLU_AHEAD)), \
-                    PG_F32V_STORE(y + i, PG_F32V_MUL(pg_f32v_##ACT(PG_F32V_LOAD(x + i)), PG_F32V_LOAD(g + i)))) \
-    for (; i < n; i++) y[i] = pg_##ACT##_f32(x[i]) * g[i];                                       \
+static inline void pg_vec_relu_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    PG_RVV_DO(pg_rvv_relu_glu_f32(n, y, x, g))
+    pg_act_rows(PG_ACT_RELU, 1, n, y, x, g);
 }
-PG_VEC_ACT(silu)
-PG_VEC_ACT(gelu)
-PG_VEC_ACT(gelu_erf)
-PG_VEC_ACT(gelu_quick)
-PG_VEC_ACT(tanh)
-PG_VEC_GLU(relu)
-PG_VEC_GLU(gelu)
-PG_VEC_GLU(silu)
-PG_VEC_GLU(gelu_erf)
-PG_VEC_GLU(gelu_quick)
+static inline void pg_vec_gelu_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    PG_RVV_DO(pg_rvv_gelu_glu_f32(n, y, x, g))
+    pg_act_rows(PG_ACT_GELU, 1, n, y, x, g);
+}
+static inline void pg_vec_silu_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    PG_RVV_DO(pg_rvv_silu_glu_f32(n, y, x, g))
+    pg_act_rows(PG_ACT_SILU, 1, n, y, x, g);
+}
+static inline void pg_vec_gelu_erf_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    PG_RVV_DO(pg_rvv_gelu_erf_glu_f32(n, y, x, g))
+    pg_act_rows(PG_ACT_GELU_ERF, 1, n, y, x, g);
+}
+static inline void pg_vec_gelu_quick_glu_f32(int64_t n, float * y, const float * x, const float * g) {
+    PG_RVV_DO(pg_rvv_gelu_quick_glu_f32(n, y, x, g))
+    pg_act_rows(PG_ACT_GELU_QUICK, 1, n, y, x, g);
+}
 
 /* gpt-oss's clamped SwiGLU (ggml's GLU op SWIGLU_OAI): with xc = min(x, limit) and gc = g clamped to
  * [-limit, limit], y = xc / (1 + exp(-alpha*xc)) * (gc + 1), as ggml's loop; NaN in x or g is kept

@@ -3,22 +3,32 @@
 #pragma once
 #include "vec/cvt.h"
 
-#define PG_VEC_BINARY(NAME, VOP, SOP, RVV)                                                   \
-static inline void NAME(int64_t n, float * z, const float * x, const float * y) {            \
-    PG_RVV_DO(RVV(n, z, x, y))                                                               \
-    int64_t i = 0;                                                                           \
-    PG_VEC_BINARY_SIMD(VOP)                                                                  \
-    for (; i < n; i++) z[i] = x[i] SOP y[i];                                                 \
-}
+/* z = x op y, op (PG_BIN_*) a compile-time constant wherever it is passed */
+enum { PG_BIN_ADD, PG_BIN_MUL, PG_BIN_DIV };
+PG_ALWAYS_INLINE void pg_binary_rows(const int op, int64_t n, float * z, const float * x, const float * y) {
+    int64_t i = 0;
 #if PG_HAVE_F32V
-#define PG_VEC_BINARY_SIMD(VOP) \
-    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) PG_F32V_STORE(z + i, VOP(PG_F32V_LOAD(x + i), PG_F32V_LOAD(y + i)));
-#else
-#define PG_VEC_BINARY_SIMD(VOP)
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        const pg_f32v a = PG_F32V_LOAD(x + i), b = PG_F32V_LOAD(y + i);
+        PG_F32V_STORE(z + i, op == PG_BIN_ADD   ? PG_F32V_ADD(a, b)
+                             : op == PG_BIN_MUL ? PG_F32V_MUL(a, b)
+                                                : PG_F32V_DIV(a, b));
+    }
 #endif
-PG_VEC_BINARY(pg_vec_add_f32, PG_F32V_ADD, +, pg_rvv_add_f32)
-PG_VEC_BINARY(pg_vec_mul_f32, PG_F32V_MUL, *, pg_rvv_mul_f32)
-PG_VEC_BINARY(pg_vec_div_f32, PG_F32V_DIV, /, pg_rvv_div_f32)
+    for (; i < n; i++) z[i] = op == PG_BIN_ADD ? x[i] + y[i] : op == PG_BIN_MUL ? x[i] * y[i] : x[i] / y[i];
+}
+static inline void pg_vec_add_f32(int64_t n, float * z, const float * x, const float * y) {
+    PG_RVV_DO(pg_rvv_add_f32(n, z, x, y))
+    pg_binary_rows(PG_BIN_ADD, n, z, x, y);
+}
+static inline void pg_vec_mul_f32(int64_t n, float * z, const float * x, const float * y) {
+    PG_RVV_DO(pg_rvv_mul_f32(n, z, x, y))
+    pg_binary_rows(PG_BIN_MUL, n, z, x, y);
+}
+static inline void pg_vec_div_f32(int64_t n, float * z, const float * x, const float * y) {
+    PG_RVV_DO(pg_rvv_div_f32(n, z, x, y))
+    pg_binary_rows(PG_BIN_DIV, n, z, x, y);
+}
 
 /* y += x*v */
 static inline void pg_vec_mad_f32(int64_t n, float * y, const float * x, float v) {

@@ -7,21 +7,28 @@
 #include "vec/dot-rvv.h"
 #include "vec/exp-rvv.h"
 
-#define PG_RVV_ATTN_DOT(NAME, T, ROWS)                                                           \
-void NAME(int nr, int64_t n, const float * q, int64_t ldq, const T * k, float * s, int64_t lds) { \
-    for (; nr > 0; nr -= 4, q += 4 * ldq, s += 4 * lds) {                                        \
-        const float * const y[4] = {q, q + ldq, q + 2 * ldq, q + 3 * ldq};                       \
-        switch (nr) {                                                                            \
-        case 1: ROWS(1, n, k, y, s, lds); break;                                                 \
-        case 2: ROWS(2, n, k, y, s, lds); break;                                                 \
-        case 3: ROWS(3, n, k, y, s, lds); break;                                                 \
-        default: ROWS(4, n, k, y, s, lds); break;                                                \
-        }                                                                                        \
-    }                                                                                            \
+/* K rows of type tk (PG_ROW_*, a compile-time constant) against nr query rows, four at a time */
+PG_ALWAYS_INLINE void pg_rvv_attn_dot(const int tk, int nr, int64_t n, const float * q, int64_t ldq, const void * k,
+                                      float * s, int64_t lds) {
+    for (; nr > 0; nr -= 4, q += 4 * ldq, s += 4 * lds) {
+        const float * const y[4] = {q, q + ldq, q + 2 * ldq, q + 3 * ldq};
+        switch (nr) {
+        case 1: pg_rvv_dot_rows(tk, 1, n, k, y, s, lds); break;
+        case 2: pg_rvv_dot_rows(tk, 2, n, k, y, s, lds); break;
+        case 3: pg_rvv_dot_rows(tk, 3, n, k, y, s, lds); break;
+        default: pg_rvv_dot_rows(tk, 4, n, k, y, s, lds); break;
+        }
+    }
 }
-PG_RVV_ATTN_DOT(pg_rvv_attn_dot_f32, float, pg_rvv_dot_rows_f32)
-PG_RVV_ATTN_DOT(pg_rvv_attn_dot_f16, pg_fp16_t, pg_rvv_dot_rows_f16)
-PG_RVV_ATTN_DOT(pg_rvv_attn_dot_bf16, pg_bf16_t, pg_rvv_dot_rows_bf16)
+void pg_rvv_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const float * k, float * s, int64_t lds) {
+    pg_rvv_attn_dot(PG_ROW_F32, nr, n, q, ldq, k, s, lds);
+}
+void pg_rvv_attn_dot_f16(int nr, int64_t n, const float * q, int64_t ldq, const pg_fp16_t * k, float * s, int64_t lds) {
+    pg_rvv_attn_dot(PG_ROW_F16, nr, n, q, ldq, k, s, lds);
+}
+void pg_rvv_attn_dot_bf16(int nr, int64_t n, const float * q, int64_t ldq, const pg_bf16_t * k, float * s, int64_t lds) {
+    pg_rvv_attn_dot(PG_ROW_BF16, nr, n, q, ldq, k, s, lds);
+}
 
 /* online softmax, row by row: x += mv and the max (e32 m8, _tu), then exp and sum (exp_sum) */
 void pg_rvv_attn_softmax_rows_f32(int nr, int64_t n, float * x, int64_t ldx, const float * mv, int64_t ldm,
@@ -71,48 +78,57 @@ void pg_rvv_attn_mask_f16(int64_t n, const pg_fp16_t * m, float slope, float * y
 
 /* V accumulation: per strip of d (e32 m4), up to four rows' accumulators loaded (and scaled by f)
  * once, then every key's V strip (widened once) feeds all of them */
-#define PG_RVV_ATTN_ACC(NAME, T, LOADV)                                                          \
-PG_ALWAYS_INLINE void NAME##_rb(const int nr, int64_t n, float * acc, int64_t lda, \
-        int64_t nk, const float * p, int64_t ldp, const T * v, size_t nbv, const float * f) {    \
-    for (size_t vl, d = 0; d < (size_t) n; d += vl) {                                            \
-        vl = __riscv_vsetvl_e32m4((size_t) n - d);                                               \
-        vfloat32m4_t c0 = __riscv_vle32_v_f32m4(acc + d, vl), c1 = c0, c2 = c0, c3 = c0;          \
-        if (nr > 1) c1 = __riscv_vle32_v_f32m4(acc + lda + d, vl);                               \
-        if (nr > 2) c2 = __riscv_vle32_v_f32m4(acc + 2 * lda + d, vl);                           \
-        if (nr > 3) c3 = __riscv_vle32_v_f32m4(acc + 3 * lda + d, vl);                           \
-        if (f) {                                                                                 \
-            c0 = __riscv_vfmul_vf_f32m4(c0, f[0], vl);                                           \
-            if (nr > 1) c1 = __riscv_vfmul_vf_f32m4(c1, f[1], vl);                               \
-            if (nr > 2) c2 = __riscv_vfmul_vf_f32m4(c2, f[2], vl);                               \
-            if (nr > 3) c3 = __riscv_vfmul_vf_f32m4(c3, f[3], vl);                               \
-        }                                                                                        \
-        for (int64_t j = 0; j < nk; j++) {                                                       \
-            const vfloat32m4_t vv = LOADV((const T *) ((const char *) v + j * nbv) + d, vl);      \
-            c0 = __riscv_vfmacc_vf_f32m4(c0, p[j], vv, vl);                                      \
-            if (nr > 1) c1 = __riscv_vfmacc_vf_f32m4(c1, p[ldp + j], vv, vl);                    \
-            if (nr > 2) c2 = __riscv_vfmacc_vf_f32m4(c2, p[2 * ldp + j], vv, vl);                \
-            if (nr > 3) c3 = __riscv_vfmacc_vf_f32m4(c3, p[3 * ldp + j], vv, vl);                \
-        }                                                                                        \
-        __riscv_vse32_v_f32m4(acc + d, c0, vl);                                                  \
-        if (nr > 1) __riscv_vse32_v_f32m4(acc + lda + d, c1, vl);                                \
-        if (nr > 2) __riscv_vse32_v_f32m4(acc + 2 * lda + d, c2, vl);                            \
-        if (nr > 3) __riscv_vse32_v_f32m4(acc + 3 * lda + d, c3, vl);                            \
-    }                                                                                            \
-}                                                                                                \
-void NAME(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp, \
-          const T * v, size_t nbv, const float * f) {                                            \
-    for (; nr > 0; nr -= 4, acc += 4 * lda, p += 4 * ldp, f = f ? f + 4 : NULL) {                \
-        switch (nr) {                                                                            \
-        case 1: NAME##_rb(1, n, acc, lda, nk, p, ldp, v, nbv, f); break;                         \
-        case 2: NAME##_rb(2, n, acc, lda, nk, p, ldp, v, nbv, f); break;                         \
-        case 3: NAME##_rb(3, n, acc, lda, nk, p, ldp, v, nbv, f); break;                         \
-        default: NAME##_rb(4, n, acc, lda, nk, p, ldp, v, nbv, f); break;                        \
-        }                                                                                        \
-    }                                                                                            \
+PG_ALWAYS_INLINE void pg_rvv_attn_acc_rb(const int tv, const int nr, int64_t n, float * acc, int64_t lda, int64_t nk,
+                                         const float * p, int64_t ldp, const void * v, size_t nbv, const float * f) {
+    for (size_t vl, d = 0; d < (size_t) n; d += vl) {
+        vl = __riscv_vsetvl_e32m4((size_t) n - d);
+        vfloat32m4_t c0 = __riscv_vle32_v_f32m4(acc + d, vl), c1 = c0, c2 = c0, c3 = c0;
+        if (nr > 1) c1 = __riscv_vle32_v_f32m4(acc + lda + d, vl);
+        if (nr > 2) c2 = __riscv_vle32_v_f32m4(acc + 2 * lda + d, vl);
+        if (nr > 3) c3 = __riscv_vle32_v_f32m4(acc + 3 * lda + d, vl);
+        if (f) {
+            c0 = __riscv_vfmul_vf_f32m4(c0, f[0], vl);
+            if (nr > 1) c1 = __riscv_vfmul_vf_f32m4(c1, f[1], vl);
+            if (nr > 2) c2 = __riscv_vfmul_vf_f32m4(c2, f[2], vl);
+            if (nr > 3) c3 = __riscv_vfmul_vf_f32m4(c3, f[3], vl);
+        }
+        for (int64_t j = 0; j < nk; j++) {
+            const vfloat32m4_t vv = pg_rvv_load_row(tv, (const char *) v + j * nbv, d, vl);
+            c0 = __riscv_vfmacc_vf_f32m4(c0, p[j], vv, vl);
+            if (nr > 1) c1 = __riscv_vfmacc_vf_f32m4(c1, p[ldp + j], vv, vl);
+            if (nr > 2) c2 = __riscv_vfmacc_vf_f32m4(c2, p[2 * ldp + j], vv, vl);
+            if (nr > 3) c3 = __riscv_vfmacc_vf_f32m4(c3, p[3 * ldp + j], vv, vl);
+        }
+        __riscv_vse32_v_f32m4(acc + d, c0, vl);
+        if (nr > 1) __riscv_vse32_v_f32m4(acc + lda + d, c1, vl);
+        if (nr > 2) __riscv_vse32_v_f32m4(acc + 2 * lda + d, c2, vl);
+        if (nr > 3) __riscv_vse32_v_f32m4(acc + 3 * lda + d, c3, vl);
+    }
 }
-PG_RVV_ATTN_ACC(pg_rvv_attn_acc_f32, float, pg_rvv_load_f32)
-PG_RVV_ATTN_ACC(pg_rvv_attn_acc_f16, pg_fp16_t, pg_rvv_load_f16)
-PG_RVV_ATTN_ACC(pg_rvv_attn_acc_bf16, pg_bf16_t, pg_rvv_load_bf16)
+/* V rows of type tv (PG_ROW_*, a compile-time constant), four accumulator rows at a time */
+PG_ALWAYS_INLINE void pg_rvv_attn_acc(const int tv, int nr, int64_t n, float * acc, int64_t lda, int64_t nk,
+                                      const float * p, int64_t ldp, const void * v, size_t nbv, const float * f) {
+    for (; nr > 0; nr -= 4, acc += 4 * lda, p += 4 * ldp, f = f ? f + 4 : NULL) {
+        switch (nr) {
+        case 1: pg_rvv_attn_acc_rb(tv, 1, n, acc, lda, nk, p, ldp, v, nbv, f); break;
+        case 2: pg_rvv_attn_acc_rb(tv, 2, n, acc, lda, nk, p, ldp, v, nbv, f); break;
+        case 3: pg_rvv_attn_acc_rb(tv, 3, n, acc, lda, nk, p, ldp, v, nbv, f); break;
+        default: pg_rvv_attn_acc_rb(tv, 4, n, acc, lda, nk, p, ldp, v, nbv, f); break;
+        }
+    }
+}
+void pg_rvv_attn_acc_f32(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
+                         const float * v, size_t nbv, const float * f) {
+    pg_rvv_attn_acc(PG_ROW_F32, nr, n, acc, lda, nk, p, ldp, v, nbv, f);
+}
+void pg_rvv_attn_acc_f16(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
+                         const pg_fp16_t * v, size_t nbv, const float * f) {
+    pg_rvv_attn_acc(PG_ROW_F16, nr, n, acc, lda, nk, p, ldp, v, nbv, f);
+}
+void pg_rvv_attn_acc_bf16(int nr, int64_t n, float * acc, int64_t lda, int64_t nk, const float * p, int64_t ldp,
+                          const pg_bf16_t * v, size_t nbv, const float * f) {
+    pg_rvv_attn_acc(PG_ROW_BF16, nr, n, acc, lda, nk, p, ldp, v, nbv, f);
+}
 
 /* tiled QK^T: per strip of keys (e32 m4), up to four rows' accumulators over d, each K strip
  * loaded once for all of them */
