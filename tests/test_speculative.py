@@ -196,3 +196,42 @@ def test_errors(files, target, same):
     b.gguf.metadata["tokenizer.ggml.tokens"] = [f"t{i}" for i in range(100)] + ["x"] * 28
     with pytest.raises(ValueError, match="token 100 is 'x' and 't100'"):
         a.generate(RANDOM, 4, draft=b)
+
+
+def engine_run(m, reqs, **kw):
+    from pyggml.models.batch import BatchEngine
+    eng = BatchEngine(m, n_seq=3, n_batch=16)
+    out = [eng.submit(keep_logits=True, **q, **kw) for q in reqs]
+    eng.run()
+    last = {r.slot: r for r in out}     # each slot's last request
+    for r in last.values():             # the slot holds its prompt and every new id but the last
+        assert eng.slots[r.slot].cached == r.prompt + r.tokens[:-1]
+        assert eng.cache.seq_pos_max(r.slot) == len(r.prompt + r.tokens) - 2
+    return out, eng.stats
+
+
+@pytest.mark.parametrize("f16", [False, True], ids=["q8_0", "f16"])
+def test_batch_engine_lookup(files, tmp_path, f16):
+    """BatchEngine with prompt lookup: each request's ids and logits are those it gets without (to
+    the bit: the engine gives every row its bits whatever the step carries), stop ids and n_predict
+    inside accepted runs included."""
+    from hf_models import converted
+    path = converted("llama-gqa", "f16", tmp_path) if f16 else files["target"]
+    m = models.load(path, n_ctx=256, n_threads=2)
+    reqs = [{"prompt": REPEAT, "n_predict": 20, "stop": ()},
+            {"prompt": RANDOM, "n_predict": 9, "temperature": 0.9, "seed": 4, "stop": ()},
+            {"prompt": REPEAT[3:] + REPEAT, "n_predict": 14, "stop": ()},
+            {"prompt": RANDOM[:4] * 3, "n_predict": 12, "temperature": 0.7, "seed": 1, "stop": ()}]
+    want, _ = engine_run(m, reqs)
+    reqs += [dict(reqs[0], n_predict=n) for n in (1, 2, 7)]
+    reqs += [dict(reqs[0], stop=(want[0].tokens[j],)) for j in (3, 9)]
+    want, _ = engine_run(m, reqs)
+    got, stats = engine_run(m, reqs, lookup=(1, 3), draft_max=4)
+    assert stats["drafts_accepted"] > 0
+    assert stats["steps"] < engine_run(m, reqs)[1]["steps"]
+    for g, w in zip(got, want):
+        assert g.tokens == w.tokens and g.finish_reason == w.finish_reason
+        assert all(np.array_equal(a, b) for a, b in zip(g.logits, w.logits))
+    from pyggml.models.batch import BatchEngine
+    with pytest.raises(ValueError, match="BatchEngine.submit: draft_max"):
+        BatchEngine(m, 1).submit(RANDOM, 4, lookup=True, draft_max=0)

@@ -23,15 +23,18 @@ probabilities and accepts more often when sampling at temperature > 0). Stop ids
 the generation inside an accepted run exactly where they would without a draft, and the target's
 KV cache then holds what it would hold without one (the prompt and every new id but the last).
 
-The ids equal those of generation without a draft when a k + 1-token step gives each row the
-logits a one-token step would. pyggml's kernels do so for quantized weights; they do not on two
-paths, where the logits differ in the last bits (F32/F16/BF16 weights: about 1e-6 relative) or a
-little more (flash attention, about 1e-3), and the ids can then differ at near-ties of the two
-largest logits: flash_attn_ext decodes one row with the split-KV path from 64 cache cells on (the
-query kept in f32), while k + 1 rows take the one_chunk path (the query rounded to the K type as
-ggml does); and mul_mat of F32/F16/BF16 weights (or the F16 cache without flash attention) dots
-one to three columns with the one-column kernels and four or more with dot4_f32, whose sums are
-ordered differently (and from gemm_min_cols() columns on with the GEMM).
+The ids equal those of generation without a draft when a step of k + 1 tokens gives each row the
+logits a one-token step gives; otherwise they can differ where the two largest logits are close.
+pyggml's integer paths (quantized weights) give the same bits; two paths do not:
+  - flash_attn_ext decodes one row on its split-KV path (from 64 cache cells on; the query kept in
+    f32, the keys split across threads) and k + 1 rows on one_chunk (the query rounded to the K
+    type, as ggml's reference): 1e-3 of the largest logit on small test models, 0.1 on a random
+    8-layer Q4_0 llama with logits of spread 1, whose greedy ids then differ;
+  - mul_mat of F32/F16/BF16 matrices (weights, or the F16 cache's products without flash attention)
+    dots one to three columns with the one-column kernels and four or more with dot4_f32 (from
+    gemm_min_cols() columns on with the GEMM), whose sums are ordered differently: a few ulps.
+BatchEngine, which gives every row its bits whatever the step carries, takes lookup drafts with
+the ids and logits to the bit.
 """
 import collections
 
@@ -72,15 +75,32 @@ def check_draft(target, draft):
         raise ValueError(f"Model.generate: {where} have different vocabularies: token {i} is {a!r} and {b!r}")
 
 
+def check_draft_max(draft_max, where="Model.generate"):
+    if isinstance(draft_max, bool) or not isinstance(draft_max, (int, np.integer)) or draft_max < 1:
+        raise ValueError(f"{where}: draft_max must be an int >= 1, got {draft_max!r}")
+
+
+def lookup_drafter(lookup, where="Model.generate"):
+    """The Lookup of a `lookup=` argument: True (n-grams of 3 down to 1 ids), n_max or (n_min, n_max)."""
+    if lookup is True:
+        return Lookup()
+    if isinstance(lookup, (int, np.integer)) and not isinstance(lookup, bool):
+        return Lookup(1, lookup, where)
+    if isinstance(lookup, (tuple, list)) and len(lookup) == 2:
+        return Lookup(*lookup, where)
+    raise ValueError(f"{where}: lookup must be True, n_max (n-grams of n_max down to 1 ids) or (n_min, n_max), "
+                     f"got {lookup!r}")
+
+
 class Lookup:
     """Prompt-lookup drafts: draft(tokens, k) finds the last n ids of tokens earlier in tokens (n
     from n_max down to n_min; the latest earlier occurrence) and returns up to k ids that followed
     it ([] when none of the n-grams occurs earlier)."""
 
-    def __init__(self, n_min=1, n_max=3):
+    def __init__(self, n_min=1, n_max=3, where="Lookup"):
         n_min, n_max = int(n_min), int(n_max)
         if not 1 <= n_min <= n_max:
-            raise ValueError(f"Model.generate: lookup n-gram sizes must be 1 <= n_min <= n_max, got {n_min}, {n_max}")
+            raise ValueError(f"{where}: lookup n-gram sizes must be 1 <= n_min <= n_max, got {n_min}, {n_max}")
         self.n_min, self.n_max = n_min, n_max
 
     def begin(self, ids):
@@ -137,22 +157,14 @@ class Speculative:
     of the target when the ids of the last one are used up."""
 
     def __init__(self, model, sample, n_predict, stop, draft=None, draft_max=8, lookup=False):
-        if isinstance(draft_max, bool) or not isinstance(draft_max, (int, np.integer)) or draft_max < 1:
-            raise ValueError(f"Model.generate: draft_max must be an int >= 1, got {draft_max!r}")
+        check_draft_max(draft_max)
         if draft is not None and lookup:
             raise ValueError("Model.generate: draft with a model or by lookup, not both")
         if draft is not None:
             check_draft(model, draft)
             self.drafter = DraftModel(draft)
-        elif lookup is True:
-            self.drafter = Lookup()
-        elif isinstance(lookup, (int, np.integer)) and not isinstance(lookup, bool):
-            self.drafter = Lookup(1, lookup)
-        elif isinstance(lookup, (tuple, list)) and len(lookup) == 2:
-            self.drafter = Lookup(*lookup)
         else:
-            raise ValueError(f"Model.generate: lookup must be True, n_max (n-grams of n_max down to 1 ids) or "
-                             f"(n_min, n_max), got {lookup!r}")
+            self.drafter = lookup_drafter(lookup)
         self.model, self.sample, self.n_predict, self.stop = model, sample, int(n_predict), stop
         self.draft_max = int(draft_max)
         self.tokens = []
