@@ -112,10 +112,9 @@ def test_stop_and_n_predict_inside_accepted_run(target, same):
     want = gen(target, REPEAT)
     for n in range(1, 12):
         assert gen(target, REPEAT, n, draft=same, draft_max=8) == want[:n]
-    for j in (1, 4, 7):
-        stop = want[j]
-        first = want.index(stop)
-        assert first > 0
+    stops = {t: want.index(t) for t in reversed(want) if 0 < want.index(t) <= 8}     # id -> its first index
+    assert stops
+    for stop, first in stops.items():
         assert gen(target, REPEAT, draft=same, stop=(stop,)) == want[:first + 1]
         t = target.timings     # one verify step, the stop id accepted as the draft's id `first`
         assert (t["verify_steps"], t["draft_tokens"], t["accepted_tokens"]) == (1, 8, first)
