@@ -51,6 +51,7 @@ from pyggml._ops import flash_attn_ext_set_path
 from pyggml._vec import gemm_shape
 from pyggml.kvcache import MAX_SEQ
 from pyggml.models.sampling import Sampler
+from pyggml.models.speculative import check_draft_max, lookup_drafter
 
 __all__ = ["BatchEngine", "EngineThread", "Request", "agenerate", "generate_batch"]
 
@@ -91,8 +92,10 @@ class Request:
     "cancelled"; "error", with `error` the exception). on_update(request) is called (in the
     engine's thread) after each new token and when the request ends."""
 
-    def __init__(self, prompt, n_predict, sampler, stop, logprobs=None, keep_logits=False, on_update=None):
+    def __init__(self, prompt, n_predict, sampler, stop, logprobs=None, keep_logits=False, on_update=None,
+                 lookup=None, draft_max=8):
         self.prompt = [int(t) for t in prompt]
+        self.lookup, self.draft_max = lookup, int(draft_max)     # speculative: a Lookup drafter, or None
         self.n_predict, self.sampler, self.stop = int(n_predict), sampler, frozenset(int(s) for s in stop)
         self.n_logprobs, self.keep_logits, self.on_update = logprobs, bool(keep_logits), on_update
         self.tokens, self.logprobs, self.logits = [], [], []
@@ -153,16 +156,19 @@ class BatchEngine:
         self._clock = 0
         self.n_graph_builds = 0
         self.stats = {"steps": 0, "tokens_prefilled": 0, "tokens_generated": 0, "tokens_reused": 0,
-                      "requests_done": 0}
+                      "requests_done": 0, "tokens_drafted": 0, "drafts_accepted": 0}
         self.wake = threading.Event()           # set by submit: EngineThread waits on it when idle
 
     # ---- requests ----
 
     def submit(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, *,
-               sampler=None, logprobs=None, keep_logits=False, on_update=None):
+               sampler=None, logprobs=None, keep_logits=False, on_update=None, lookup=False, draft_max=8):
         """Queue a request and return its Request. prompt: ids; stop: ids that end it (default the
         end-of-sequence id); sampler: a ready Sampler (else Sampler(temperature, top_k, top_p, seed));
         logprobs: how many top ids to report per token (0: the sampled id's only; None: none).
+        lookup (True, n_max or (n_min, n_max)), draft_max: speculative decoding by prompt lookup
+        (pyggml.models.speculative): up to draft_max proposed ids ride along with the request's
+        next id in a step, the ones its sampler would have produced are kept (the same ids).
         ValueError: an empty prompt, an id outside the vocabulary, a prompt longer than a slot's
         context, n_predict < 0."""
         ids = np.asarray(prompt, dtype=np.int64).reshape(-1)
@@ -184,8 +190,12 @@ class BatchEngine:
             stop = () if eos is None else (eos,)
         if sampler is None:
             sampler = Sampler(temperature, top_k, top_p, seed)
+        drafter = None
+        if lookup is not None and lookup is not False:
+            check_draft_max(draft_max, "BatchEngine.submit")
+            drafter = lookup_drafter(lookup, "BatchEngine.submit")
         req = Request(ids, n_predict, sampler, stop, None if logprobs is None else int(logprobs), keep_logits,
-                      on_update)
+                      on_update, drafter, draft_max)
         self._inbox.append(req)
         self.wake.set()
         return req
@@ -276,19 +286,25 @@ class BatchEngine:
             return self.cache.alloc(pos, seqs=seqs)
 
     def _plan(self):
-        """The step's tokens: (request, id, position, wants logits) in order: every decoding
-        request's last id, then prompt chunks in arrival order within the token budget."""
-        rows, budget = [], self.n_batch
-        for req in self.running:
-            if req.n_cached == len(req.prompt):
-                rows.append((req, req.tokens[-1], len(self.slots[req.slot].cached), True))
-                budget -= 1
+        """The step's tokens: (request, id, position, wants logits, proposals) in order: every
+        decoding request's last id (proposals: its drafter's ids, which follow as rows marked
+        "draft"), then prompt chunks in arrival order within the token budget (proposals None)."""
+        rows = []
+        decoding = [r for r in self.running if r.n_cached == len(r.prompt)]
+        budget = self.n_batch - len(decoding)
+        for req in decoding:
+            at = len(self.slots[req.slot].cached)
+            k = min(req.draft_max, req.n_predict - len(req.tokens) - 1, self.n_ctx_seq - at - 2, budget)
+            drafted = req.lookup.draft(req.prompt + req.tokens, k) if req.lookup is not None and k > 0 else []
+            rows.append((req, req.tokens[-1], at, True, drafted))
+            rows += [(req, t, at + 1 + i, True, "draft") for i, t in enumerate(drafted)]
+            budget -= len(drafted)
         for req in self.running:
             left = len(req.prompt) - req.n_cached
             if left and budget:
                 k = min(left, budget)
                 for i in range(req.n_cached, req.n_cached + k):
-                    rows.append((req, req.prompt[i], i, i == len(req.prompt) - 1))
+                    rows.append((req, req.prompt[i], i, i == len(req.prompt) - 1, None))
                 budget -= k
         return rows
 
@@ -361,8 +377,29 @@ class BatchEngine:
             if req.n_cached < len(req.prompt):
                 req.n_cached += 1
                 self.stats["tokens_prefilled"] += 1
-        for i, r in zip(want, out_rows):
-            self._sample(reqs[i], out[r])
+        at = dict(zip(want.tolist(), out_rows.tolist()))
+        for i in want:
+            drafted = rows[i][4]
+            if drafted == "draft":
+                continue            # sampled by _verify, with its request's decoding row
+            if drafted:
+                self._verify(reqs[i], drafted, [out[at[j]] for j in range(i, i + 1 + len(drafted))])
+            else:
+                self._sample(reqs[i], out[at[i]])
+
+    def _verify(self, req, drafted, logits):
+        """Sample a decoding request's rows while its sampler's ids equal the proposals; the
+        rejected proposals leave the slot's cells and its cached ids."""
+        slot = self.slots[req.slot]
+        del slot.cached[len(slot.cached) - len(drafted):]       # as after a step of one id, for _sample
+        self.stats["tokens_drafted"] += len(drafted)
+        for i, row in enumerate(logits):
+            self._sample(req, row)
+            if req.done or i == len(drafted) or req.tokens[-1] != drafted[i]:
+                break
+            slot.cached.append(drafted[i])
+            self.stats["drafts_accepted"] += 1
+        self.cache.seq_rm(slot.seq, len(slot.cached))
 
     def _sample(self, req, logits):
         if req.cancelled:

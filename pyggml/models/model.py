@@ -16,6 +16,14 @@ _MAX_GRAPHS = 8
 IMAGE_PAD = "<|image_pad|>"
 
 
+def stop_ids(model, stop):
+    """The set of ids that end a generation: stop, by default the end-of-sequence id (if any)."""
+    if stop is None:
+        eos = model.hparams.eos_id
+        stop = () if eos is None else (eos,)
+    return frozenset(int(s) for s in stop)
+
+
 def generation(model, prompt, n_predict, stop, prefill, decode):
     """The generation loop of Model.stream (and pyggml.distributed's Pipeline): the prompt's ids
     (model.tokenize of a text), the stop set (default: the end-of-sequence id), then prefill(ids)
@@ -23,10 +31,7 @@ def generation(model, prompt, n_predict, stop, prefill, decode):
     ids = model.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
     if not ids:
         raise ValueError(f"{type(model).__name__}.generate: the prompt is empty")
-    if stop is None:
-        eos = model.hparams.eos_id
-        stop = () if eos is None else (eos,)
-    stop = frozenset(int(s) for s in stop)
+    stop = stop_ids(model, stop)
     model.timings = {"prefill_tokens": len(ids), "prefill_s": 0.0, "decode_tokens": 0, "decode_s": 0.0}
     if n_predict <= 0:
         return
@@ -407,13 +412,16 @@ class Model:
         return self.tokenizer.encode(text, add_bos=add_bos)
 
     def stream(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, progress=None,
-               images=None, **sampling):
+               images=None, draft=None, draft_max=8, lookup=False, **sampling):
         """Generate up to n_predict ids after prompt (ids, or text when the model has a tokenizer),
         yielding each as it is sampled. The prompt is appended to the current context. Stops after
         an id in `stop` (default: the end-of-sequence id; () never stops). timings afterwards:
         prefill/decode tokens and seconds. progress: passed to eval for the prompt. images: the
         prompt's images (eval_multimodal prefills it). sampling: Sampler's other keyword options
-        (min_p, repeat_penalty, ...)."""
+        (min_p, repeat_penalty, ...). Speculative decoding (pyggml.models.speculative): draft,
+        another Model with the same vocabulary, or lookup (True, n_max or (n_min, n_max): n-grams of
+        the context) propose up to draft_max ids that one step of this model verifies; timings then
+        also count draft_tokens, accepted_tokens and verify_steps."""
         if not self.has_head or self.l0 != 0:
             raise ValueError("Model.generate: needs the whole model (layers from 0 to n_layer)")
         if sampling.get("dry_multiplier") and "tokenizer" not in sampling:
@@ -434,12 +442,19 @@ class Model:
             self.timings["prefill_tokens"] = self.cache.n_used - used      # with the images' tokens
             return sample(logits[0])
 
+        if draft is not None or (lookup is not None and lookup is not False):
+            from pyggml.models.speculative import Speculative
+            if draft is not None and images is not None:
+                raise ValueError("Model.generate: a draft model cannot read the images; use lookup or no draft")
+            spec = Speculative(self, sample, n_predict, stop_ids(self, stop), draft, draft_max, lookup)
+            prefill, decode = spec.prefill(prefill), spec.decode
         yield from generation(self, prompt, n_predict, stop, prefill, decode)
 
     def generate(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, images=None,
-                 **sampling):
+                 draft=None, draft_max=8, lookup=False, **sampling):
         """The ids stream() yields, as a list (the new ids only)."""
-        return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop, images=images, **sampling))
+        return list(self.stream(prompt, n_predict, temperature, top_k, top_p, seed, stop, images=images,
+                                draft=draft, draft_max=draft_max, lookup=lookup, **sampling))
 
     def generate_batch(self, prompts, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None,
                        n_seq=None):
