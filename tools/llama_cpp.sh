@@ -7,6 +7,8 @@
 #
 # Usage: bash tools/llama_cpp.sh        prints the tree's path (the tests look there by default,
 #                                       or where PYGGML_LLAMA_CPP points)
+#        bash tools/llama_cpp.sh --server   also builds that tree's llama-server with CMake (for this
+#                                       CPU, without the web UI; a few minutes) and prints its path
 # Env:   LLAMA_CPP_PYTHON_VERSION       the version to build (default below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +26,17 @@ fi
 if ! python3 -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$version')" 2>/dev/null; then
     echo "tools/llama_cpp.sh: building llama-cpp-python $version from source (several minutes)" >&2
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install -q --no-deps "$sdist" >&2
+fi
+if [ "${1:-}" = "--server" ]; then
+    build=$cache/llama-server-build
+    if [ ! -x "$build/bin/llama-server" ]; then
+        echo "tools/llama_cpp.sh: building llama-server from $tree (a few minutes)" >&2
+        cmake -S "$tree" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF \
+            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF \
+            -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON >&2
+        cmake --build "$build" --target llama-server -j "$(nproc)" >&2
+    fi
+    echo "$PWD/$build/bin/llama-server"
+    exit 0
 fi
 echo "$PWD/$tree"
