@@ -5,6 +5,9 @@ from ops, and compute it in C with the GIL released on OpenMP threads. See docs/
 """
 import importlib.util as _ilu
 
+from pyggml import _isa
+
+_isa.install()  # a dispatch build: the kernel level this CPU runs (pyggml/_isa/__init__.py)
 if _ilu.find_spec("pyggml._tensor") is None:  # the source folder shadows the installed package
     raise ImportError(
         f"pyggml: the compiled modules are missing in {__path__[0]}: this is the source folder "
@@ -17,7 +20,8 @@ from pyggml import (
     profile,  # noqa: F401  (installs what CGraph.compute(profile=True) and CGraph.to_dot return)
 )
 from pyggml._enums import GluOp, Op, Prec, RopeType, SortOrder, Type, UnaryOp
-from pyggml._graph import CGraph, Plan, build_info, default_threads, set_input, set_output
+from pyggml._graph import CGraph, Plan, default_threads, set_input, set_output
+from pyggml._isa import build_info
 from pyggml._ops import *
 from pyggml._tables import blck_size, row_size, type_size
 from pyggml._tensor import Context, Tensor

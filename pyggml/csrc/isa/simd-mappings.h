@@ -59,8 +59,9 @@
 #else
 #  define PG_SIMD_SCALAR 1
 #endif
-/* AVX-512 with VNNI and GFNI: the one-column GEMV kernels of isa/qgemv-x86.h, kgemv-x86.h, kgemv2-x86.h */
-#if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__)
+/* AVX-512 with VNNI, GFNI and VBMI: the one-column GEMV kernels of isa/qgemv-x86.h, kgemv-x86.h,
+ * kgemv2-x86.h (meson.build's avx512 level compiles with all three) */
+#if defined(PG_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__GFNI__) && defined(__AVX512VBMI__)
 #  define PG_X86_GEMV 1
 #endif
 

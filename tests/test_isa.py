@@ -1,0 +1,149 @@
+"""The x86-64 kernel levels chosen at import (pyggml/_isa/__init__.py): the choice from CPU flags,
+PYGGML_ISA forcing each level this CPU runs (a new process per level, checked against numpy), and
+the one-line errors for a level that cannot run."""
+import importlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import reference as ref
+
+import pyggml as gg
+from pyggml import _isa
+
+DISPATCH = bool(_isa.BUILT)
+needs_dispatch = pytest.mark.skipif(not DISPATCH, reason="not a -Dsimd=dispatch build")
+
+AVX2_FLAGS = _isa.NEEDS["avx2"]
+AVX512_FLAGS = _isa.NEEDS["avx512"]
+
+
+def test_cpu_levels_from_flags():
+    assert _isa.cpu_levels(frozenset()) == ("scalar",)
+    assert _isa.cpu_levels(AVX2_FLAGS) == ("scalar", "avx2")
+    assert _isa.cpu_levels(AVX512_FLAGS | {"avx512_bf16"}) == ("scalar", "avx2", "avx512")
+    # AVX-512 without GFNI (Cascade Lake), or AVX2 without FMA: down one level
+    assert _isa.cpu_levels(AVX512_FLAGS - {"gfni"}) == ("scalar", "avx2")
+    assert _isa.cpu_levels(AVX2_FLAGS - {"fma"}) == ("scalar",)
+
+
+def test_cpu_flags(tmp_path):
+    f = tmp_path / "cpuinfo"
+    f.write_text("processor\t: 0\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert _isa.cpu_flags(f) == {"fpu", "avx2", "fma"}
+    assert _isa.cpu_flags(tmp_path / "missing") == frozenset()
+
+
+def test_choose():
+    built = _isa.LEVELS
+    assert _isa.choose(built, AVX512_FLAGS) == "avx512"
+    assert _isa.choose(("scalar", "avx2"), AVX512_FLAGS) == "avx2"
+    assert _isa.choose(built, AVX2_FLAGS) == "avx2"
+    assert _isa.choose(built, frozenset()) == "scalar"
+    assert _isa.choose(built, AVX512_FLAGS, "scalar") == "scalar"
+    assert _isa.choose(built, AVX512_FLAGS, "avx2") == "avx2"
+    with pytest.raises(ImportError, match=r"PYGGML_ISA='sse9' is not a kernel level; expected one of scalar, avx2, avx512"):
+        _isa.choose(built, AVX512_FLAGS, "sse9")
+    with pytest.raises(ImportError, match="PYGGML_ISA=avx512: this CPU lacks avx512_vnni, gfni"):
+        _isa.choose(built, AVX512_FLAGS - {"gfni", "avx512_vnni"}, "avx512")
+    with pytest.raises(ImportError, match="PYGGML_ISA=avx512: this build holds the levels scalar, avx2"):
+        _isa.choose(("scalar", "avx2"), AVX512_FLAGS, "avx512")
+    with pytest.raises(ImportError, match=r"flags cannot be read \(/proc/cpuinfo\)"):
+        _isa.choose(built, frozenset(), "avx2")
+
+
+def test_build_info_levels():
+    info = gg.build_info()
+    assert info["simd"] in info["simd_levels"]
+    if DISPATCH:
+        assert info["simd_levels"] == list(_isa.BUILT)
+        assert "scalar" in info["simd_levels"]
+
+
+@needs_dispatch
+def test_level_matches_cpu():
+    """the best level of the build this CPU runs, or PYGGML_ISA's; the compiled modules are its files"""
+    forced = os.environ.get("PYGGML_ISA")
+    want = forced or [lv for lv in _isa.BUILT if lv in _isa.cpu_levels()][-1]
+    assert gg.build_info()["simd"] == want
+    for mod in _isa.MODULES:
+        assert os.path.basename(importlib.import_module(f"pyggml.{mod}").__file__).startswith(f"{mod}_{want}.")
+
+
+# the child: F16 and quantized weights (the 32-element blocks and IQ4_XS's 256) at one column (the
+# GEMV kernels) and 20 (the GEMM tiles), written to an .npz for the parent to check
+CHILD = """
+import sys
+import numpy as np
+import pyggml as gg
+rng = np.random.default_rng(7)
+ctx = gg.Context()
+out = {"simd": np.array(gg.build_info()["simd"])}
+for typ in ("F16", "Q8_0", "Q4_0", "IQ4_XS"):
+    w = rng.standard_normal((33, 256)).astype(np.float32)
+    for n in (1, 20):
+        x = rng.standard_normal((n, 256)).astype(np.float32)
+        y = gg.mul_mat(ctx.from_numpy(w, type=gg.Type[typ]), ctx.from_numpy(x))
+        g = gg.CGraph()
+        g.build_forward_expand(y)
+        g.compute(n_threads=2)
+        out[f"{typ}_{n}_w"], out[f"{typ}_{n}_x"], out[f"{typ}_{n}"] = w, x, y.to_numpy()
+np.savez(sys.argv[1], **out)
+"""
+
+
+def run_child(tmp_path, level, code=CHILD):
+    env = {**os.environ, "PYGGML_ISA": level}
+    return subprocess.run([sys.executable, "-c", code, str(tmp_path / "out.npz")], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, check=False, timeout=300)
+
+
+@needs_dispatch
+@pytest.mark.subprocess
+@pytest.mark.parametrize("level", _isa.LEVELS)
+def test_forced_level(tmp_path, level):
+    if level not in _isa.BUILT or level not in _isa.cpu_levels():
+        pytest.skip(f"this build or CPU has no {level} level")
+    p = run_child(tmp_path, level)
+    assert p.returncode == 0, p.stderr
+    got = np.load(tmp_path / "out.npz")
+    assert str(got["simd"]) == level
+    for typ in ("F16", "Q8_0", "Q4_0", "IQ4_XS"):
+        for n in (1, 20):
+            w, x = got[f"{typ}_{n}_w"], got[f"{typ}_{n}_x"]
+            err = ref.nmse(got[f"{typ}_{n}"], ref.mul_mat(ref.roundtrip(w, typ), x, typ))
+            assert err < 1e-10, (typ, n, err)
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("value", ["sse9", "AVX2", "x86-64-v3"])
+def test_bad_value_is_one_line(tmp_path, value):
+    p = run_child(tmp_path, value, "import pyggml")
+    assert p.returncode != 0
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: pyggml: PYGGML_ISA="), p.stderr
+    if DISPATCH:
+        assert last.endswith(f"PYGGML_ISA={value!r} is not a kernel level; expected one of scalar, avx2, avx512")
+
+
+@needs_dispatch
+@pytest.mark.subprocess
+def test_level_the_cpu_lacks(tmp_path):
+    lacking = [lv for lv in _isa.BUILT if lv not in _isa.cpu_levels()]
+    if not lacking:
+        pytest.skip("this CPU runs every level of the build")
+    p = run_child(tmp_path, lacking[0], "import pyggml")
+    assert p.returncode != 0
+    assert p.stderr.strip().splitlines()[-1].startswith(f"ImportError: pyggml: PYGGML_ISA={lacking[0]}: this CPU lacks ")
+
+
+@needs_dispatch
+@pytest.mark.subprocess
+def test_info_says_the_level(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "pyggml", "info"], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYGGML_ISA": "scalar"}, check=False, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "simd: scalar\n" in p.stdout
+    assert f"simd_levels: {list(_isa.BUILT)}\n" in p.stdout
