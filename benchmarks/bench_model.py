@@ -49,12 +49,15 @@ from common import machine
 
 MODEL = {"n_layer": 8, "n_embd": 2048, "n_head": 16, "n_head_kv": 4, "n_ff": 5632, "n_vocab": 32000}
 # --arch: MODEL's sizes as each architecture's GGUF keys, plus what it needs beyond them (gemma's
-# window longer than the benchmark's context: the same work as llama's; phi3's fused QKV)
+# window longer than the benchmark's context: the same work as llama's; phi3's fused QKV; qwen3moe's
+# experts)
 KEYS = {"block_count": 8, "embedding_length": 2048, "attention.head_count": 16, "attention.head_count_kv": 4,
         "feed_forward_length": 5632, "vocab_size": 32000, "context_length": 4096,
         "attention.layer_norm_rms_epsilon": 1e-5}
 ARCHS = {"llama": ({}, ()), "qwen2": ({}, ()), "qwen3": ({}, ()), "gemma2": ({}, ()), "gemma3": ({}, ()),
-         "phi3": ({"rope.dimension_count": 128}, ("attn_qkv.weight",))}
+         "phi3": ({"rope.dimension_count": 128}, ("attn_qkv.weight",)),
+         # Qwen3-30B-A3B's proportions at this width (issue 28): 64 experts of FFN 768, 8 chosen per token
+         "qwen3moe": ({"expert_count": 64, "expert_used_count": 8, "expert_feed_forward_length": 768}, ())}
 
 
 # --types: llama.cpp's file types (LLAMA_FTYPE_MOSTLY_<name>); pyggml's own writer makes the first three
