@@ -243,10 +243,16 @@ class _PreTokenizer:
                 src = plain
             if len(self.splits) == 1 and not s.rx.groups:
                 # one regex: its matches as strings; when they tile the text (no gaps: the usual
-                # case), the words are the text cut at their lengths (src has text's code points)
-                ends = list(itertools.accumulate(map(len, s.rx.findall(src))))
-                if not ends or ends[-1] == len(text):
-                    return [text[a:b] for a, b in zip([0, *ends], ends)]
+                # case), the words are the text cut at their lengths (src has text's code points),
+                # or the matches themselves where src is the text (ASCII text)
+                found = s.rx.findall(src)
+                if src == text:
+                    if sum(map(len, found)) == len(text):
+                        return found
+                else:
+                    ends = list(itertools.accumulate(map(len, found)))
+                    if not ends or ends[-1] == len(text):
+                        return [text[a:b] for a, b in zip([0, *ends], ends)]
             pieces = s.split(src, pieces)
         return [text[s:e] for s, e in pieces]
 
