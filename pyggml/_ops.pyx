@@ -760,7 +760,7 @@ _FA_K_TYPES = kernel_types("vec_dot", "attn_dot", "to_float")
 _FA_V_TYPES = kernel_types("attn_acc", "to_float")
 # the op_params slots and the paths are csrc/flash-attn.h's (pg_fa_param, pg_fa_path); FA_PATHS[i]
 # names path i
-from pyggml._tables import FA_PARAMS, FA_PATHS
+from pyggml._tables import FA_PARAMS, FA_PATHS, FA_SPLIT_MAX_N
 
 cdef int _FA_SCALE = FA_PARAMS["scale"], _FA_MAX_BIAS = FA_PARAMS["max_bias"]
 cdef int _FA_SOFTCAP = FA_PARAMS["logit_softcap"], _FA_PREC = FA_PARAMS["prec"]
@@ -781,8 +781,10 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
 
     Paths (see csrc/flash-attn.h; force one with flash_attn_ext_set_path, read the one taken with
     flash_attn_ext_get_path): one_chunk (per row; compute(use_ref=True) always takes it), tiled
-    (64 x 64 tiles, automatic from N >= 64), split (split-KV decode, automatic for N == S == 1 and
-    L >= PG_FA_SPLIT_MIN_L = 64, csrc/flash-attn.h).
+    (64 x 64 tiles, automatic from N >= 64), split (split-KV decode, one row after the other,
+    automatic for S == 1, N <= FA_SPLIT_MAX_N = 16 and L >= PG_FA_SPLIT_MIN_L = 64,
+    csrc/flash-attn.h: a row gets the same bits whatever the other rows, so a step of a few rows
+    gives each what a one-row decode step gives it).
 
     Differences from ggml: every path accumulates in f32 (ggml keeps an fp16 accumulator for F16 V
     on one_chunk and split); split-KV also runs for BF16, quantized and mixed K/V types and reads
@@ -863,14 +865,16 @@ def flash_attn_ext_add_sinks(t, sinks):
 
 def flash_attn_ext_set_path(t, path):
     """Force the execution path of a flash_attn_ext node: one of FA_PATHS ("auto", "one_chunk",
-    "tiled", "split"); "split" needs N == 1 and S == 1. compute(use_ref=True) still runs one_chunk.
+    "tiled", "split"); "split" needs N <= FA_SPLIT_MAX_N (16) and S == 1. compute(use_ref=True)
+    still runs one_chunk.
     pyggml only (ggml picks the path itself)."""
     op = "flash_attn_ext_set_path"
     cdef Tensor tt = _fa_node(op, t)
     if path not in FA_PATHS:
         raise ValueError(f"{op}: path must be one of {FA_PATHS}, got {path!r}")
-    if path == "split" and (tt.c.ne[2] != 1 or tt.c.ne[3] != 1):
-        raise ValueError(f"{op}: the split path needs N == 1 and S == 1, got N={tt.c.ne[2]} S={tt.c.ne[3]}")
+    if path == "split" and (tt.c.ne[2] > FA_SPLIT_MAX_N or tt.c.ne[3] != 1):
+        raise ValueError(f"{op}: the split path needs N <= {FA_SPLIT_MAX_N} and S == 1, "
+                         f"got N={tt.c.ne[2]} S={tt.c.ne[3]}")
     set_param_i32(tt, _FA_PATH, FA_PATHS.index(path))
     return tt
 

@@ -9,6 +9,7 @@ def unary_ops() -> dict[str, int]: ...
 
 FA_PARAMS: dict[str, int]
 FA_PATHS: tuple[str, ...]
+FA_SPLIT_MAX_N: int
 KINDS: dict[int, str]
 
 def types() -> dict[int, tuple[str, int, int, str, frozenset[str]]]: ...

@@ -50,6 +50,8 @@ cdef extern from "flash-attn.h" nogil:
         PG_FA_PATH_TILED
         PG_FA_PATH_SPLIT
 
+    int PG_FA_SPLIT_MAX_N
+
 
 def ops():
     """(name, flags) of every op, in the order of the op ids; flags as OPF_NO_COMPUTE | OPF_ROWS."""
@@ -78,6 +80,7 @@ _paths = {PG_FA_PATH_AUTO: "auto", PG_FA_PATH_ONE_CHUNK: "one_chunk", PG_FA_PATH
           PG_FA_PATH_SPLIT: "split"}
 FA_PATHS = tuple(_paths[i] for i in range(len(_paths)))
 del _paths
+FA_SPLIT_MAX_N = PG_FA_SPLIT_MAX_N      # the most query rows the split path takes
 
 
 KINDS = {PG_KIND_FLOAT: "float", PG_KIND_QUANT: "quant", PG_KIND_INT: "int"}

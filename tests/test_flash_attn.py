@@ -149,6 +149,36 @@ def test_decode_lengths(rng, L, nth):
 
 
 @pytest.mark.parametrize("nth", [1, 2, 3])
+@pytest.mark.parametrize("typ", ["F16", "Q8_0"])
+@pytest.mark.parametrize("mask", ["causal", "window", "alibi"])
+def test_split_rows_are_one_row_steps(rng, mask, typ, nth):
+    """split takes up to 16 query rows one after the other: each row's result is, bit for bit, the
+    one-row decode step's at its position (its own mask row, its own key segments), so a verify
+    step of speculative decoding gives each position what plain decoding gives it; the automatic
+    choice takes split for such steps"""
+    ctx = gg.Context()
+    L, N, Hq, Hkv, DK = 300, 9, 8, 2, 64
+    q = rng.standard_normal((1, Hq, N, DK)).astype(np.float32)
+    k = ctx.from_numpy(rng.standard_normal((1, Hkv, L, DK)).astype(np.float32), type=gg.Type[typ])
+    v = ctx.from_numpy(rng.standard_normal((1, Hkv, L, DK)).astype(np.float32), type=gg.Type[typ])
+    m = make_mask(rng, mask, 1, N, L)
+    max_bias = 8.0 if mask == "alibi" else 0.0
+    nodes = [gg.flash_attn_ext(ctx.from_numpy(q), k, v, ctx.from_numpy(m), 0.125, max_bias)]
+    nodes += [gg.flash_attn_ext(ctx.from_numpy(q[:, :, i:i + 1]), k, v, ctx.from_numpy(m[:, :, i:i + 1]), 0.125, max_bias)
+              for i in range(N)]
+    g = gg.CGraph()
+    for t in nodes:
+        g.build_forward_expand(t)
+    g.compute(n_threads=nth)
+    assert {gg.flash_attn_ext_get_path(t) for t in nodes} == {"split"}
+    rows = nodes[0].to_numpy()                                     # [S, N, Hq, DV]
+    for i, one in enumerate(nodes[1:]):
+        np.testing.assert_array_equal(rows[:, i].view(np.uint32), one.to_numpy()[:, 0].view(np.uint32))
+    got, ref, out = attn(rng, path="split", typ=typ, Hq=Hq, Hkv=Hkv, N=N, L=L, mask=mask, nth=nth, max_bias=max_bias)
+    check(got, ref, typ, out, "split")                            # and the reference's values
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
 @pytest.mark.parametrize("mask", ["padded", "window"])
 @pytest.mark.parametrize("L", [64, 300, 513])
 def test_decode_splits_the_visible_keys(rng, L, mask, nth):
@@ -336,8 +366,10 @@ def test_errors(ctx):
         gg.flash_attn_ext_add_sinks(out, ctx.new_tensor(gg.Type.F32, (4,)))
     with pytest.raises(TypeError, match="sinks must be of type F32, got F16"):
         gg.flash_attn_ext_add_sinks(out, ctx.new_tensor(gg.Type.F16, (8,)))
-    with pytest.raises(ValueError, match="the split path needs N == 1 and S == 1, got N=3"):
-        gg.flash_attn_ext_set_path(out, "split")
+    gg.flash_attn_ext_set_path(out, "split")                     # N = 3 rows: one after the other
+    many = fa(ctx.new_tensor(gg.Type.F32, (64, 17, 8)), k, v, None, 1.0)
+    with pytest.raises(ValueError, match="the split path needs N <= 16 and S == 1, got N=17"):
+        gg.flash_attn_ext_set_path(many, "split")
     with pytest.raises(ValueError, match="path must be one of"):
         gg.flash_attn_ext_set_path(out, "fast")
     with pytest.raises(ValueError, match="prec must be a pyggml.Prec"):

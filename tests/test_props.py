@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyggml as gg
+from pyggml._tables import FA_SPLIT_MAX_N
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True,
                           suppress_health_check=list(HealthCheck), max_examples=300)
@@ -685,7 +686,7 @@ def flash_attn_case(draw):
     T = {"q": draw(specs(("F32",), (DK, N, Hq, S), layouts=("packed", "rows"))),
          "k": draw(specs((kt,), (DK, L, Hkv, S), layouts=("packed", "rows"))),
          "v": draw(specs((vt,), (DV, L, Hkv, S), layouts=("packed", "rows"))), "mask": None}
-    paths = ("auto", "one_chunk", "tiled") + (("split",) if N == 1 and S == 1 else ())
+    paths = ("auto", "one_chunk", "tiled") + (("split",) if N <= FA_SPLIT_MAX_N and S == 1 else ())
     P = {"scale": draw(st.sampled_from((0.125, 1.0))), "max_bias": 0.0,
          "softcap": draw(st.sampled_from((0.0, 0.0, 20.0))), "path": draw(st.sampled_from(paths)),
          "sinks": draw(st.booleans())}
@@ -699,7 +700,7 @@ def flash_attn_case(draw):
     k = draw(st.sampled_from((None,) * 7 + (0, 1, 2)))
     if k == 0:
         P["scale"], valid = bad_float(draw), False
-    elif k == 1 and not (N == 1 and S == 1):
+    elif k == 1 and not (N <= FA_SPLIT_MAX_N and S == 1):
         P["path"], valid = "split", False
     elif k == 2:
         T["q"], valid = T["q"]._replace(type="F16"), False

@@ -4,10 +4,10 @@ accepted run exactly where it would, and leaves the target's KV cache as it woul
 
 The identity holds to the bit when a step of k + 1 tokens gives each row the logits a one-token
 step gives (speculative.py's docstring says where pyggml's kernels do not). The models here make
-that so: every matrix Q8_0 (n_ff = 96, a multiple of the block) and flash attention forced onto
-its one_chunk path (one query row at a time; decode would take split-KV, whose bits differ), as
-BatchEngine does. Then a draft with the target's own weights is always accepted, which the tests
-assert exactly."""
+that so with their defaults: every matrix Q8_0 (n_ff = 96, a multiple of the block), and flash
+attention's automatic choice, whose split-KV path takes a step of up to 16 rows one row after the
+other. Then a draft with the target's own weights is always accepted, which the tests assert
+exactly."""
 import numpy as np
 import pytest
 
@@ -18,8 +18,6 @@ pytest.importorskip("gguf")
 from hf_models import hf_model
 
 from pyggml import models
-from pyggml._enums import Op
-from pyggml._ops import flash_attn_ext_set_path
 from pyggml.models.speculative import Lookup
 
 N = 24
@@ -36,22 +34,8 @@ def files(tmp_path_factory):
     return out
 
 
-def one_chunk(m):
-    """m's flash attention takes the one_chunk path in every graph (each row's bits alone)."""
-    build = m.graph_for
-
-    def graph_for(*args, **kw):
-        sg = build(*args, **kw)
-        for node in sg.graph.nodes:
-            if node.op == Op.FLASH_ATTN_EXT:
-                flash_attn_ext_set_path(node, "one_chunk")
-        return sg
-    m.graph_for = graph_for
-    return m
-
-
 def load(path, n_ctx=256):
-    return one_chunk(models.load(path, n_ctx=n_ctx, n_threads=2))
+    return models.load(path, n_ctx=n_ctx, n_threads=2)
 
 
 @pytest.fixture(scope="module")

@@ -28,11 +28,14 @@
  *              row), so a tile whose mask is all -inf for a head costs no dot product and causal
  *              prefill computes about half of a diagonal tile. Padding keys of a short last tile
  *              are -inf after softcap (no leak).
- *   split      decode (N == 1, S == 1): thread t owns a contiguous segment of the keys the mask leaves
- *              visible to some head (pg_fa_live_keys) and computes the
- *              partial (max, sum, acc[DV]) of every head over it, GQA-packed: each K and V row is read
- *              once for all the query heads that share it and its mask row. Barrier, then the
- *              partials of each head are merged (parallel over heads). Any K/V type.
+ *   split      decode (S == 1, N <= PG_FA_SPLIT_MAX_N), one query row after the other: thread t owns a
+ *              contiguous segment of the keys the row's mask leaves visible to some head
+ *              (pg_fa_live_keys) and computes the partial (max, sum, acc[DV]) of every head over it,
+ *              GQA-packed: each K and V row is read once for all the query heads that share it and
+ *              its mask row. Barrier, then the partials of each head are merged (parallel over
+ *              heads). Any K/V type. A row's result is the same bits whatever the other rows are:
+ *              a step of a few rows (speculative decoding's verify step, several sequences' decode)
+ *              gives each row what a one-row decode step gives it.
  */
 #pragma once
 #include "types.h"
@@ -44,6 +47,7 @@
 #define PG_FA_TILE_HEADS 4      /* query heads of one KV head processed together on the tiled path */
 #define PG_FA_BLOCK_KV 32       /* keys per softmax block on the split path */
 #define PG_FA_SPLIT_HEADS 8     /* query heads per K/V sweep on the split path */
+#define PG_FA_SPLIT_MAX_N 16    /* the most query rows the split path takes (one after the other) */
 /* the automatic choice takes split-KV for decode from this many keys on (chosen from the sweep in
  * docs/bench/flash_attn.md: bench_flash_attn.py --sweep) and the tiled path from PG_FA_TILE_Q rows on */
 #define PG_FA_SPLIT_MIN_L 64
@@ -167,7 +171,7 @@ static inline size_t pg_fa_one_chunk_layout(const pg_fa_ctx * c, void * at, pg_f
     return l.bytes;
 }
 
-static inline bool pg_fa_split_ok(const pg_fa_ctx * c) { return c->N == 1 && c->S == 1; }
+static inline bool pg_fa_split_ok(const pg_fa_ctx * c) { return c->N <= PG_FA_SPLIT_MAX_N && c->S == 1; }
 
 typedef struct pg_fa_split_buf {
     float * qs;         /* [Hq][DK] q * scale */
@@ -229,7 +233,8 @@ static inline size_t pg_fa_tiled_layout(const pg_fa_ctx * c, void * at, pg_fa_ti
 }
 
 /* the path of a node: compute(use_ref=True) takes one_chunk, a forced path is taken (split only for
- * decode), else split for decode from PG_FA_SPLIT_MIN_L keys on, tiled from PG_FA_TILE_Q rows on */
+ * S == 1 and up to PG_FA_SPLIT_MAX_N rows), else split for those from PG_FA_SPLIT_MIN_L keys on,
+ * tiled from PG_FA_TILE_Q rows on */
 static inline pg_fa_path pg_fa_choose_path(const pg_fa_ctx * c, const pg_tensor * dst, bool use_ref) {
     if (use_ref) return PG_FA_PATH_ONE_CHUNK;
     const int forced = dst->op_params[PG_FA_PARAM_PATH];
@@ -319,22 +324,22 @@ static inline void pg_fa_one_chunk(const pg_params * p, const pg_fa_ctx * c, pg_
 
 /* how many of the n heads from h0 one sweep takes: those that read h0's mask row (all n unless the
  * mask has a slice per head), so that a key is hidden for every head of the sweep or for none */
-static inline int pg_fa_split_sweep(const pg_fa_ctx * c, int64_t h0, int n) {
+static inline int pg_fa_split_sweep(const pg_fa_ctx * c, int64_t r, int64_t h0, int n) {
     for (int g = 1; g < n; g++)
-        if (pg_fa_mask_row(c, 0, h0 + g, 0) != pg_fa_mask_row(c, 0, h0, 0)) return g;
+        if (pg_fa_mask_row(c, r, h0 + g, 0) != pg_fa_mask_row(c, r, h0, 0)) return g;
     return n;
 }
 
 /* [*lo, *hi): the keys some head can see. The threads split this range, not L: a decode step over a
  * KV cache padded past its last token (a causal mask hiding the tail) would otherwise leave the
  * last threads' segments hidden and the work to the first. Every thread computes the same range. */
-static inline void pg_fa_live_keys(const pg_fa_ctx * c, int64_t * lo, int64_t * hi) {
+static inline void pg_fa_live_keys(const pg_fa_ctx * c, int64_t r, int64_t * lo, int64_t * hi) {
     *lo = c->L;
     *hi = 0;
     const pg_fp16_t * prev = NULL;
     float prev_slope = 0.0f;
     for (int64_t h = 0; h < c->Hq; h++) {
-        const pg_fp16_t * m = pg_fa_mask_row(c, 0, h, 0);
+        const pg_fp16_t * m = pg_fa_mask_row(c, r, h, 0);
         const float slope = pg_fa_slope(c, h);
         if (!m) { *lo = 0; *hi = c->L; return; }
         if (m == prev && slope == prev_slope) continue;
@@ -348,7 +353,8 @@ static inline void pg_fa_live_keys(const pg_fa_ctx * c, int64_t * lo, int64_t * 
     }
 }
 
-static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
+/* query row r of a split-KV node (every thread takes part; the caller separates rows by a barrier) */
+static inline void pg_fa_split_row(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst, int64_t r) {
     const int64_t B = PG_FA_BLOCK_KV, DK = c->DK, DV = c->DV, PS = pg_fa_part_floats(c);
     pg_fa_split_buf b;
     const size_t tb = pg_fa_split_layout(c, NULL, &b);
@@ -359,22 +365,22 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
     const pg_attn_dot_fn k_dot = pg_traits[c->k->type].attn_dot;
 
     int64_t lo, hi;
-    pg_fa_live_keys(c, &lo, &hi);
+    pg_fa_live_keys(c, r, &lo, &hi);
     const int64_t seg = hi > lo ? (hi - lo + nth - 1) / nth : 0;
     const int64_t j0 = PG_MIN(hi, lo + ith * seg), j1 = PG_MIN(hi, j0 + seg);
-    for (int64_t h = 0; h < c->Hq; h++) pg_vec_scale_f32(DK, qs + h * DK, (const float *) pg_row(c->q, 0, h, 0), c->scale);
+    for (int64_t h = 0; h < c->Hq; h++) pg_vec_scale_f32(DK, qs + h * DK, (const float *) pg_row(c->q, r, h, 0), c->scale);
 
     for (int64_t kh = 0; kh < c->Hkv; kh++) {
         for (int64_t g0 = 0, ng; g0 < c->G; g0 += ng) {
             const int64_t h0 = kh * c->G + g0;
-            ng = pg_fa_split_sweep(c, h0, (int) PG_MIN(PG_FA_SPLIT_HEADS, c->G - g0));
+            ng = pg_fa_split_sweep(c, r, h0, (int) PG_MIN(PG_FA_SPLIT_HEADS, c->G - g0));
             float mx[PG_FA_SPLIT_HEADS], sum[PG_FA_SPLIT_HEADS], slope[PG_FA_SPLIT_HEADS], f[PG_FA_SPLIT_HEADS];
             const pg_fp16_t * mrow[PG_FA_SPLIT_HEADS];
             float * acc = part + (h0 * nth + ith) * PS + 16;
             for (int g = 0; g < ng; g++) {
                 mx[g] = -INFINITY; sum[g] = 0.0f;
                 slope[g] = pg_fa_slope(c, h0 + g);
-                mrow[g] = pg_fa_mask_row(c, 0, h0 + g, 0);
+                mrow[g] = pg_fa_mask_row(c, r, h0 + g, 0);
                 memset(acc + g * nth * PS, 0, (size_t) DV * sizeof(float));
             }
             for (int64_t jb = j0; jb < j1; jb += B) {
@@ -436,7 +442,14 @@ static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tens
             sum = sum * f0 + st[1] * f1;
             mx = m;
         }
-        pg_fa_finalize(c, h, mx, sum, racc, (float *) pg_row(dst, h, 0, 0));
+        pg_fa_finalize(c, h, mx, sum, racc, (float *) pg_row(dst, h, r, 0));
+    }
+}
+
+static inline void pg_fa_split(const pg_params * p, const pg_fa_ctx * c, pg_tensor * dst) {
+    for (int64_t r = 0; r < c->N; r++) {
+        if (r) pg_barrier(p);           /* the partials of row r - 1 are merged before they are reused */
+        pg_fa_split_row(p, c, dst, r);
     }
 }
 

@@ -25,14 +25,12 @@ KV cache then holds what it would hold without one (the prompt and every new id 
 
 The ids equal those of generation without a draft when a step of k + 1 tokens gives each row the
 logits a one-token step gives; otherwise they can differ where the two largest logits are close.
-pyggml's integer paths (quantized weights) give the same bits; two paths do not:
-  - flash_attn_ext decodes one row on its split-KV path (from 64 cache cells on; the query kept in
-    f32, the keys split across threads) and k + 1 rows on one_chunk (the query rounded to the K
-    type, as ggml's reference): 1e-3 of the largest logit on small test models, 0.1 on a random
-    8-layer Q4_0 llama with logits of spread 1, whose greedy ids then differ;
-  - mul_mat of F32/F16/BF16 matrices (weights, or the F16 cache's products without flash attention)
-    dots one to three columns with the one-column kernels and four or more with dot4_f32 (from
-    gemm_min_cols() columns on with the GEMM), whose sums are ordered differently: a few ulps.
+pyggml's integer paths (quantized weights, any column count) give the same bits, and so does
+flash_attn_ext, whose split-KV path takes a step of up to 16 rows one row after the other (each as a
+one-row decode step) with the default choice. One path does not: mul_mat of F32/F16/BF16 matrices
+(weights, or the F16 cache's products without flash attention) dots one to three columns with the
+one-column kernels and four or more with dot4_f32 (from gemm_min_cols() columns on with the GEMM),
+whose sums are ordered differently: a few ulps.
 BatchEngine, which gives every row its bits whatever the step carries, takes lookup drafts with
 the ids and logits to the bit.
 """
