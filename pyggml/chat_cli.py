@@ -16,6 +16,11 @@ HELP = ("/reset: forget the conversation  /system TEXT: set the system message (
         "Ctrl-D: quit")
 
 
+# control characters of a model's text (not tab, newline, carriage return) as U+FFFD on a terminal:
+# an escape sequence in the output would otherwise reprogram the user's terminal
+_CONTROLS = dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)], "\ufffd")
+
+
 def add_arguments(p):
     p.add_argument("model", help="the .gguf file")
     p.add_argument("-t", "--threads", type=int, help="threads (default: all cores, or OMP_NUM_THREADS)")
@@ -103,6 +108,7 @@ def main(args, stdin=None, out=None):
     options["max_tokens"] = args.n_predict
     system = args.system
     tty = stdin.isatty()
+    shown = _CONTROLS if getattr(out, "isatty", lambda: False)() else {}    # what the terminal is shown
     if tty:
         print(f"{m!r}. {HELP}", file=out)
 
@@ -150,7 +156,7 @@ def main(args, stdin=None, out=None):
                 piece = c["choices"][0]["delta"].get("content", "")
                 if piece:
                     answer.append(piece)
-                    print(piece, end="", file=out, flush=True)
+                    print(piece.translate(shown), end="", file=out, flush=True)
                 if c["choices"][0]["finish_reason"] == "length" and m.cache.n_used >= m.n_ctx - 1:
                     print("\n(the context is full: /reset to start again)", end="", file=out)
         except KeyboardInterrupt:

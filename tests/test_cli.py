@@ -239,6 +239,31 @@ def test_chat_ctrl_c_during_the_prefill(tmp_path, slow_chat_gguf):
     assert stats.startswith("prefill: ") and int(stats.split()[1]) == m.timings["prefill_tokens"]
 
 
+def test_chat_shows_a_terminal_no_control_characters(chat_gguf):
+    """a model's text reaches a terminal with its control characters (escape sequences that would
+    reprogram the terminal) as U+FFFD; a pipe gets the text as it is"""
+    import argparse
+    import io
+
+    from pyggml import chat_cli
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    p = argparse.ArgumentParser()
+    chat_cli.add_arguments(p)
+    args = p.parse_args([str(chat_gguf), "--temp", "0", "-n", "40", "-t", "1", "--ctx", "256"])
+    shown = {}
+    for name, out in [("pipe", io.StringIO()), ("terminal", Terminal())]:
+        assert chat_cli.main(args, stdin=io.StringIO("hello world\n"), out=out) == 0
+        shown[name] = out.getvalue()
+    controls = {chr(c) for c in [*range(9), 11, 12, *range(14, 32), *range(127, 160)]}
+    assert controls & set(shown["pipe"]), "the random model's answer has no control characters to show"
+    assert not controls & set(shown["terminal"])
+    assert shown["terminal"] == shown["pipe"].translate(chat_cli._CONTROLS)
+
+
 def tmux(*args):
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False, timeout=30)
 
