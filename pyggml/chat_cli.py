@@ -9,7 +9,9 @@ the answer being written (what was written stays in the history); Ctrl-C before 
 it (the interrupt lands between two graph computes: --batch sets how many tokens one computes);
 EOF (Ctrl-D) exits.
 """
+import signal
 import sys
+import threading
 
 HELP = ("/reset: forget the conversation  /system TEXT: set the system message (and reset)  "
         "/stats: speed of the last answer  /help: this  Ctrl-C: stop the answer (or the prefill)  "
@@ -99,6 +101,10 @@ def main(args, stdin=None, out=None):
     from pyggml.models.sampling import Sampler
 
     stdin, out = stdin or sys.stdin, out or sys.stdout
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C stops an answer or a prefill even when the chat was started with SIGINT ignored
+        # (from a background job, where Python then leaves it ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, n_batch=args.batch)
     if m.tokenizer is None:
         raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
