@@ -300,6 +300,8 @@ def test_decode_reads_only_the_chosen_experts(gguf_dir, tmp_path):
     # each unchosen expert's 16 KiB, but its partial first and last pages (F32 data is 32-byte aligned)
     assert picked == total * N_USED / N_EXPERT and guarded >= 0.7 * (total - picked)
     print(f"decode step: {picked:.0f} of {total:.0f} expert bytes needed; {guarded:.0f} bytes of the others unreadable")
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        return              # the control faults on purpose, which AddressSanitizer reports (its CI stage fails on a report)
     r = subprocess.run([sys.executable, str(script), str(path), "chosen"], capture_output=True, text=True, env=env,
                        timeout=300, check=False)
     assert r.returncode == -11, (r.returncode, r.stderr[-2000:])            # SIGSEGV
