@@ -260,3 +260,35 @@ def llama_hf_tokenizer(directory, vocab_size=320):
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     fast.save_pretrained(directory)
     return fast
+
+
+# ---- llama.cpp's side (tests marked llama_cpp) ----
+
+def assert_same_gguf(got, ref):
+    """The GGUFFiles got and ref hold the same keys in the same order, of the same types and values
+    (floats as float32), and the same tensors in the same order, byte for byte."""
+    import numpy as np
+    assert list(got.metadata) == list(ref.metadata)
+    for key, value in ref.metadata.items():
+        assert got.types[key] == ref.types[key], key
+        if isinstance(value, float) or (isinstance(value, list) and value and isinstance(value[0], float)):
+            np.testing.assert_array_equal(np.float32(got.metadata[key]), np.float32(value), err_msg=key)
+        else:
+            assert got.metadata[key] == value, key
+    assert list(got.tensors) == list(ref.tensors)
+    for name, t in ref.tensors.items():
+        assert (got.tensors[name].type, got.tensors[name].ne) == (t.type, t.ne), name
+        assert got.tensors[name].tobytes() == t.tobytes(), name
+
+
+def llama_cpp_quantize(src, dst, ftype):
+    """llama.cpp's quantizer (llama_model_quantize, one thread) of the GGUF src into dst as
+    llama_ftype `ftype` (15: Q4_K_M)."""
+    import ctypes
+
+    import pytest
+    llama_cpp = pytest.importorskip("llama_cpp")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.nthread = ftype, 1
+    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+    return dst

@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")
 
-from hf_models import hf_model, spm_tokenizer
+from hf_models import assert_same_gguf, hf_model, spm_tokenizer
 
 import pyggml as gg
 from pyggml import gguf, models
@@ -52,17 +52,7 @@ def test_same_file_as_llama_cpp(llama_cpp_src, folders, tmp_path, kind, outtype)
     ref = gguf.load(llama_cpp_convert(llama_cpp_src, folders[kind], tmp_path / "ref.gguf", outtype))
     convert_hf(folders[kind], tmp_path / "got.gguf", outtype=outtype)
     got = gguf.load(tmp_path / "got.gguf")
-    assert list(got.metadata) == list(ref.metadata)
-    for key, value in ref.metadata.items():
-        assert got.types[key] == ref.types[key], key
-        if isinstance(value, float) or (isinstance(value, list) and value and isinstance(value[0], float)):
-            np.testing.assert_array_equal(np.float32(got.metadata[key]), np.float32(value), err_msg=key)
-        else:
-            assert got.metadata[key] == value, key
-    assert list(got.tensors) == list(ref.tensors)
-    for name, t in ref.tensors.items():
-        assert (got.tensors[name].type, got.tensors[name].ne) == (t.type, t.ne), name
-        assert got.tensors[name].tobytes() == t.tobytes(), name
+    assert_same_gguf(got, ref)
 
 
 def test_qwen3_on_llama_cpps_file(llama_cpp_src, folders, tmp_path):

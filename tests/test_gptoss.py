@@ -5,7 +5,6 @@ token-by-token decode past the window, in both attention forms, against HF's log
 the window, the sinks and the routing each shown to matter; hostile hyper-parameters. Then (marked
 llama_cpp) pyggml.convert against llama.cpp's converter byte for byte, and pyggml against llama.cpp on
 the files llama.cpp writes and quantizes (F32, Q8_0, Q4_K_M, MXFP4 experts)."""
-import ctypes
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from hf_models import bpe_tokenizer, converted, hf_model
+from hf_models import assert_same_gguf, bpe_tokenizer, converted, hf_model, llama_cpp_quantize
 
 import pyggml as gg
 import pyggml.gguf as G
@@ -259,25 +258,7 @@ def test_same_file_as_llama_cpp(llama_cpp_src, folders, tmp_path, folder, outtyp
     ref = G.load(llama_cpp_convert(llama_cpp_src, folders[folder], tmp_path / "ref.gguf", outtype))
     convert_hf(folders[folder], tmp_path / "got.gguf", outtype=outtype)
     got = G.load(tmp_path / "got.gguf")
-    assert list(got.metadata) == list(ref.metadata)
-    for key, value in ref.metadata.items():
-        assert got.types[key] == ref.types[key], key
-        if isinstance(value, float) or (isinstance(value, list) and value and isinstance(value[0], float)):
-            np.testing.assert_array_equal(np.float32(got.metadata[key]), np.float32(value), err_msg=key)
-        else:
-            assert got.metadata[key] == value, key
-    assert list(got.tensors) == list(ref.tensors)
-    for name, t in ref.tensors.items():
-        assert (got.tensors[name].type, got.tensors[name].ne) == (t.type, t.ne), name
-        assert got.tensors[name].tobytes() == t.tobytes(), name
-
-
-def llama_cpp_quantize(src, dst, ftype):
-    llama_cpp = pytest.importorskip("llama_cpp")
-    p = llama_cpp.llama_model_quantize_default_params()
-    p.ftype, p.nthread = ftype, 1
-    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(p)) == 0
-    return dst
+    assert_same_gguf(got, ref)
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from conftest import EMULATED
-from hf_models import KINDS_MOE, bpe_tokenizer, converted, hf_model
+from hf_models import KINDS_MOE, assert_same_gguf, bpe_tokenizer, converted, hf_model, llama_cpp_quantize
 
 import pyggml as gg
 from pyggml import gguf, models
@@ -341,28 +341,8 @@ def llama_cpp_convert(src, folder, out, outtype):
 def test_same_file_as_llama_cpp(llama_cpp_src, folder, tmp_path, outtype):
     ref = gguf.load(llama_cpp_convert(llama_cpp_src, folder, tmp_path / "ref.gguf", outtype))
     got = gguf.load(convert_hf(folder, tmp_path / "got.gguf", outtype=outtype))
-    assert list(got.metadata) == list(ref.metadata)
-    for key, value in ref.metadata.items():
-        assert got.types[key] == ref.types[key], key
-        if isinstance(value, float):
-            assert np.float32(got.metadata[key]) == np.float32(value), key
-        else:
-            assert got.metadata[key] == value, key
-    assert list(got.tensors) == list(ref.tensors)
+    assert_same_gguf(got, ref)
     assert ref.tensors["blk.0.ffn_down_exps.weight"].ne == (64, 64, N_EXPERT, 1)
-    for name, t in ref.tensors.items():
-        assert (got.tensors[name].type, got.tensors[name].ne) == (t.type, t.ne), name
-        assert got.tensors[name].tobytes() == t.tobytes(), name
-
-
-def llama_quantize(src, dst, ftype=15):
-    """llama-quantize (llama_model_quantize) of src into dst; default Q4_K_M."""
-    import ctypes
-    llama_cpp = pytest.importorskip("llama_cpp")
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype, params.nthread = ftype, 1
-    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
-    return dst
 
 
 @pytest.mark.slow
@@ -375,7 +355,7 @@ def test_logits_match_llama_cpp(llama_cpp_src, folder, tmp_path, outtype, bound)
     llama_cpp = pytest.importorskip("llama_cpp")
     if outtype == "q4_k_m":
         f32 = llama_cpp_convert(llama_cpp_src, folder, tmp_path / "f32.gguf", "f32")
-        path = llama_quantize(f32, tmp_path / "m.gguf")
+        path = llama_cpp_quantize(f32, tmp_path / "m.gguf", 15)
     else:
         path = llama_cpp_convert(llama_cpp_src, folder, tmp_path / "m.gguf", outtype)
     ids = np.random.default_rng(0).integers(3, N_VOCAB, N_PREFILL + N_DECODE).tolist()
@@ -431,7 +411,7 @@ def test_q4_k_m_is_llama_quantize_s(folder, tmp_path):
     """outtype q4_k_m: each tensor's type and bytes are what llama-quantize Q4_K_M makes of the F32
     conversion (its MoE rules: routers kept F32; with 8 experts attn_k/attn_v Q8_0 and attn_output
     Q5_K, here through the fallbacks for rows of 64 and 96; ffn_down_exps by layer)."""
-    ref = gguf.load(llama_quantize(convert_hf(folder, tmp_path / "f32.gguf", outtype="f32"), tmp_path / "ref.gguf"))
+    ref = gguf.load(llama_cpp_quantize(convert_hf(folder, tmp_path / "f32.gguf", outtype="f32"), tmp_path / "ref.gguf", 15))
     got = gguf.load(convert_hf(folder, tmp_path / "got.gguf", outtype="q4_k_m"))
     assert sorted(got.tensors) == sorted(ref.tensors)                     # llama-quantize writes them by layer
     T = gg.Type
