@@ -214,3 +214,46 @@ def test_agenerate_cancels_when_left(gguf_dir):
         assert not th.engine.busy and th.engine.stats["tokens_generated"] < 200
     finally:
         th.close()
+
+
+# DRY, XTC and mirostat 1 and 2 per request, beside a plain one (the random model's greedy text
+# repeats, which DRY breaks; the tight thresholds make XTC and mirostat cut)
+CHAIN = [{"temperature": 0.0, "dry_multiplier": 3.0, "dry_allowed_length": 1, "dry_sequence_breakers": ()},
+         {"temperature": 0.9, "seed": 5, "dry_multiplier": 1.5, "dry_base": 2.0, "dry_penalty_last_n": 32,
+          "dry_sequence_breakers": ()},
+         {"temperature": 1.0, "seed": 6, "xtc_probability": 0.7, "xtc_threshold": 0.01},
+         {"temperature": 0.8, "seed": 7, "mirostat_mode": 1, "mirostat_tau": 2.0},
+         {"temperature": 0.8, "seed": 8, "mirostat_mode": 2, "mirostat_tau": 1.5, "mirostat_eta": 0.3},
+         {"temperature": 0.9, "seed": 9, "top_k": 40}]
+
+
+def test_sampler_chain_options_per_sequence(gguf_dir):
+    """Each request samples with its own DRY / XTC / mirostat state: batched (joining at other
+    steps) it gives the bits it gives alone, its ids are those a fresh Sampler with the same options
+    draws from its logits, and those of Model.generate; the options change the ids."""
+    from pyggml.models.sampling import Sampler
+    m = load(gguf_dir)            # F16: the engine's logits close to Model.generate's (the same ids)
+    rng = np.random.default_rng(3)
+    reqs = [dict(prompt=rng.integers(0, 128, n).tolist(), n_predict=8, **o)
+            for n, o in zip([5, 9, 3, 14, 7, 4], CHAIN)]
+    want = alone(m, reqs)
+    eng = BatchEngine(m, n_seq=4, n_batch=16)
+    nan_cache(m)
+    assert_same(run(eng, reqs, [0, 1, 0, 2, 0, 3]), want)
+    plain = alone(m, [{k: v for k, v in q.items() if k in ("prompt", "n_predict", "temperature", "seed")}
+                      for q in reqs])
+    for q, w, p in zip(reqs, want, plain):
+        opts = {k: v for k, v in q.items() if k not in ("prompt", "n_predict")}
+        s = Sampler(**opts)
+        assert [s(x) for x in w.logits] == w.tokens
+        m.reset()
+        assert m.generate(q["prompt"], 8, stop=(), **opts) == w.tokens
+    assert sum(w.tokens != p.tokens for w, p in zip(want[:5], plain)) >= 4
+    # Model.generate_batch: per-prompt options
+    got = m.generate_batch([q["prompt"] for q in reqs], 8, stop=(),
+                           options=[{k: v for k, v in q.items() if k not in ("prompt", "n_predict")} for q in reqs])
+    assert got == [w.tokens for w in want]
+    with pytest.raises(TypeError, match="sampler= and Sampler options"):
+        eng.submit([1, 2], 3, sampler=Sampler(), mirostat_mode=2)
+    with pytest.raises(ValueError, match="mirostat_mode must be 0"):
+        eng.submit([1, 2], 3, mirostat_mode=3)

@@ -162,9 +162,14 @@ class BatchEngine:
     # ---- requests ----
 
     def submit(self, prompt, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, *,
-               sampler=None, logprobs=None, keep_logits=False, on_update=None, lookup=False, draft_max=8):
+               sampler=None, logprobs=None, keep_logits=False, on_update=None, lookup=False, draft_max=8,
+               **sampling):
         """Queue a request and return its Request. prompt: ids; stop: ids that end it (default the
-        end-of-sequence id); sampler: a ready Sampler (else Sampler(temperature, top_k, top_p, seed));
+        end-of-sequence id); sampler: a ready Sampler (else Sampler(temperature, top_k, top_p, seed,
+        **sampling): sampling is Sampler's other keyword options, such as min_p, dry_multiplier,
+        xtc_probability, mirostat_mode; DRY's sequence breakers are matched against the model's
+        tokenizer); each request has its own Sampler, so its state (penalty windows, mirostat's mu,
+        the random generators) is its own;
         logprobs: how many top ids to report per token (0: the sampled id's only; None: none).
         lookup (True, n_max or (n_min, n_max)), draft_max: speculative decoding by prompt lookup
         (pyggml.models.speculative): up to draft_max proposed ids ride along with the request's
@@ -189,7 +194,11 @@ class BatchEngine:
             eos = self.model.hparams.eos_id
             stop = () if eos is None else (eos,)
         if sampler is None:
-            sampler = Sampler(temperature, top_k, top_p, seed)
+            if sampling.get("dry_multiplier") and "tokenizer" not in sampling:
+                sampling["tokenizer"] = self.model.tokenizer        # DRY's sequence breakers are text
+            sampler = Sampler(temperature, top_k, top_p, seed, **sampling)
+        elif sampling:
+            raise TypeError(f"BatchEngine.submit: sampler= and Sampler options ({', '.join(sampling)}) together")
         drafter = None
         if lookup is not None and lookup is not False:
             check_draft_max(draft_max, "BatchEngine.submit")
@@ -461,16 +470,22 @@ class EngineThread:
 
 
 def generate_batch(model, prompts, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, n_seq=None,
-                   n_batch=None):
+                   n_batch=None, options=None, **sampling):
     """The new ids of each prompt (a list of lists), generated together by a BatchEngine over
-    model (n_seq default: min(len(prompts), 8); seed: one for all, or one per prompt). Each list
+    model (n_seq default: min(len(prompts), 8); seed: one for all, or one per prompt). sampling:
+    Sampler's other keyword options for every prompt; options: None or one dict per prompt of
+    BatchEngine.submit's keywords (temperature, top_k, ..., mirostat_mode) over those. Each list
     is what the prompt alone would give."""
     prompts = [model.tokenize(p) if isinstance(p, str) else list(p) for p in prompts]
     seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed] * len(prompts)
     if len(seeds) != len(prompts):
         raise ValueError(f"generate_batch: {len(seeds)} seeds for {len(prompts)} prompts")
+    options = [{}] * len(prompts) if options is None else list(options)
+    if len(options) != len(prompts) or not all(isinstance(o, dict) for o in options):
+        raise ValueError(f"generate_batch: options must be one dict per prompt ({len(prompts)}), got {len(options)}")
+    base = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "stop": stop, **sampling}
     eng = BatchEngine(model, n_seq or max(1, min(len(prompts), 8)), n_batch)
-    reqs = [eng.submit(p, n_predict, temperature, top_k, top_p, s, stop) for p, s in zip(prompts, seeds)]
+    reqs = [eng.submit(p, n_predict, **{"seed": s, **base, **o}) for p, s, o in zip(prompts, seeds, options)]
     eng.run()
     for r in reqs:
         if r.finish_reason == "error":

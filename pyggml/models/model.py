@@ -457,11 +457,13 @@ class Model:
                                 draft=draft, draft_max=draft_max, lookup=lookup, **sampling))
 
     def generate_batch(self, prompts, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None,
-                       n_seq=None):
+                       n_seq=None, options=None, **sampling):
         """The new ids of each prompt, generated together (pyggml.models.batch.generate_batch): each
-        list is what the prompt alone gives. Clears the context."""
+        list is what the prompt alone gives. sampling: Sampler's other options for all; options: one
+        dict of them per prompt. Clears the context."""
         from pyggml.models.batch import generate_batch
-        return generate_batch(self, prompts, n_predict, temperature, top_k, top_p, seed, stop, n_seq)
+        return generate_batch(self, prompts, n_predict, temperature, top_k, top_p, seed, stop, n_seq,
+                              options=options, **sampling)
 
     def agenerate(self, prompt, n_predict, n_seq=4, **options):
         """An async iterator of the new ids of one request (`async for tok in model.agenerate(...)`),

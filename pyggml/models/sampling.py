@@ -278,6 +278,8 @@ def dry_breakers(tokenizer, breakers):
     words, done = known
     if breakers in done:
         return done[breakers]
+    if len(done) >= 64:
+        done.clear()            # the breakers come from requests too: keep the memo small
     out = {}
     for b in breakers:
         s = b.encode()[:40]

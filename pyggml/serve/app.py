@@ -154,6 +154,25 @@ class Server:
         except ValueError as e:
             raise ApiError(400, f"{p['structured_param']}: {e}", p["structured_param"]) from None
 
+    async def _sampler(self, p):
+        """The request's own Sampler: temperature, top_k, top_p, seed and the DRY, XTC and mirostat
+        fields. Options Sampler refuses are a 400; DRY's sequence breakers are matched against the
+        vocabulary in a worker thread (the first time it reads every token's text)."""
+        opts = dict(p["sampling"])
+        if opts.get("dry_penalty_last_n") == -1:
+            opts["dry_penalty_last_n"] = self.engine.n_ctx_seq
+        dry = bool(opts.get("dry_multiplier"))
+        if dry:
+            opts["tokenizer"] = self.model.tokenizer
+            if self.model.tokenizer is None and "dry_sequence_breakers" not in p["sampling"]:
+                opts["dry_sequence_breakers"] = ()          # no text to match breakers against
+        make = functools.partial(Sampler, p["temperature"], p["top_k"], p["top_p"], p["seed"], **opts)
+        try:
+            return await asyncio.to_thread(make) if dry else make()
+        except (TypeError, ValueError) as e:
+            param = next((k for k in p["sampling"] if k in str(e)), None)
+            raise ApiError(400, f"{param or 'sampling'}: {e}", param) from None
+
     # ---- generation ----
 
     async def _generate(self, request, ids, p, stop_ids, watch):
@@ -161,7 +180,7 @@ class Server:
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         n_max = self.engine.n_ctx_seq if p["max_tokens"] is None else p["max_tokens"]
-        sampler = Sampler(p["temperature"], p["top_k"], p["top_p"], p["seed"])
+        sampler = p["sampler"]
         sampler.grammar = p.get("grammar")
         req = self.engine.submit(ids, n_max, stop=stop_ids, sampler=sampler, logprobs=p.get("logprobs"),
                                  on_update=lambda r: loop.call_soon_threadsafe(changed.set))
@@ -303,6 +322,7 @@ class Server:
         self._check_prompt(ids, "prompt")
         eos = self.model.hparams.eos_id
         stop_ids = () if eos is None else (eos,)
+        p["sampler"] = await self._sampler(p)
         p["grammar"] = await self._grammar(p, stop_ids)
         self.counts["completions"] += 1
         return await self._respond(request, ids, p, stop_ids, "text")
@@ -321,6 +341,7 @@ class Server:
         if self.model.hparams.eos_id is not None:
             stop_ids.add(self.model.hparams.eos_id)
         stop_ids = tuple(sorted(stop_ids))
+        p["sampler"] = await self._sampler(p)
         p["grammar"] = await self._grammar(p, stop_ids)
         self.counts["chat"] += 1
         return await self._respond(request, ids, p, stop_ids, "chat")

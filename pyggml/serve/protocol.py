@@ -2,6 +2,8 @@
 range or an unknown field is an ApiError (HTTP 400 with OpenAI's {"error": {...}} body), never an
 exception from deeper down."""
 
+import math
+
 from pyggml.models.grammar import grammar_spec
 
 __all__ = ["ApiError", "parse_chat", "parse_completion", "parse_embeddings"]
@@ -44,12 +46,16 @@ def _int(body, key, default, lo, hi):
 
 
 def _num(body, key, default, lo, hi, lo_open=False):
+    """body[key] as a float in [lo, hi] ((lo, hi] with lo_open; hi None: any finite number >= lo)."""
     v = body.get(key, default)
     if v is None:
         return default
     if not _is_num(v):
         raise _bad(key, f"expected a number, got {type(v).__name__}")
-    if not (lo < v if lo_open else lo <= v) or v > hi:
+    if hi is None:
+        if not lo <= v < math.inf:          # NaN and Infinity (which json.loads accepts) fail too
+            raise _bad(key, f"must be a finite number >= {lo}, got {v}")
+    elif not (lo < v if lo_open else lo <= v) or v > hi:
         raise _bad(key, f"must be in {'(' if lo_open else '['}{lo}, {hi}], got {v}")
     return float(v)
 
@@ -86,6 +92,39 @@ def _check_keys(body, allowed):
 # are accepted only at their no-op values (n = 1, penalties 0, ...)
 _SAMPLING = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stream", "stream_options",
              "n", "presence_penalty", "frequency_penalty", "user"}
+# llama-server's fields for DRY, XTC and mirostat (pyggml.models.sampling.Sampler's options)
+_CHAIN = {"dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
+          "xtc_probability", "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta"}
+_INT32_MAX = (1 << 31) - 1
+
+
+def _breakers(body):
+    v = body.get("dry_sequence_breakers")
+    if v is None:
+        return None
+    if (not isinstance(v, list) or not v or len(v) > 16
+            or not all(isinstance(s, str) and 0 < len(s.encode()) <= 40 for s in v)):
+        raise _bad("dry_sequence_breakers", "expected a non-empty list of at most 16 non-empty strings of at most "
+                                            "40 bytes")
+    return v
+
+
+def _chain(body):
+    """Sampler's keyword options for the DRY, XTC and mirostat fields given (llama-server's names and
+    defaults; dry_penalty_last_n -1: the whole sequence, as older llama-servers took it)."""
+    out = {
+        "dry_multiplier": _num(body, "dry_multiplier", None, 0.0, None),
+        "dry_base": _num(body, "dry_base", None, 1.0, None),
+        "dry_allowed_length": _int(body, "dry_allowed_length", None, 0, _INT32_MAX),
+        "dry_penalty_last_n": _int(body, "dry_penalty_last_n", None, -1, _INT32_MAX),
+        "dry_sequence_breakers": _breakers(body),
+        "xtc_probability": _num(body, "xtc_probability", None, 0.0, 1.0),
+        "xtc_threshold": _num(body, "xtc_threshold", None, 0.0, 1.0),
+        "mirostat_mode": _int(body, "mirostat", None, 0, 2),
+        "mirostat_tau": _num(body, "mirostat_tau", None, 0.0, None),
+        "mirostat_eta": _num(body, "mirostat_eta", None, 0.0, None),
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _sampling(body, n_vocab):
@@ -97,6 +136,7 @@ def _sampling(body, n_vocab):
         "seed": _int(body, "seed", None, -(1 << 63), (1 << 64) - 1),
         "stop": _stop(body),
         "stream": _bool(body, "stream", False),
+        "sampling": _chain(body),
     }
     if out["seed"] is not None and out["seed"] < 0:
         out["seed"] &= (1 << 64) - 1
@@ -133,8 +173,9 @@ def _token_list(v):
 
 def parse_completion(body, n_vocab):
     """/v1/completions: prompt (a string, token ids, or a list of one of them), the sampling
-    fields, logprobs (0..20), echo (false), grammar / json_schema (structured output)."""
-    _check_keys(body, _SAMPLING | {"prompt", "logprobs", "echo", "best_of", "suffix", "grammar", "json_schema"})
+    fields (with DRY, XTC and mirostat's), logprobs (0..20), echo (false), grammar / json_schema (structured output)."""
+    _check_keys(body, _SAMPLING | _CHAIN | {"prompt", "logprobs", "echo", "best_of", "suffix", "grammar",
+                                            "json_schema"})
     out = _sampling(body, n_vocab)
     p = body.get("prompt")
     if isinstance(p, list) and len(p) == 1 and (isinstance(p[0], str) or _token_list(p[0])):
@@ -172,7 +213,7 @@ def parse_chat(body, n_vocab):
     """/v1/chat/completions: messages ({role, content}), the sampling fields, max_completion_tokens,
     logprobs (bool) and top_logprobs (0..20), structured output: response_format (text,
     json_object, json_schema), grammar, json_schema."""
-    _check_keys(body, _SAMPLING | {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
+    _check_keys(body, _SAMPLING | _CHAIN | {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
                                    "response_format", "grammar", "json_schema"})
     if "max_completion_tokens" in body and body["max_completion_tokens"] is not None:
         body = dict(body, max_tokens=body["max_completion_tokens"])
