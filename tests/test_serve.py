@@ -175,6 +175,23 @@ BAD = [
     (json.dumps({"prompt": "hi", "stream": "yes"}).encode(), 400, "stream"),
     (json.dumps({"prompt": "hi " * 400}).encode(), 400, "prompt"),
     (json.dumps({"prompt": list(range(127))}).encode(), 400, "prompt"),
+    (json.dumps({"prompt": "hi", "mirostat": 3}).encode(), 400, "mirostat"),
+    (json.dumps({"prompt": "hi", "mirostat": 1.0}).encode(), 400, "mirostat"),
+    (json.dumps({"prompt": "hi", "mirostat": "2"}).encode(), 400, "mirostat"),
+    (json.dumps({"prompt": "hi", "mirostat_tau": -1}).encode(), 400, "mirostat_tau"),
+    (b'{"prompt": "hi", "mirostat_eta": NaN}', 400, "mirostat_eta"),
+    (json.dumps({"prompt": "hi", "xtc_probability": 1.5}).encode(), 400, "xtc_probability"),
+    (json.dumps({"prompt": "hi", "xtc_threshold": -0.1}).encode(), 400, "xtc_threshold"),
+    (json.dumps({"prompt": "hi", "dry_multiplier": -1}).encode(), 400, "dry_multiplier"),
+    (b'{"prompt": "hi", "dry_multiplier": Infinity}', 400, "dry_multiplier"),
+    (json.dumps({"prompt": "hi", "dry_base": 0.5}).encode(), 400, "dry_base"),
+    (json.dumps({"prompt": "hi", "dry_allowed_length": -1}).encode(), 400, "dry_allowed_length"),
+    (json.dumps({"prompt": "hi", "dry_penalty_last_n": -2}).encode(), 400, "dry_penalty_last_n"),
+    (json.dumps({"prompt": "hi", "dry_penalty_last_n": 1 << 40}).encode(), 400, "dry_penalty_last_n"),
+    (json.dumps({"prompt": "hi", "dry_sequence_breakers": "\n"}).encode(), 400, "dry_sequence_breakers"),
+    (json.dumps({"prompt": "hi", "dry_sequence_breakers": []}).encode(), 400, "dry_sequence_breakers"),
+    (json.dumps({"prompt": "hi", "dry_sequence_breakers": [":", 1]}).encode(), 400, "dry_sequence_breakers"),
+    (json.dumps({"prompt": "hi", "dry_sequence_breakers": ["x" * 41]}).encode(), 400, "dry_sequence_breakers"),
 ]
 
 
@@ -184,6 +201,73 @@ def test_bad_requests_are_4xx(srv, body, status, param):
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["message"] and err["type"] == "invalid_request_error" and err["param"] == param
+
+
+# llama-server's DRY, XTC and mirostat fields (the random model's greedy text repeats, which DRY
+# breaks; the tight thresholds make XTC and mirostat cut)
+CHAIN = [{"temperature": 0, "dry_multiplier": 3.0, "dry_allowed_length": 1},
+         {"temperature": 0.9, "seed": 5, "dry_multiplier": 1.5, "dry_base": 2.0, "dry_penalty_last_n": -1,
+          "dry_sequence_breakers": ["\n", " the"]},
+         {"temperature": 1.0, "seed": 6, "xtc_probability": 0.7, "xtc_threshold": 0.01},
+         {"temperature": 0.8, "seed": 7, "mirostat": 1, "mirostat_tau": 2.0},
+         {"temperature": 0.8, "seed": 8, "mirostat": 2, "mirostat_tau": 1.5, "mirostat_eta": 0.3}]
+
+
+def sampled_alone(model, ids, n, q, n_ctx_seq):
+    """The ids a Sampler with q's settings draws for ids alone (the prompt accepted into its windows
+    first, as llama-server does), through a BatchEngine of one sequence over model (a Model of its
+    own: the same logits to the bit as in the server's batch), checked against a second such Sampler
+    replayed over those logits."""
+    from pyggml.models.batch import BatchEngine
+    from pyggml.models.sampling import Sampler
+    names = {"mirostat": "mirostat_mode"}
+    opts = {names.get(k, k): v for k, v in q.items() if k not in ("temperature", "seed")}
+    if opts.get("dry_penalty_last_n") == -1:
+        opts["dry_penalty_last_n"] = n_ctx_seq
+
+    def sampler():
+        s = Sampler(q["temperature"], 0, 1.0, q.get("seed"), tokenizer=model.tokenizer, **opts)
+        s.accept(ids)
+        return s
+    eng = BatchEngine(model, n_seq=1)
+    r = eng.submit(ids, n, sampler=sampler(), keep_logits=True)
+    eng.run()
+    replay = sampler()
+    assert [replay(x) for x in r.logits] == r.tokens
+    return r.tokens
+
+
+def test_dry_xtc_mirostat(srv):
+    """Requests with DRY, XTC or mirostat give the ids of a Sampler with the same settings and seed
+    alone, sent one by one, together (each its own sampler state), streamed; the settings change them."""
+    m = srv.server.model
+    ref = models.load(m.source, n_ctx=128, n_threads=2)
+    ids = [5, 17, 42, 99, 5, 17, 42]
+    reqs = [dict(q, prompt=ids, max_tokens=10) for q in CHAIN]
+    text = [r.json()["choices"][0]["text"] for r in (httpx.post(srv.url + "/v1/completions", json=q, timeout=60)
+                                                     for q in reqs)]
+    for q, t in zip(CHAIN, text):
+        want = sampled_alone(ref, ids, 10, q, srv.server.engine.n_ctx_seq)
+        assert t == m.tokenizer.decode([x for x in want if x != m.hparams.eos_id]), q
+    plain = [httpx.post(srv.url + "/v1/completions", json={k: v for k, v in q.items() if k in (
+        "prompt", "max_tokens", "temperature", "seed")}, timeout=60).json()["choices"][0]["text"] for q in reqs]
+    assert sum(a != b for a, b in zip(text, plain)) >= 4
+
+    async def together():
+        async with httpx.AsyncClient(timeout=60) as cl:
+            return await asyncio.gather(*(cl.post(srv.url + "/v1/completions", json=q) for q in reqs + reqs[::-1]))
+    got = [r.json()["choices"][0]["text"] for r in asyncio.run(together())]
+    assert got == text + text[::-1]
+    s = srv.client().completions.create(model="m", prompt=ids, max_tokens=10, temperature=0.8, seed=8, stream=True,
+                                        extra_body={"mirostat": 2, "mirostat_tau": 1.5, "mirostat_eta": 0.3})
+    assert "".join(ch.choices[0].text for ch in s) == text[4]
+    msgs = [{"role": "user", "content": "hello hello hello"}]
+    c = [httpx.post(srv.url + "/v1/chat/completions", json=dict(CHAIN[i], messages=msgs, max_tokens=8),
+                    timeout=60).json()["choices"][0]["message"]["content"] for i in (1, 3)]
+    assert c == [httpx.post(srv.url + "/v1/chat/completions", json=dict(CHAIN[i], messages=msgs, max_tokens=8),
+                            timeout=60).json()["choices"][0]["message"]["content"] for i in (1, 3)]
+    r = httpx.post(srv.url + "/v1/chat/completions", json={"messages": msgs, "mirostat": 7})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "mirostat"
 
 
 def test_other_bad_requests(srv):

@@ -154,9 +154,10 @@ class Server:
         except ValueError as e:
             raise ApiError(400, f"{p['structured_param']}: {e}", p["structured_param"]) from None
 
-    async def _sampler(self, p):
+    async def _sampler(self, p, ids):
         """The request's own Sampler: temperature, top_k, top_p, seed and the DRY, XTC and mirostat
-        fields. Options Sampler refuses are a 400; DRY's sequence breakers are matched against the
+        fields, with the prompt ids accepted into its windows (as llama-server: DRY sees the
+        prompt). Options Sampler refuses are a 400; DRY's sequence breakers are matched against the
         vocabulary in a worker thread (the first time it reads every token's text)."""
         opts = dict(p["sampling"])
         if opts.get("dry_penalty_last_n") == -1:
@@ -168,10 +169,12 @@ class Server:
                 opts["dry_sequence_breakers"] = ()          # no text to match breakers against
         make = functools.partial(Sampler, p["temperature"], p["top_k"], p["top_p"], p["seed"], **opts)
         try:
-            return await asyncio.to_thread(make) if dry else make()
+            sampler = await asyncio.to_thread(make) if dry else make()
         except (TypeError, ValueError) as e:
             param = next((k for k in p["sampling"] if k in str(e)), None)
             raise ApiError(400, f"{param or 'sampling'}: {e}", param) from None
+        sampler.accept(ids)
+        return sampler
 
     # ---- generation ----
 
@@ -322,7 +325,7 @@ class Server:
         self._check_prompt(ids, "prompt")
         eos = self.model.hparams.eos_id
         stop_ids = () if eos is None else (eos,)
-        p["sampler"] = await self._sampler(p)
+        p["sampler"] = await self._sampler(p, ids)
         p["grammar"] = await self._grammar(p, stop_ids)
         self.counts["completions"] += 1
         return await self._respond(request, ids, p, stop_ids, "text")
@@ -341,7 +344,7 @@ class Server:
         if self.model.hparams.eos_id is not None:
             stop_ids.add(self.model.hparams.eos_id)
         stop_ids = tuple(sorted(stop_ids))
-        p["sampler"] = await self._sampler(p)
+        p["sampler"] = await self._sampler(p, ids)
         p["grammar"] = await self._grammar(p, stop_ids)
         self.counts["chat"] += 1
         return await self._respond(request, ids, p, stop_ids, "chat")
