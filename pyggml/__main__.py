@@ -126,12 +126,37 @@ def _cmd_serve(args):
     except ImportError as e:
         print(f"pyggml serve: needs the server extra (pip install 'pyggml[server]'): {e}", file=sys.stderr)
         return 2
+    if args.ray:
+        return _serve_ray(args)
+    if args.replicas != 1:
+        raise UserError("--replicas needs --ray")
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
                     n_batch=args.batch)
     server = serve.Server(m, n_seq=args.parallel, api_key=args.api_key, name=args.alias)
     print(f"pyggml serve: {args.model} on http://{args.host}:{args.port} ({args.parallel} sequences of "
           f"{server.engine.n_ctx_seq} tokens)", file=sys.stderr)
     serve.run(server, args.host, args.port)
+    return 0
+
+
+def _serve_ray(args):
+    """pyggml serve --ray: the server as a Ray Serve deployment of --replicas replicas."""
+    import pyggml
+    try:
+        from pyggml.serve import ray_serve
+    except ImportError as e:
+        print(f"pyggml serve: --ray needs Ray Serve (pip install 'pyggml[ray]'): {e}", file=sys.stderr)
+        return 2
+    if args.replicas < 1:
+        raise UserError(f"--replicas must be >= 1, got {args.replicas}")
+    if not os.path.isfile(args.model):
+        raise UserError(f"{args.model}: no such file")
+    app = ray_serve.deployment(args.model, args.replicas, n_seq=args.parallel, n_ctx=args.ctx, n_threads=args.threads,
+                               n_batch=args.batch, kv_type=pyggml.Type[args.kv_type.upper()], api_key=args.api_key,
+                               name=args.alias)
+    print(f"pyggml serve: {args.model} on http://{args.host}:{args.port}, {args.replicas} Ray Serve replicas of "
+          f"{args.parallel} sequences", file=sys.stderr)
+    ray_serve.run(app, args.host, args.port)
     return 0
 
 
@@ -267,6 +292,10 @@ def parser():
     sv.add_argument("--api-key", default=os.environ.get("PYGGML_API_KEY"),
                     help="require Authorization: Bearer KEY (default $PYGGML_API_KEY; none: open)")
     sv.add_argument("--alias", help="the model name /v1/models reports (default the file name)")
+    sv.add_argument("--ray", action="store_true",
+                    help="run as a Ray Serve deployment (needs pyggml[ray]; joins the Ray cluster of $RAY_ADDRESS "
+                         "or this machine's, else starts a local one)")
+    sv.add_argument("--replicas", type=int, default=1, help="with --ray: server replicas, requests balanced (default 1)")
     sv.set_defaults(fn=_cmd_serve)
     return p
 

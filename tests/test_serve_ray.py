@@ -1,0 +1,100 @@
+"""pyggml serve --ray: the OpenAI-compatible app as a Ray Serve deployment of two replicas on a local
+Ray cluster (2 CPUs), driven over its real HTTP endpoint with the openai client and raw HTTP,
+streaming and not: each answer equals the same request run locally (a BatchEngine of one sequence
+over the same GGUF); the command without Ray installed is one line and exit status 2."""
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+pytest.importorskip("starlette")
+httpx = pytest.importorskip("httpx")
+openai = pytest.importorskip("openai")
+
+from hf_models import bpe_tokenizer, hf_model
+
+from pyggml import models
+from pyggml.models.batch import BatchEngine
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    from pyggml.convert import convert_hf
+    d = tmp_path_factory.mktemp("serve_ray")
+    tok = bpe_tokenizer(d / "tok", vocab_size=300)
+    return convert_hf(hf_model("qwen2", vocab_size=320), d / "m.gguf", "f16", tokenizer=tok)
+
+
+def local_text(model, prompt, n, temperature, seed):
+    """The text the request gives on this machine: a BatchEngine of one sequence (the server's
+    engine gives each sequence the bits it has alone)."""
+    tok = model.tokenizer
+    ids = tok.encode(prompt) if isinstance(prompt, str) else prompt
+    eng = BatchEngine(model, n_seq=1)
+    r = eng.submit(ids, n, temperature=temperature, seed=seed)
+    eng.run()
+    return tok.decode([t for t in r.tokens if t != model.hparams.eos_id])
+
+
+@pytest.mark.slow
+def test_ray_serve_replicas(model_path):
+    ray = pytest.importorskip("ray")
+    serve = pytest.importorskip("ray.serve")
+    from pyggml.serve.ray_serve import deployment
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(deployment(model_path, replicas=2, n_seq=2, n_ctx=256, n_threads=1, num_cpus=1), name="pyggml",
+                  route_prefix="/")
+        url = f"http://127.0.0.1:{port}"
+        st = serve.status().applications["pyggml"].deployments["pyggml"]
+        assert st.replica_states.get("RUNNING") == 2, st
+        assert httpx.get(url + "/health", timeout=30).json() == {"status": "ok"}
+        m = models.load(model_path, n_ctx=256, n_threads=1)
+        reqs = [{"prompt": p, "max_tokens": 8, "temperature": t, "seed": s}
+                for p, t, s in [("hello world", 0.0, None), ("the quick brown fox", 0.9, 1), ([5, 17, 42], 0.7, 2),
+                                ("pyggml runs gguf", 1.1, 3), ("spaces and", 0.0, None), ([9, 8, 7, 6], 0.8, 4)]]
+        want = [local_text(m, q["prompt"], 8, q["temperature"], q["seed"]) for q in reqs]
+
+        async def together():
+            async with httpx.AsyncClient(timeout=120) as cl:
+                return await asyncio.gather(*(cl.post(url + "/v1/completions", json=q) for q in reqs))
+        got = [r.json()["choices"][0]["text"] for r in asyncio.run(together())]
+        assert got == want
+        c = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=120)
+        for q, w in zip(reqs[:3], want):
+            chunks = c.completions.create(model="m", stream=True, **q)
+            assert "".join(ch.choices[0].text for ch in chunks) == w
+        a = c.completions.create(model="m", **reqs[1])
+        assert a.choices[0].text == want[1] and a.usage.completion_tokens > 0
+        r = httpx.post(url + "/v1/completions", json={"prompt": "hi", "mirostat": 5}, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "mirostat"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.mark.subprocess
+def test_serve_ray_without_ray(model_path, tmp_path):
+    """--ray with Ray missing: one line on stderr, exit status 2 (Ray hidden by a module that fails)."""
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    import os
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-m", "pyggml", "serve", str(model_path), "--ray", "--replicas", "2"],
+                       check=False, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'pyggml[ray]'" in lines[0], p.stderr
+    assert time.time() - t0 < 60
