@@ -84,6 +84,47 @@ def test_ray_serve_replicas(model_path):
         ray.shutdown()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_serve_ray_command(model_path, tmp_path):
+    """`pyggml serve MODEL --ray --replicas 2` starts a local Ray cluster and answers on --port until
+    interrupted (SIGINT), then exits cleanly."""
+    pytest.importorskip("ray.serve")
+    import os
+    import signal
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    p = subprocess.Popen([sys.executable, "-m", "pyggml", "serve", str(model_path), "--ray", "--replicas", "2",
+                          "--parallel", "2", "--ctx", "256", "-t", "1", "--port", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(240):
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.5)
+        m = models.load(model_path, n_ctx=256, n_threads=1)
+        r = httpx.post(url + "/v1/completions", json={"prompt": "hello world", "max_tokens": 6, "temperature": 0.8,
+                                                      "seed": 5}, timeout=60).json()
+        assert r["choices"][0]["text"] == local_text(m, "hello world", 6, 0.8, 5)
+        assert r["model"] == "m.gguf"
+    finally:
+        p.send_signal(signal.SIGINT)
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, (p.returncode, p.stderr.read())
+
+
 @pytest.mark.subprocess
 def test_serve_ray_without_ray(model_path, tmp_path):
     """--ray with Ray missing: one line on stderr, exit status 2 (Ray hidden by a module that fails)."""
