@@ -130,6 +130,8 @@ def _cmd_serve(args):
         return _serve_ray(args)
     if args.replicas != 1:
         raise UserError("--replicas needs --ray")
+    if args.stages is not None:
+        return _serve_pipeline(args, serve)
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
                     n_batch=args.batch)
     server = serve.Server(m, n_seq=args.parallel, api_key=args.api_key, name=args.alias)
@@ -139,9 +141,31 @@ def _cmd_serve(args):
     return 0
 
 
+def _serve_pipeline(args, serve):
+    """pyggml serve --stages N: the server over the model pipelined across N Ray actors."""
+    import pyggml
+    if args.stages < 1:
+        raise UserError(f"--stages must be >= 1, got {args.stages}")
+    try:
+        import ray  # noqa: F401
+    except ImportError as e:
+        print(f"pyggml serve: --stages needs Ray (pip install 'pyggml[ray]'): {e}", file=sys.stderr)
+        return 2
+    from pyggml.serve.pipeline import pipeline_server
+    server = pipeline_server(args.model, args.stages, n_ctx=args.ctx, n_threads=args.threads,
+                             kv_type=pyggml.Type[args.kv_type.upper()], n_batch=args.batch, api_key=args.api_key,
+                             name=args.alias)
+    print(f"pyggml serve: {args.model} on http://{args.host}:{args.port}, pipelined over {args.stages} Ray actors "
+          f"(one request at a time)", file=sys.stderr)
+    serve.run(server, args.host, args.port)
+    return 0
+
+
 def _serve_ray(args):
     """pyggml serve --ray: the server as a Ray Serve deployment of --replicas replicas."""
     import pyggml
+    if args.stages is not None:
+        raise UserError("--ray and --stages cannot go together (a replica of a pipelined model is not supported)")
     try:
         from pyggml.serve import ray_serve
     except ImportError as e:
@@ -296,6 +320,9 @@ def parser():
                     help="run as a Ray Serve deployment (needs pyggml[ray]; joins the Ray cluster of $RAY_ADDRESS "
                          "or this machine's, else starts a local one)")
     sv.add_argument("--replicas", type=int, default=1, help="with --ray: server replicas, requests balanced (default 1)")
+    sv.add_argument("--stages", type=int,
+                    help="pipeline the model's layers over N Ray actors (pyggml.distributed; needs pyggml[ray]): "
+                         "a model larger than one machine, one request at a time")
     sv.set_defaults(fn=_cmd_serve)
     return p
 

@@ -21,6 +21,7 @@ from hf_models import bpe_tokenizer, hf_model
 
 from pyggml import models
 from pyggml.models.batch import BatchEngine
+from pyggml.models.sampling import Sampler
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +82,72 @@ def test_ray_serve_replicas(model_path):
         assert r.status_code == 400 and r.json()["error"]["param"] == "mirostat"
     finally:
         serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_pipeline_server(model_path):
+    """The server over a model pipelined across two Ray actors (pyggml.distributed): greedy, sampled,
+    DRY and mirostat requests, sent together and streamed, give the single-process model's ids."""
+    ray = pytest.importorskip("ray")
+    import threading
+
+    import uvicorn
+
+    from pyggml.serve.pipeline import pipeline_server
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    server = uv = th = None
+    try:
+        server = pipeline_server(model_path, stages=2, n_ctx=128, n_threads=1)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        uv = uvicorn.Server(uvicorn.Config(server.app, log_level="warning"))
+        th = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+        th.start()
+        for _ in range(500):
+            if uv.started:
+                break
+            time.sleep(0.01)
+        m = models.load(model_path, n_ctx=128, n_threads=1)
+        reqs = [{"prompt": [5, 17, 42], "max_tokens": 8, "temperature": 0.0},
+                {"prompt": "the quick brown fox", "max_tokens": 8, "temperature": 0.9, "seed": 1},
+                {"prompt": [9, 8, 7, 9, 8], "max_tokens": 8, "temperature": 0.0, "dry_multiplier": 3.0,
+                 "dry_allowed_length": 1},
+                {"prompt": "hello world", "max_tokens": 8, "temperature": 0.8, "seed": 2, "mirostat": 2,
+                 "mirostat_tau": 1.5}]
+        want = []
+        for q in reqs:      # the server's loop on one process: the prompt accepted, then token by token
+            s = Sampler(q["temperature"], 0, 1.0, q.get("seed"), tokenizer=m.tokenizer,
+                        dry_multiplier=q.get("dry_multiplier", 0.0), dry_allowed_length=q.get("dry_allowed_length", 2),
+                        mirostat_mode=q.get("mirostat", 0), mirostat_tau=q.get("mirostat_tau", 5.0))
+            ids = m.tokenizer.encode(q["prompt"]) if isinstance(q["prompt"], str) else q["prompt"]
+            s.accept(ids)
+            m.reset()
+            toks = [s(m.eval(ids, logits="last")[0])]
+            while len(toks) < 8 and toks[-1] != m.hparams.eos_id:
+                toks.append(s(m.eval([toks[-1]], logits="last")[0]))
+            want.append(m.tokenizer.decode([t for t in toks if t != m.hparams.eos_id]))
+
+        async def together():
+            async with httpx.AsyncClient(timeout=120) as cl:
+                return await asyncio.gather(*(cl.post(url + "/v1/completions", json=q) for q in reqs))
+        got = [r.json()["choices"][0]["text"] for r in asyncio.run(together())]
+        assert got == want
+        c = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=120)
+        chunks = c.completions.create(model="m", stream=True, **reqs[1])
+        assert "".join(ch.choices[0].text for ch in chunks) == want[1]
+        a = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                      temperature=0)
+        assert a.choices[0].finish_reason in ("stop", "length") and a.usage.prompt_tokens > 0
+        r = httpx.post(url + "/v1/embeddings", json={"input": "hi"}, timeout=30)
+        assert r.status_code == 501 and "error" in r.json()
+    finally:
+        if uv is not None:
+            uv.should_exit = True
+            th.join(10)
+        if server is not None:
+            server.close()
         ray.shutdown()
 
 

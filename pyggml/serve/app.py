@@ -73,11 +73,12 @@ def _api(handler):
 class Server:
     """The server's state: model (a whole pyggml.models.Model; its KV cache belongs to the server),
     n_seq parallel sequences, api_key (None: open), name (what /v1/models lists), max_body (bytes
-    of a request body). app is the ASGI application; close() stops the engine thread."""
+    of a request body). app is the ASGI application; close() stops the engine thread. engine: None
+    (a BatchEngine(model, n_seq, n_batch)) or an engine with its interface (pyggml.serve.pipeline's)."""
 
-    def __init__(self, model, n_seq=4, api_key=None, name=None, max_body=1 << 20, n_batch=None):
+    def __init__(self, model, n_seq=4, api_key=None, name=None, max_body=1 << 20, n_batch=None, engine=None):
         self.model = model
-        self.engine = BatchEngine(model, n_seq, n_batch)
+        self.engine = BatchEngine(model, n_seq, n_batch) if engine is None else engine
         self.runner = EngineThread(self.engine)
         self.api_key = api_key.encode() if api_key else None
         self.name = name or os.path.basename(model.source) or model.arch
@@ -94,6 +95,9 @@ class Server:
 
     def close(self):
         self.runner.close()
+        close = getattr(self.engine, "close", None)
+        if close is not None:           # an engine that holds more (a pipeline's actors)
+            close()
 
     # ---- plumbing ----
 
@@ -370,6 +374,8 @@ class Server:
     @_api
     async def embeddings(self, request):
         p = parse_embeddings(await self._json(request), self.model.n_vocab)
+        if not hasattr(self.model, "tensors"):
+            raise ApiError(501, "embeddings are not served for a pipelined model", type="server_error")
         items = [self._tokenizer().encode(x) if isinstance(x, str) else x for x in p["input"]]
         for ids in items:
             if not 0 < len(ids) <= self.model.n_ctx:
