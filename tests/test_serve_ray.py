@@ -90,9 +90,8 @@ def test_pipeline_server(model_path):
     """The server over a model pipelined across two Ray actors (pyggml.distributed): greedy, sampled,
     DRY and mirostat requests, sent together and streamed, give the single-process model's ids."""
     ray = pytest.importorskip("ray")
+    uvicorn = pytest.importorskip("uvicorn")
     import threading
-
-    import uvicorn
 
     from pyggml.serve.pipeline import pipeline_server
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
