@@ -476,6 +476,29 @@ class Gemma3Converter(TextConverter):
             _vocab_gpt2(w, tok_dir, self.hp, pre or self.tokenizer_pre)
 
 
+# what TextModel.filter_tensors of convert_hf_to_gguf.py drops from a multimodal checkpoint: names that
+# start with one of the prefixes or hold one of the parts (vision and audio towers, projectors)
+_MM_PREFIXES = ("mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.",
+                "sound_projection.", "speech_embeddings.")
+_MM_PARTS = ("visual.", "vision.", "audio.", "talker.", "vision_", "audio_", "token2wav.", "code2wav.", "projector.",
+             "pre_mm_projector_norm", "image_newline", "view_seperator", "patch_embed", "patch_embedding",
+             "patch_merger.", "patch_merge_mlp.", "model.connector.")
+
+
+class Gemma3VLConverter(Gemma3Converter):
+    """Gemma3ForConditionalGeneration (Gemma 3 4B/12B/27B), the text decoder: Gemma3Model of
+    convert_hf_to_gguf.py on the text_config (merged over the top-level keys by TextConverter), the
+    SigLIP vision tower and the multimodal projector dropped, "language_model." taken out of the names
+    (`language_model.model.layers.0...` and `model.language_model.layers.0...` both become
+    `model.layers.0...`)."""
+    hf_archs = ("Gemma3ForConditionalGeneration",)
+
+    def rename(self, name):
+        if name.startswith(_MM_PREFIXES) or any(part in name for part in _MM_PARTS):
+            return None
+        return name.replace("language_model.", "")
+
+
 class Phi3Converter(TextConverter):
     """Phi3MiniModel: the fused attn_qkv and ffn_up (gate then up) as HF stores them; its own keys
     (rope.scaling.original_context_length, rope.dimension_count from partial_rotary_factor, the
@@ -603,7 +626,8 @@ class GptOssConverter(TextConverter):
 
 
 CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter, Qwen3Converter, Gemma2Converter,
-                                  Gemma3Converter, Phi3Converter, Qwen3MoeConverter, GptOssConverter)
+                                  Gemma3Converter, Gemma3VLConverter, Phi3Converter, Qwen3MoeConverter,
+                                  GptOssConverter)
            for hf in cls.hf_archs}
 
 
