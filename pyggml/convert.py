@@ -7,8 +7,8 @@ Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, Mis
 llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen3ForCausalLM -> qwen3; Qwen3MoeForCausalLM -> qwen3moe
 (experts stacked into 3-D tensors); Qwen2VLForConditionalGeneration,
 Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder); Gemma2ForCausalLM -> gemma2;
-Gemma3ForCausalLM -> gemma3 (text); Phi3ForCausalLM -> phi3; GptOssForCausalLM -> gpt-oss (float
-checkpoints). The vision tower of
+Gemma3ForCausalLM, Gemma3ForConditionalGeneration -> gemma3 (the text decoder); Phi3ForCausalLM -> phi3;
+GptOssForCausalLM -> gpt-oss (float checkpoints). The vision tower of
 Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
 projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
 
