@@ -10,7 +10,9 @@ Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder); Gemma2ForCausa
 Gemma3ForCausalLM, Gemma3ForConditionalGeneration -> gemma3 (the text decoder); Phi3ForCausalLM -> phi3;
 GptOssForCausalLM -> gpt-oss (float checkpoints). The vision tower of
 Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
-projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
+projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel);
+so does Gemma3ForConditionalGeneration's SigLIP tower and projector (projector "gemma3",
+Gemma3VisionModel).
 
 As llama.cpp: tensor names from the gguf package's TensorNameMap; llama's Q/K rows permuted from
 HF's rotate-half order to the interleaved order of RoPE NORMAL; 1-D tensors, norms, biases and MoE
@@ -1002,9 +1004,10 @@ def convert_hf(model_or_dir, out_path, outtype="f16", tokenizer=None, tokenizer_
     outtype: "f32", "f16", "q8_0" or "q4_k_m" (a mixture, see above) for the weight matrices. tokenizer: the folder of the tokenizer
     files, or a transformers tokenizer (default: the model folder; a model object without one is
     converted without vocabulary). tokenizer_pre: tokenizer.ggml.pre of a BPE vocabulary (default by
-    architecture). mmproj: also write the vision tower to this path (Qwen2-VL), with image_mean/std
-    from the folder's preprocessor_config.json or from `image_processor` (a transformers image
-    processor; default: Qwen2-VL's, OpenAI CLIP's mean and std). Returns out_path."""
+    architecture). mmproj: also write the vision tower to this path (Qwen2-VL, Gemma 3), with
+    image_mean/std (and Gemma 3's image_seq_length) from the folder's preprocessor_config.json or from
+    `image_processor` (a transformers image processor; default: the architecture's image processor's,
+    for Qwen2-VL OpenAI CLIP's mean and std). Returns out_path."""
     if outtype not in _OUTTYPE:
         raise ValueError(f"convert_hf: outtype must be one of {', '.join(OUTTYPES)}, got {outtype!r}")
     with tempfile.TemporaryDirectory(prefix="pyggml-convert-") as tmp:
@@ -1076,7 +1079,8 @@ _CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.2613
 
 def _preprocessor(model_dir, defaults=None):
     """The image processor's config as llama.cpp merges it: `defaults` ((key, value) pairs; default:
-    Qwen2-VL's mean and std), then preprocessor_config.json, then processor_config.json (its image_processor section lifted)."""
+    Qwen2-VL's mean and std), then preprocessor_config.json, then processor_config.json (its
+    image_processor section lifted)."""
     cfg = dict(defaults or {"image_mean": _CLIP_MEAN, "image_std": _CLIP_STD})
     for name, section in (("preprocessor_config.json", "media_proc_cfg"), ("processor_config.json", "image_processor")):
         f = model_dir / name
@@ -1168,7 +1172,7 @@ def add_arguments(parser):
                              "and Q6_K), default f16")
     parser.add_argument("--tokenizer-pre", help="tokenizer.ggml.pre of a BPE vocabulary (default by architecture)")
     parser.add_argument("--mmproj", nargs="?", const="", metavar="FILE",
-                        help="also write the vision tower (Qwen2-VL) as an mmproj GGUF (default: "
+                        help="also write the vision tower (Qwen2-VL, Gemma 3) as an mmproj GGUF (default: "
                              "MODEL/mmproj-model-OUTTYPE.gguf)")
     return parser
 
