@@ -266,3 +266,18 @@ def test_byte_identical_to_llama_cpp(tmp_path, llama_cpp_src, folder, outtype):
     convert_hf(folder, tmp_path / "got.gguf", outtype=outtype, mmproj=tmp_path / "got-mmproj.gguf")
     assert_same_gguf(gguf.load(tmp_path / "got.gguf"), ref)
     assert_same_gguf(gguf.load(tmp_path / "got-mmproj.gguf"), ref_mm)
+
+
+def test_convert_command(tmp_path, model):
+    """`pyggml convert DIR --mmproj` writes both files next to the model, by their default names."""
+    import argparse
+
+    from pyggml import convert
+    d = tmp_path / "g"
+    model.save_pretrained(d)
+    tokenizer_files(d)
+    preprocessor_config(d)
+    args = convert.add_arguments(argparse.ArgumentParser()).parse_args([str(d), "--outtype", "q8_0", "--mmproj"])
+    assert convert.main(args) == 0
+    assert gguf.load(d / "model-q8_0.gguf").metadata["general.architecture"] == "gemma3"
+    assert list(gguf.load(d / "mmproj-model-q8_0.gguf").tensors) == mmproj_names()
