@@ -717,7 +717,8 @@ class Gemma3VisionConverter:
         n_tokens = self.pre.get("image_seq_length", 256)
         if not isinstance(n_tokens, int) or n_tokens < 1:
             raise ValueError(f"convert_hf: mmproj: image_seq_length must be a positive integer, got {n_tokens!r}")
-        self.scale = (vhp["image_size"] // vhp["patch_size"]) // int(n_tokens ** 0.5)
+        self.image_size, self.patch_size = _find(vhp, ("image_size",), False), _find(vhp, ("patch_size",), False)
+        self.scale = (self.image_size // self.patch_size) // int(n_tokens ** 0.5)
 
     def rename(self, name):
         if name.startswith("vision_tower.") and not name.startswith("vision_tower.vision_model."):
@@ -748,8 +749,8 @@ class Gemma3VisionConverter:
         w.add_file_type(ftype)
         w.add_clip_has_vision_encoder(True)
         w.add_vision_projection_dim(self.n_embd_text)
-        w.add_vision_image_size(vhp["image_size"])
-        w.add_vision_patch_size(vhp["patch_size"])
+        w.add_vision_image_size(self.image_size)
+        w.add_vision_patch_size(self.patch_size)
         w.add_vision_embedding_length(_find(vhp, ("hidden_size", "width"), False))
         w.add_vision_feed_forward_length(vhp["intermediate_size"])
         w.add_vision_block_count(self.n_layer)

@@ -231,12 +231,18 @@ def test_mmproj_of_the_transformers_5_layout(tmp_path, model, folder):
     assert_same_gguf(gguf.load(tmp_path / "got.gguf"), gguf.load(tmp_path / "ref.gguf"))
 
 
-def test_mmproj_scale_factor_and_errors(tmp_path, model):
-    """Gemma 3's own pooling (4x4 patches to 1 token) writes no scale factor; an image_seq_length of
-    0 is refused; pyggml's vision encoder refuses the file (it runs Qwen2-VL's only)."""
+def test_mmproj_defaults_scale_factor_and_errors(tmp_path, model):
+    """Without a preprocessor config: Gemma3ImageProcessor's mean and std, and 256 image tokens (more
+    than the 16 patches: no pooling factor written, as llama.cpp); Gemma 3's own pooling (4x4 patches
+    to 1 token) writes none either; an image_seq_length of 0 is refused; pyggml's vision encoder
+    refuses the file (it runs Qwen2-VL's only)."""
     d = tmp_path / "g"
     model.save_pretrained(d)
     tokenizer_files(d)
+    convert_hf(d, tmp_path / "t.gguf", outtype="f32", mmproj=tmp_path / "m.gguf")
+    md = gguf.load(tmp_path / "m.gguf").metadata
+    assert md["clip.vision.image_mean"] == md["clip.vision.image_std"] == [0.5, 0.5, 0.5]
+    assert "clip.vision.projector.scale_factor" not in md
     preprocessor_config(d, image_seq_length=1)                  # a 1x1 grid from 4x4 patches: factor 4
     convert_hf(d, tmp_path / "t.gguf", outtype="f32", mmproj=tmp_path / "m.gguf")
     assert "clip.vision.projector.scale_factor" not in gguf.load(tmp_path / "m.gguf").metadata
