@@ -7,10 +7,12 @@ Architectures (HF class -> GGUF architecture): LlamaForCausalLM, LlamaModel, Mis
 llama; Qwen2ForCausalLM, Qwen2Model -> qwen2; Qwen3ForCausalLM -> qwen3; Qwen3MoeForCausalLM -> qwen3moe
 (experts stacked into 3-D tensors); Qwen2VLForConditionalGeneration,
 Qwen2_5_VLForConditionalGeneration -> qwen2vl (the text decoder); Gemma2ForCausalLM -> gemma2;
-Gemma3ForCausalLM -> gemma3 (text); Phi3ForCausalLM -> phi3; GptOssForCausalLM -> gpt-oss (float
-checkpoints). The vision tower of
+Gemma3ForCausalLM, Gemma3ForConditionalGeneration -> gemma3 (the text decoder); Phi3ForCausalLM -> phi3;
+GptOssForCausalLM -> gpt-oss (float checkpoints). The vision tower of
 Qwen2VLForConditionalGeneration goes to a separate mmproj file (`mmproj=`: architecture "clip",
-projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel).
+projector "qwen2vl_merger"), as llama.cpp's converter writes it with --mmproj (Qwen2VLVisionModel);
+so does Gemma3ForConditionalGeneration's SigLIP tower and projector (projector "gemma3",
+Gemma3VisionModel).
 
 As llama.cpp: tensor names from the gguf package's TensorNameMap; llama's Q/K rows permuted from
 HF's rotate-half order to the interleaved order of RoPE NORMAL; 1-D tensors, norms, biases and MoE
@@ -476,6 +478,29 @@ class Gemma3Converter(TextConverter):
             _vocab_gpt2(w, tok_dir, self.hp, pre or self.tokenizer_pre)
 
 
+# what TextModel.filter_tensors of convert_hf_to_gguf.py drops from a multimodal checkpoint: names that
+# start with one of the prefixes or hold one of the parts (vision and audio towers, projectors)
+_MM_PREFIXES = ("mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.",
+                "sound_projection.", "speech_embeddings.")
+_MM_PARTS = ("visual.", "vision.", "audio.", "talker.", "vision_", "audio_", "token2wav.", "code2wav.", "projector.",
+             "pre_mm_projector_norm", "image_newline", "view_seperator", "patch_embed", "patch_embedding",
+             "patch_merger.", "patch_merge_mlp.", "model.connector.")
+
+
+class Gemma3VLConverter(Gemma3Converter):
+    """Gemma3ForConditionalGeneration (Gemma 3 4B/12B/27B), the text decoder: Gemma3Model of
+    convert_hf_to_gguf.py on the text_config (merged over the top-level keys by TextConverter), the
+    SigLIP vision tower and the multimodal projector dropped, "language_model." taken out of the names
+    (`language_model.model.layers.0...` and `model.language_model.layers.0...` both become
+    `model.layers.0...`)."""
+    hf_archs = ("Gemma3ForConditionalGeneration",)
+
+    def rename(self, name):
+        if name.startswith(_MM_PREFIXES) or any(part in name for part in _MM_PARTS):
+            return None
+        return name.replace("language_model.", "")
+
+
 class Phi3Converter(TextConverter):
     """Phi3MiniModel: the fused attn_qkv and ffn_up (gate then up) as HF stores them; its own keys
     (rope.scaling.original_context_length, rope.dimension_count from partial_rotary_factor, the
@@ -603,7 +628,8 @@ class GptOssConverter(TextConverter):
 
 
 CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConverter, Qwen3Converter, Gemma2Converter,
-                                  Gemma3Converter, Phi3Converter, Qwen3MoeConverter, GptOssConverter)
+                                  Gemma3Converter, Gemma3VLConverter, Phi3Converter, Qwen3MoeConverter,
+                                  GptOssConverter)
            for hf in cls.hf_archs}
 
 
@@ -664,6 +690,81 @@ class Qwen2VLVisionConverter:
         w.add_vision_image_std(list(self.pre["image_std"]))
         w.add_clip_projector_type(_gguf().VisionProjectorType.QWEN2VL)
         w.add_vision_attention_layernorm_eps(self.global_hp.get("rms_norm_eps", 1e-6))
+
+
+class Gemma3VisionConverter:
+    """The SigLIP vision tower and multimodal projector of Gemma3ForConditionalGeneration as an mmproj
+    GGUF: MmprojModel and Gemma3VisionModel of convert_hf_to_gguf.py. Tensors under the released
+    checkpoints' prefixes (`vision_tower.vision_model.`, `multi_modal_projector.`; also `vision_tower.`
+    alone, as transformers 5 saves the tower, which llama.cpp does not convert) in checkpoint order,
+    the pooling head SigLIP carries (`vision_model.head.`, unused) dropped, `_weight` read as `.weight`
+    (the projector's `mm_input_projection_weight`), the projector's RMSNorm stored as 1 + w;
+    `mm.input_projection` in F16 and the patch and position embeddings in F32 whatever the outtype;
+    clip.vision.* keys from the vision config, image_mean/std from the image processor's config,
+    projector "gemma3", GELU, and the projector's pooling factor when it is not Gemma 3's 4 (side of
+    the patch grid over the side of the image_seq_length token grid)."""
+    hf_archs = ("Gemma3ForConditionalGeneration",)
+    image_defaults = (("image_mean", (0.5, 0.5, 0.5)), ("image_std", (0.5, 0.5, 0.5)))   # Gemma3ImageProcessor's
+
+    def __init__(self, hparams, preprocessor):
+        text = {**hparams, **(hparams.get("text_config") or {})}
+        self.n_embd_text = text.get("hidden_size", text.get("n_embd", 0))
+        self.vhp = vhp = dict(hparams.get("vision_config") or {})
+        if not vhp or not self.n_embd_text:
+            raise ValueError("convert_hf: mmproj: the config has no vision_config or no text hidden_size")
+        self.n_layer = _find(vhp, ("num_hidden_layers", "n_layers", "depth", "layers"), False)
+        self.pre = preprocessor
+        n_tokens = self.pre.get("image_seq_length", 256)
+        if not isinstance(n_tokens, int) or n_tokens < 1:
+            raise ValueError(f"convert_hf: mmproj: image_seq_length must be a positive integer, got {n_tokens!r}")
+        self.image_size, self.patch_size = _find(vhp, ("image_size",), False), _find(vhp, ("patch_size",), False)
+        self.scale = (self.image_size // self.patch_size) // int(n_tokens ** 0.5)
+
+    def rename(self, name):
+        if name.startswith("vision_tower.") and not name.startswith("vision_tower.vision_model."):
+            # transformers 5's save_pretrained drops vision_model. (llama.cpp cannot map those names)
+            name = "vision_tower.vision_model." + name.removeprefix("vision_tower.")
+        if "vision_model.head." in name or not name.startswith(("multi_modal_projector.", "vision_tower.",
+                                                                "multimodal_projector.", "vision_model.")):
+            return None
+        return name.replace("_weight", ".weight")
+
+    def split(self, gguf_name, data):
+        """[(GGUF name, array)]: the tensor as stored (the projector's norm weight plus 1)."""
+        return [(gguf_name, data + 1 if gguf_name == "mm.soft_emb_norm.weight" else data)]
+
+    def stored_type(self, gguf_name, shape, outtype):
+        if len(shape) > 1 and not gguf_name.endswith("_norm.weight"):     # Gemma3VisionModel.tensor_force_quant
+            if gguf_name.startswith("mm.input_projection."):
+                return Type.F16
+            if gguf_name.startswith(("v.patch_embd.", "v.position_embd.")):
+                return Type.F32
+        return _stored_type(gguf_name, shape, outtype)
+
+    def add_tensor_keys(self, w):
+        """None: every key of the vision tower comes from the config."""
+
+    def set_parameters(self, w, ftype):
+        vhp = self.vhp
+        w.add_file_type(ftype)
+        w.add_clip_has_vision_encoder(True)
+        w.add_vision_projection_dim(self.n_embd_text)
+        w.add_vision_image_size(self.image_size)
+        w.add_vision_patch_size(self.patch_size)
+        w.add_vision_embedding_length(_find(vhp, ("hidden_size", "width"), False))
+        w.add_vision_feed_forward_length(vhp["intermediate_size"])
+        w.add_vision_block_count(self.n_layer)
+        w.add_vision_head_count(_find(vhp, ("num_attention_heads", "num_heads", "heads"), False))
+        w.add_vision_image_mean(list(self.pre["image_mean"]))
+        w.add_vision_image_std(list(self.pre["image_std"]))
+        w.add_clip_projector_type(_gguf().VisionProjectorType.GEMMA3)
+        w.add_vision_attention_layernorm_eps(vhp.get("layer_norm_eps", 1e-6))
+        w.add_vision_use_gelu(True)
+        if self.scale > 0 and self.scale != 4:
+            w.add_vision_projector_scale_factor(self.scale)
+
+
+MMPROJ_CONVERTERS = {hf: cls for cls in (Qwen2VLVisionConverter, Gemma3VisionConverter) for hf in cls.hf_archs}
 
 
 def _looks_special(token):
@@ -904,9 +1005,10 @@ def convert_hf(model_or_dir, out_path, outtype="f16", tokenizer=None, tokenizer_
     outtype: "f32", "f16", "q8_0" or "q4_k_m" (a mixture, see above) for the weight matrices. tokenizer: the folder of the tokenizer
     files, or a transformers tokenizer (default: the model folder; a model object without one is
     converted without vocabulary). tokenizer_pre: tokenizer.ggml.pre of a BPE vocabulary (default by
-    architecture). mmproj: also write the vision tower to this path (Qwen2-VL), with image_mean/std
-    from the folder's preprocessor_config.json or from `image_processor` (a transformers image
-    processor; default: Qwen2-VL's, OpenAI CLIP's mean and std). Returns out_path."""
+    architecture). mmproj: also write the vision tower to this path (Qwen2-VL, Gemma 3), with
+    image_mean/std (and Gemma 3's image_seq_length) from the folder's preprocessor_config.json or from
+    `image_processor` (a transformers image processor; default: the architecture's image processor's,
+    for Qwen2-VL OpenAI CLIP's mean and std). Returns out_path."""
     if outtype not in _OUTTYPE:
         raise ValueError(f"convert_hf: outtype must be one of {', '.join(OUTTYPES)}, got {outtype!r}")
     with tempfile.TemporaryDirectory(prefix="pyggml-convert-") as tmp:
@@ -976,10 +1078,11 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
 _CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 
-def _preprocessor(model_dir):
-    """The image processor's config as llama.cpp merges it: preprocessor_config.json, then
-    processor_config.json (its image_processor section lifted)."""
-    cfg = {"image_mean": _CLIP_MEAN, "image_std": _CLIP_STD}
+def _preprocessor(model_dir, defaults=None):
+    """The image processor's config as llama.cpp merges it: `defaults` ((key, value) pairs; default:
+    Qwen2-VL's mean and std), then preprocessor_config.json, then processor_config.json (its
+    image_processor section lifted)."""
+    cfg = dict(defaults or {"image_mean": _CLIP_MEAN, "image_std": _CLIP_STD})
     for name, section in (("preprocessor_config.json", "media_proc_cfg"), ("processor_config.json", "image_processor")):
         f = model_dir / name
         if f.is_file():
@@ -992,10 +1095,11 @@ def _convert_mmproj(model_dir, out_path, outtype):
     gguf = _gguf()
     hparams = _config(model_dir)
     hf_arch = (hparams.get("architectures") or [None])[0]
-    if hf_arch not in Qwen2VLVisionConverter.hf_archs:
+    if hf_arch not in MMPROJ_CONVERTERS:
         raise ValueError(f"convert_hf: mmproj: architecture {hf_arch!r} of {model_dir} has no vision tower pyggml "
-                         f"converts; supported: {', '.join(Qwen2VLVisionConverter.hf_archs)}")
-    conv = Qwen2VLVisionConverter(hparams, _preprocessor(model_dir))
+                         f"converts; supported: {', '.join(sorted(MMPROJ_CONVERTERS))}")
+    cls = MMPROJ_CONVERTERS[hf_arch]
+    conv = cls(hparams, _preprocessor(model_dir, getattr(cls, "image_defaults", None)))
     qtype, ftype = _OUTTYPE[outtype]
     # the map's mm.{bid} entries are block-numbered: llama.cpp's (n_block = depth) names mm.2 only for a
     # depth above 2; a map of at least 3 blocks names it at any depth
@@ -1069,7 +1173,7 @@ def add_arguments(parser):
                              "and Q6_K), default f16")
     parser.add_argument("--tokenizer-pre", help="tokenizer.ggml.pre of a BPE vocabulary (default by architecture)")
     parser.add_argument("--mmproj", nargs="?", const="", metavar="FILE",
-                        help="also write the vision tower (Qwen2-VL) as an mmproj GGUF (default: "
+                        help="also write the vision tower (Qwen2-VL, Gemma 3) as an mmproj GGUF (default: "
                              "MODEL/mmproj-model-OUTTYPE.gguf)")
     return parser
 
