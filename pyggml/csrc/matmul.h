@@ -177,7 +177,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
                 tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
                                  (float *) pg_row(dst, 0, i12, i13) + i0);
             else
-                pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
+                pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, tr->tile_mr ? tr->tile_mr : 1);
             continue;
         }
         for (int64_t j = 0; j < N; j++) {
@@ -285,14 +285,15 @@ static inline void pg_mm_gemm_int(const pg_params * p, pg_tensor * dst, const pg
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const int64_t M = a->ne[1], N = b->ne[1];
-    const int64_t ntile = (M + PG_MM_IR - 1) / PG_MM_IR, ngroup = (N + PG_MM_IC - 1) / PG_MM_IC;
+    const int tmr = pg_traits[a->type].tile_mr;
+    const int64_t ir = PG_MAX(PG_MM_IR, tmr), mr = tmr ? tmr : PG_QGEMM_MR;
+    const int64_t ntile = (M + ir - 1) / ir, ngroup = (N + PG_MM_IC - 1) / PG_MM_IC;
     const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
     for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
-        const int64_t i0 = tile * PG_MM_IR, j0 = group * PG_MM_IC;
-        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + PG_MM_IR), j0, PG_MIN(N, j0 + PG_MM_IC),
-                        PG_QGEMM_MR);
+        const int64_t i0 = tile * ir, j0 = group * PG_MM_IC;
+        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + ir), j0, PG_MIN(N, j0 + PG_MM_IC), mr);
     }
 }
 

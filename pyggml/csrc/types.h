@@ -73,6 +73,7 @@ typedef struct pg_type_traits {
     pg_vec_dot_n_fn vec_dot_n;   /* NULL: mul_mat calls vec_dot per column */
     pg_vec_dot_tile_fn vec_dot_tile;  /* NULL: mul_mat calls vec_dot_n per weight row */
     int tile_nc;                 /* the most columns a vec_dot_tile call takes */
+    int tile_mr;                 /* the most weight rows it takes; 0: PG_QGEMM_MR */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
     pg_dot2_fn dot2_f32;         /* float types, y: f32 */
@@ -81,6 +82,13 @@ typedef struct pg_type_traits {
     pg_attn_dot_fn attn_dot;
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
+
+/* Q4_0's tile: panels of 16 rows on AVX-512 with VNNI and GFNI (isa/qgemm-x86.h), else the other
+ * 32-element block types' */
+#if !defined(PG_Q4_0_TILE_MR)
+#define PG_Q4_0_TILE_MR 0
+#define PG_Q4_0_TILE_NC PG_QGEMM_NC
+#endif
 
 /* ---- the row kernels of each type, in the table's signatures ---- */
 
@@ -270,7 +278,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
         .vec_dot_tile = PG_QTILE_FN(q4_0), .vec_dot_rows = PG_QROWS_FN(q4_0),
-        .tile_nc = PG_QGEMM_NC,
+        .tile_nc = PG_Q4_0_TILE_NC, .tile_mr = PG_Q4_0_TILE_MR,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
     /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
