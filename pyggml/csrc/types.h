@@ -89,6 +89,7 @@ typedef struct pg_type_traits {
 #define PG_Q4_0_TILE_MR 0
 #define PG_Q4_0_TILE_NC PG_QGEMM_NC
 #endif
+#define PG_TILE_MR_MAX PG_MAX(PG_QGEMM_MR, PG_Q4_0_TILE_MR)  /* the most rows of any vec_dot_tile call */
 
 /* ---- the row kernels of each type, in the table's signatures ---- */
 

@@ -549,34 +549,40 @@ typedef struct { __m512i q[4]; __m512 d; } pg_q4p_blk;
 /* block b of a column: d_y and -8*sum(y) */
 typedef struct { float d; int32_t c; } pg_q4p_col;
 
-/* blocks [b0, b0 + kb) of the panel of rows x + r*bx, r < mr (rows past mr repeat row mr - 1) */
-static inline void pg_q4p_panel(const char * x, size_t bx, int mr, int64_t b0, int kb, pg_q4p_blk * out) {
-    const char * p[PG_Q4P_R];
-    int64_t off[PG_Q4P_R];
-    for (int r = 0; r < PG_Q4P_R; r++) off[r] = (int64_t) ((size_t) PG_MIN(r, mr - 1) * bx), p[r] = x + off[r];
-    const __m512i o0 = _mm512_loadu_si512(off), o1 = _mm512_loadu_si512(off + 8);
-    for (int k = 0; k < kb; k++) {
-        const size_t bo = (size_t) (b0 + k) * sizeof(pg_block_q4_0);
-        __m512i z[4];
-        /* z[a] lane L: the codes of row 4L + a */
-        for (int a = 0; a < 4; a++) {
-            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) (p[a] + bo + 2)));
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[4 + a] + bo + 2)), 1);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[8 + a] + bo + 2)), 2);
-            z[a] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[12 + a] + bo + 2)), 3);
-        }
-        /* a 4 x 4 dword transpose in each 128-bit lane */
-        const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-        const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-        out[k].q[0] = _mm512_unpacklo_epi64(t0, t2);
-        out[k].q[1] = _mm512_unpackhi_epi64(t0, t2);
-        out[k].q[2] = _mm512_unpacklo_epi64(t1, t3);
-        out[k].q[3] = _mm512_unpackhi_epi64(t1, t3);
-        /* the d_x: a dword gathered at each row's block (64-bit offsets: any row stride), its low half the fp16 */
-        const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_i64gather_epi32(o0, x + bo, 1)),
-                                             _mm512_i64gather_epi32(o1, x + bo, 1), 1);
-        out[k].d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+/* the block at byte bo of the 16 rows p[r] */
+PG_ALWAYS_INLINE pg_q4p_blk pg_q4p_block(const char * const * p, size_t bo) {
+    pg_q4p_blk w;
+    __m512i z[4];
+    /* z[a] lane L: the codes of row 4L + a */
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) (p[a] + bo + 2)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[4 + a] + bo + 2)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[8 + a] + bo + 2)), 2);
+        z[a] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[12 + a] + bo + 2)), 3);
     }
+    /* a 4 x 4 dword transpose in each 128-bit lane */
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    w.q[0] = _mm512_unpacklo_epi64(t0, t2);
+    w.q[1] = _mm512_unpackhi_epi64(t0, t2);
+    w.q[2] = _mm512_unpacklo_epi64(t1, t3);
+    w.q[3] = _mm512_unpackhi_epi64(t1, t3);
+    /* the d_x, four rows' fp16 packed in a 64-bit word by the scalar units (idle here; a gather
+     * costs the vector ports more) */
+    uint64_t h[4];
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+        uint16_t e[4];
+        for (int i = 0; i < 4; i++) memcpy(&e[i], p[4 * a + i] + bo, 2);
+        h[a] = (uint64_t) e[0] | (uint64_t) e[1] << 16 | (uint64_t) e[2] << 32 | (uint64_t) e[3] << 48;
+    }
+    w.d = _mm512_cvtph_ps(_mm256_set_epi64x((long long) h[3], (long long) h[2], (long long) h[1], (long long) h[0]));
+    return w;
+}
+/* the row pointers of the panel of rows x + r*bx, r < mr (rows past mr repeat row mr - 1) */
+static inline void pg_q4p_rows(const char * x, size_t bx, int mr, const char ** p) {
+    for (int r = 0; r < PG_Q4P_R; r++) p[r] = x + (size_t) PG_MIN(r, mr - 1) * bx;
 }
 /* blocks [b0, b0 + kb) of a Q8_0 column y */
 static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col * out) {
@@ -591,33 +597,40 @@ static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col 
         out[k].d = pg_fp16_to_fp32(yb[k].d);
     }
 }
+/* the codes' low and high nibbles of a panel's block w (pg_q4p_run's lo, hi) */
+PG_ALWAYS_INLINE void pg_q4p_nibbles(const pg_q4p_blk * w, __m512i * lo, __m512i * hi) {
+    const __m512i mlo = _mm512_set1_epi64(0x0102040800000000), mhi = _mm512_set1_epi64(0x1020408000000000);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        lo[g] = _mm512_gf2p8affine_epi64_epi8(w->q[g], mlo, 0);
+        hi[g] = _mm512_gf2p8affine_epi64_epi8(w->q[g], mhi, 0);
+    }
+}
+/* acc + d_x*d_y * (exact block sums) of a panel's block (nibbles lo, hi, scales d) and a column's
+ * block (codes q, cb) */
+PG_ALWAYS_INLINE __m512 pg_q4p_dot(const __m512i * lo, const __m512i * hi, __m512 d, const int8_t * q, pg_q4p_col cb,
+                                   __m512 acc) {
+    __m512i s = _mm512_set1_epi32(cb.c);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        int32_t a, b;
+        memcpy(&a, q + 4 * g, 4);
+        memcpy(&b, q + 16 + 4 * g, 4);
+        s = _mm512_dpbusd_epi32(s, lo[g], _mm512_set1_epi32(a));
+        s = _mm512_dpbusd_epi32(s, hi[g], _mm512_set1_epi32(b));
+    }
+    return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(cb.d)), _mm512_cvtepi32_ps(s), acc);
+}
 /* NC (a constant, <= PG_Q4P_NCR) columns y[c] (Q8_0 rows from block b0 on, their blocks' col[c*PG_Q4P_KB
  * + k]) against kb blocks of a panel w, into acc[c] */
 PG_ALWAYS_INLINE void pg_q4p_run(const pg_q4p_blk * w, int kb, const char * const * y, const pg_q4p_col * col,
                                  const int NC, __m512 * acc) {
-    const __m512i mlo = _mm512_set1_epi64(0x0102040800000000), mhi = _mm512_set1_epi64(0x1020408000000000);
     for (int k = 0; k < kb; k++) {
         __m512i lo[4], hi[4];
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            lo[g] = _mm512_gf2p8affine_epi64_epi8(w[k].q[g], mlo, 0);
-            hi[g] = _mm512_gf2p8affine_epi64_epi8(w[k].q[g], mhi, 0);
-        }
+        pg_q4p_nibbles(&w[k], lo, hi);
 #pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) {
-            const pg_q4p_col cb = col[c * PG_Q4P_KB + k];
-            const int8_t * q = ((const pg_block_q8_0 *) y[c])[k].qs;
-            __m512i s = _mm512_set1_epi32(cb.c);
-#pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) {
-                int32_t a, b;
-                memcpy(&a, q + 4 * g, 4);
-                memcpy(&b, q + 16 + 4 * g, 4);
-                s = _mm512_dpbusd_epi32(s, lo[g], _mm512_set1_epi32(a));
-                s = _mm512_dpbusd_epi32(s, hi[g], _mm512_set1_epi32(b));
-            }
-            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(w[k].d, _mm512_set1_ps(cb.d)), _mm512_cvtepi32_ps(s), acc[c]);
-        }
+        for (int c = 0; c < NC; c++)
+            acc[c] = pg_q4p_dot(lo, hi, w[k].d, ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_Q4P_KB + k], acc[c]);
     }
 }
 /* pg_q4p_run for nc (<= PG_Q4P_NCR) columns, a constant in each case */
@@ -653,7 +666,9 @@ static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, i
             pg_q4p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_Q4P_KB);
         }
         for (int p = 0; p < np; p++) {
-            pg_q4p_panel(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), b0, kb, w);
+            const char * xr[PG_Q4P_R];
+            pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+            for (int k = 0; k < kb; k++) w[k] = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
             for (int c0 = 0; c0 < nc; c0 += PG_Q4P_NCR)
                 pg_q4p_run_n(w, kb, y + c0, col + c0 * PG_Q4P_KB, PG_MIN(PG_Q4P_NCR, nc - c0), acc[p] + c0);
         }
@@ -663,11 +678,40 @@ static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, i
         for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_Q4P_R, m, acc[p][c]);
     }
 }
-/* vec_dot_rows of Q4_0 (the one-column GEMV): the tile, PG_Q4P_MR rows per call */
-static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    for (int64_t i = 0; i < nr; i += PG_Q4P_MR)
-        pg_vec_dot_q4_0_tile(n, (const char *) x + (size_t) i * bx, bx, (int) PG_MIN(PG_Q4P_MR, nr - i), y, 0, 1,
-                             s + i, 1);
+/* vec_dot_rows of Q4_0 (the one-column GEMV): the tile's sums, each panel's blocks made and used in
+ * registers; the column's d_y and -8*sum(y) made once per PG_Q4P_GEMV_KB blocks for up to
+ * PG_Q4P_GEMV_MR rows, whose accumulators wait on the stack between passes */
+#define PG_Q4P_GEMV_KB 256
+#define PG_Q4P_GEMV_MR 1024
+static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    const int64_t nb = n / PG_QK4_0;
+    pg_q4p_col col[PG_Q4P_GEMV_KB];
+    __m512 acc[PG_Q4P_GEMV_MR / PG_Q4P_R];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_Q4P_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const int mr = (int) PG_MIN(PG_Q4P_GEMV_MR, nr - i0), np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
+        for (int p = 0; p < np; p++) acc[p] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_Q4P_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_Q4P_GEMV_KB, nb - b0);
+            const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
+            pg_q4p_column((const char *) y, b0, kb, col);
+            for (int p = 0; p < np; p++) {
+                const char * xr[PG_Q4P_R];
+                pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+                __m512 a = acc[p];
+                for (int k = 0; k < kb; k++) {
+                    const pg_q4p_blk w = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
+                    __m512i lo[4], hi[4];
+                    pg_q4p_nibbles(&w, lo, hi);
+                    a = pg_q4p_dot(lo, hi, w.d, yb[k].qs, col[k], a);
+                }
+                acc[p] = a;
+            }
+        }
+        for (int p = 0; p < np; p++)
+            _mm512_mask_storeu_ps(s + i0 + p * PG_Q4P_R, (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1),
+                                  acc[p]);
+    }
 }
 #define PG_Q4_0_TILE_MR PG_Q4P_MR
 #define PG_Q4_0_TILE_NC PG_Q4P_NC
