@@ -549,25 +549,29 @@ typedef struct { __m512i q[4]; __m512 d; } pg_q4p_blk;
 /* block b of a column: d_y and -8*sum(y) */
 typedef struct { float d; int32_t c; } pg_q4p_col;
 
-/* the block at byte bo of the 16 rows p[r] */
-PG_ALWAYS_INLINE pg_q4p_blk pg_q4p_block(const char * const * p, size_t bo) {
-    pg_q4p_blk w;
+/* the 16 bytes at p[r] + off of 16 rows as four dword vectors: out[g] lane r = dword g of row r */
+PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i * out) {
     __m512i z[4];
-    /* z[a] lane L: the codes of row 4L + a */
+    /* z[a] lane L: the bytes of row 4L + a */
 #pragma GCC unroll 4
     for (int a = 0; a < 4; a++) {
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) (p[a] + bo + 2)));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[4 + a] + bo + 2)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[8 + a] + bo + 2)), 2);
-        z[a] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[12 + a] + bo + 2)), 3);
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) (p[a] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[4 + a] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[8 + a] + off)), 2);
+        z[a] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[12 + a] + off)), 3);
     }
     /* a 4 x 4 dword transpose in each 128-bit lane */
     const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
     const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    w.q[0] = _mm512_unpacklo_epi64(t0, t2);
-    w.q[1] = _mm512_unpackhi_epi64(t0, t2);
-    w.q[2] = _mm512_unpacklo_epi64(t1, t3);
-    w.q[3] = _mm512_unpackhi_epi64(t1, t3);
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+/* the block at byte bo of the 16 rows p[r] */
+PG_ALWAYS_INLINE pg_q4p_blk pg_q4p_block(const char * const * p, size_t bo) {
+    pg_q4p_blk w;
+    pg_x16_dwords(p, bo + 2, w.q);
     /* the d_x, four rows' fp16 packed in a 64-bit word by the scalar units (idle here; a gather
      * costs the vector ports more) */
     uint64_t h[4];
@@ -597,13 +601,16 @@ static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col 
         out[k].d = pg_fp16_to_fp32(yb[k].d);
     }
 }
+/* the low (hi = 0) or high nibbles of every byte: one affine byte transform */
+PG_ALWAYS_INLINE __m512i pg_x16_nibbles(__m512i v, const int hi) {
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(hi ? 0x1020408000000000 : 0x0102040800000000), 0);
+}
 /* the codes' low and high nibbles of a panel's block w (pg_q4p_run's lo, hi) */
 PG_ALWAYS_INLINE void pg_q4p_nibbles(const pg_q4p_blk * w, __m512i * lo, __m512i * hi) {
-    const __m512i mlo = _mm512_set1_epi64(0x0102040800000000), mhi = _mm512_set1_epi64(0x1020408000000000);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        lo[g] = _mm512_gf2p8affine_epi64_epi8(w->q[g], mlo, 0);
-        hi[g] = _mm512_gf2p8affine_epi64_epi8(w->q[g], mhi, 0);
+        lo[g] = pg_x16_nibbles(w->q[g], 0);
+        hi[g] = pg_x16_nibbles(w->q[g], 1);
     }
 }
 /* acc + d_x*d_y * (exact block sums) of a panel's block (nibbles lo, hi, scales d) and a column's
