@@ -21,12 +21,13 @@
  *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
  *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
  *     read streams), quantized ones with the integer vec_dot_tile (x86: one weight row x four
- *     columns in registers per call) or vec_dot_n (four columns per decoded weight row), one column
+ *     columns in registers per call; a type with a tile_mr that many rows) or vec_dot_n (four columns per decoded weight row), one column
  *     of a type with a vec_dot_rows with that (the thread's whole range in one call), the others
  *     with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
- *     PG_MM_IC columns from the chunk counter, the integer tiles of the GEMV path with PG_QGEMM_MR
- *     weight rows per call (each activation block loaded once for them), so a
+ *     PG_MM_IC columns from the chunk counter (PG_MM_IR or tile_mr rows), the integer tiles of the
+ *     GEMV path with PG_QGEMM_MR weight rows per call, or the type's tile_mr (each activation block
+ *     loaded once for them), so a
  *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the

@@ -13,6 +13,7 @@
  * it). The f32 steps of two columns share one register (lanes 0-7 and 8-15), Q4_K/Q5_K's 4 min lanes
  * of four columns one register: lane for lane the one-row kernel's operations, fewer instructions.
  * A last odd row and one row alone (mr = 1, the GEMV) run the one-row kernel itself.
+ * Q4_K with VNNI and GFNI takes panels of 16 rows instead (pg_k4p_*, at the end).
  */
 #pragma once
 

@@ -26,6 +26,9 @@
  * Q8_0/IQ4_NL values are taken xor 0x80 (q + 128), so x.y = u.y - off*sum(y), the correction (lane by
  * lane, exact) made once per activation block and the dot's starting value. maddubs would saturate
  * on q + 128, so without VNNI those two types multiply |x| by sign(x)*y, as the one-column kernel does.
+ *
+ * Q4_0 with VNNI and GFNI (PG_X86_GEMV) has a tile of its own instead: panels of 16 rows, one lane
+ * per row, with exact per-block sums (pg_q4p_*, at the end of this file).
  */
 #pragma once
 
