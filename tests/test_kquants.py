@@ -167,6 +167,28 @@ def test_columns_are_vec_dot_bits(ctx, rng, typ, m):
         np.testing.assert_array_equal(out.to_numpy().view(np.uint32), alone[:n].view(np.uint32), err_msg=f"N={n}")
 
 
+@pytest.mark.parametrize("n_threads", THREADS)
+def test_q4_k_panels(ctx, rng, n_threads):
+    """Q4_K on AVX-512 (VNNI, GFNI) takes weight rows in panels of 16, up to 64 rows and 64 columns a
+    call (8 columns at a time in registers), K in passes of 8 super-blocks (the GEMV: 64): every
+    column bit for bit the column alone, with a last panel of 3 rows, a last register group of 6
+    columns, two column groups and a last pass of one super-block; near the reference too"""
+    m, k = 16 * 5 + 3, 256 * 65
+    a, wv = weights(ctx, rng, "Q4_K", m, k)
+    x = rng.standard_normal((70, k)).astype(np.float32)
+    outs = [gg.mul_mat(a, ctx.from_numpy(x[:n])) for n in (3, 14, 70)]
+    cols = [gg.mul_mat(a, ctx.from_numpy(x[j:j + 1])) for j in range(70)]
+    g = gg.CGraph()
+    for t in outs + cols:
+        g.build_forward_expand(t)
+    g.compute(n_threads=n_threads)
+    alone = np.concatenate([c.to_numpy() for c in cols])
+    assert ref.nmse(outs[-1].to_numpy(), ref.mul_mat(wv, x, "Q4_K")) < 1e-10
+    for out in outs:
+        got = out.to_numpy()
+        np.testing.assert_array_equal(got.view(np.uint32), alone[:len(got)].view(np.uint32), err_msg=f"N={len(got)}")
+
+
 def test_mul_mat_against_f32(ctx, rng):
     """Q4_K weights and Q8_K activations against the float weights: the quantisation error only"""
     w = rng.standard_normal((64, 512)).astype(np.float32)

@@ -95,9 +95,10 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
         tr->vec_dot_rows(K, a0 + i0 * as->nb[1], as->nb[1], i1 - i0, y, PG_MMID_COL(0) + i0);
         return;
     }
-    const int64_t mr = tr->vec_dot_tile && nc >= PG_MM_GEMM_MIN_N_MAX ? PG_QGEMM_MR : 1;
+    /* a tile of its own rows (tile_mr) takes them for any number of columns, as mul_mat does */
+    const int64_t mr = !tr->vec_dot_tile ? 1 : tr->tile_mr ? tr->tile_mr : nc >= PG_MM_GEMM_MIN_N_MAX ? PG_QGEMM_MR : 1;
     const int64_t step = tr->vec_dot_tile ? PG_MIN(tr->tile_nc, PG_MM_IC) : 4;
-    float s[PG_QGEMM_MR * PG_MM_IC];
+    float s[PG_TILE_MR_MAX * PG_MM_IC];
     for (int64_t j0 = 0; j0 < nc; j0 += PG_MM_IC) {
         const int64_t j1 = PG_MIN(nc, j0 + PG_MM_IC);
         for (int64_t i = i0; i < i1; i += mr) {
@@ -106,11 +107,11 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
             for (int64_t j = j0; j < j1; j += step) {
                 const int n = (int) PG_MIN(step, j1 - j);
                 if (tr->vec_dot_tile)
-                    tr->vec_dot_tile(K, arow, as->nb[1], r, y + j * l->conv_row, l->conv_row, n, s, PG_QGEMM_MR);
+                    tr->vec_dot_tile(K, arow, as->nb[1], r, y + j * l->conv_row, l->conv_row, n, s, (size_t) mr);
                 else tr->vec_dot_n(K, arow, y + j * l->conv_row, l->conv_row, n, s);
                 for (int c = 0; c < n; c++) {
                     float * out = PG_MMID_COL(j + c) + i;
-                    for (int k = 0; k < r; k++) out[k] = s[c * (tr->vec_dot_tile ? PG_QGEMM_MR : 1) + k];
+                    for (int k = 0; k < r; k++) out[k] = s[c * (tr->vec_dot_tile ? mr : 1) + k];
                 }
             }
         }

@@ -21,12 +21,13 @@
  *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
  *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
  *     read streams), quantized ones with the integer vec_dot_tile (x86: one weight row x four
- *     columns in registers per call) or vec_dot_n (four columns per decoded weight row), one column
+ *     columns in registers per call; a type with a tile_mr that many rows) or vec_dot_n (four columns per decoded weight row), one column
  *     of a type with a vec_dot_rows with that (the thread's whole range in one call), the others
  *     with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
- *     PG_MM_IC columns from the chunk counter, the integer tiles of the GEMV path with PG_QGEMM_MR
- *     weight rows per call (each activation block loaded once for them), so a
+ *     PG_MM_IC columns from the chunk counter (PG_MM_IR or tile_mr rows), the integer tiles of the
+ *     GEMV path with PG_QGEMM_MR weight rows per call, or the type's tile_mr (each activation block
+ *     loaded once for them), so a
  *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
  *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
@@ -177,7 +178,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
                 tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
                                  (float *) pg_row(dst, 0, i12, i13) + i0);
             else
-                pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, 1);
+                pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, tr->tile_mr ? tr->tile_mr : 1);
             continue;
         }
         for (int64_t j = 0; j < N; j++) {
@@ -285,14 +286,15 @@ static inline void pg_mm_gemm_int(const pg_params * p, pg_tensor * dst, const pg
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const int64_t M = a->ne[1], N = b->ne[1];
-    const int64_t ntile = (M + PG_MM_IR - 1) / PG_MM_IR, ngroup = (N + PG_MM_IC - 1) / PG_MM_IC;
+    const int tmr = pg_traits[a->type].tile_mr;
+    const int64_t ir = PG_MAX(PG_MM_IR, tmr), mr = tmr ? tmr : PG_QGEMM_MR;
+    const int64_t ntile = (M + ir - 1) / ir, ngroup = (N + PG_MM_IC - 1) / PG_MM_IC;
     const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
     for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
-        const int64_t i0 = tile * PG_MM_IR, j0 = group * PG_MM_IC;
-        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + PG_MM_IR), j0, PG_MIN(N, j0 + PG_MM_IC),
-                        PG_QGEMM_MR);
+        const int64_t i0 = tile * ir, j0 = group * PG_MM_IC;
+        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + ir), j0, PG_MIN(N, j0 + PG_MM_IC), mr);
     }
 }
 

@@ -11,7 +11,11 @@
  *   vec_dot_n          vec_dot against up to four activation rows at once (mul_mat's integer GEMV and
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
- *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n)
+ *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
+ *                      Q4_0 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
+ *                      (64) columns, in panels of 16 rows with sums of their own (isa/qgemm-x86.h's
+ *                      pg_q4p_*, isa/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
+ *                      their vec_dot / vec_dot_n (one row: the attention path) do not
  *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
  *                      weights widens the vec_dot_type activations back to f32 once per thread
  *                      (exact) and dots with these; NULL: vec_dot on the converted rows
@@ -22,8 +26,9 @@
  *                      bit for bit vec_dot_tile's (vec_dot_n's without a tile): mul_mat's one-column
  *                      GEMV, a thread's whole row range per call (AVX2, the 32-element block types:
  *                      the column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
- *                      those (the column prepared once) and Q4_K, Q5_K, Q6_K, IQ4_XS: rows i and
- *                      i + nr/2 side by side, two read streams); NULL: the GEMV calls vec_dot_tile
+ *                      those (the column prepared once) and Q5_K, Q6_K, IQ4_XS: rows i and
+ *                      i + nr/2 side by side, two read streams; Q4_0, Q4_K: the tile's panels of 16
+ *                      rows, made and used in registers); NULL: the GEMV calls vec_dot_tile
  *                      (or vec_dot_n) per row
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
@@ -45,9 +50,10 @@ typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
 /* s[j] = dot(x, y_j) for j < nc (1 <= nc <= 4): one weight row x of this type against nc activation
  * rows of vec_dot_type, y_j = (const char *) y + j * by; the weight row is decoded once for all nc */
 typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
-/* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= PG_QGEMM_MR), c < nc (1 <= nc <= the type's
- * tile_nc): mr weight rows x_r = x + r*bx against nc activation rows as vec_dot_n's, all in
- * registers at once */
+/* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= the type's tile_mr, or PG_QGEMM_MR), c < nc
+ * (1 <= nc <= the type's tile_nc): mr weight rows x_r = x + r*bx against nc activation rows as
+ * vec_dot_n's (Q4_0/Q4_K on AVX-512 with VNNI and GFNI: as their vec_dot_rows'), all in registers
+ * at once */
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                    float * s, size_t lds);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
@@ -73,6 +79,7 @@ typedef struct pg_type_traits {
     pg_vec_dot_n_fn vec_dot_n;   /* NULL: mul_mat calls vec_dot per column */
     pg_vec_dot_tile_fn vec_dot_tile;  /* NULL: mul_mat calls vec_dot_n per weight row */
     int tile_nc;                 /* the most columns a vec_dot_tile call takes */
+    int tile_mr;                 /* the most weight rows it takes; 0: PG_QGEMM_MR */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
     pg_dot2_fn dot2_f32;         /* float types, y: f32 */
@@ -81,6 +88,21 @@ typedef struct pg_type_traits {
     pg_attn_dot_fn attn_dot;
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
+
+/* Q4_0's tile: panels of 16 rows on AVX-512 with VNNI and GFNI (isa/qgemm-x86.h), else the other
+ * 32-element block types' */
+#if !defined(PG_Q4_0_TILE_MR)
+#define PG_Q4_0_TILE_MR 0
+#define PG_Q4_0_TILE_NC PG_QGEMM_NC
+#endif
+/* Q4_K's: the same panels there (isa/kgemm-x86.h), else the other K-quants' */
+#if !defined(PG_Q4_K_TILE_MR)
+#define PG_Q4_K_TILE PG_KTILE_FN(q4_K)
+#define PG_Q4_K_ROWS PG_KROWS_FN(q4_K)
+#define PG_Q4_K_TILE_NC PG_KTILE_NC(q4_K)
+#define PG_Q4_K_TILE_MR 0
+#endif
+#define PG_TILE_MR_MAX PG_MAX(PG_QGEMM_MR, PG_MAX(PG_Q4_0_TILE_MR, PG_Q4_K_TILE_MR))  /* the most rows of a vec_dot_tile call */
 
 /* ---- the row kernels of each type, in the table's signatures ---- */
 
@@ -270,7 +292,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q4_0_to_f32, .from_float = pg_row_q4_0_from_f32,
         .vec_dot = pg_type_dot_q4_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q4_0_n,
         .vec_dot_tile = PG_QTILE_FN(q4_0), .vec_dot_rows = PG_QROWS_FN(q4_0),
-        .tile_nc = PG_QGEMM_NC,
+        .tile_nc = PG_Q4_0_TILE_NC, .tile_mr = PG_Q4_0_TILE_MR,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
     /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
@@ -292,8 +314,8 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q4_K", .blck = PG_QK_K, .size = sizeof(pg_block_q4_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_K_to_f32, .from_float = pg_row_q4_K_from_f32,
         .vec_dot = pg_vec_dot_q4_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q4_K_q8_K_n,
-        .vec_dot_tile = PG_KTILE_FN(q4_K),
-        .tile_nc = PG_KTILE_NC(q4_K), .vec_dot_rows = PG_KROWS_FN(q4_K),
+        .vec_dot_tile = PG_Q4_K_TILE, .tile_mr = PG_Q4_K_TILE_MR,
+        .tile_nc = PG_Q4_K_TILE_NC, .vec_dot_rows = PG_Q4_K_ROWS,
     },
     [PG_TYPE_Q5_K] = {
         .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,

@@ -13,6 +13,7 @@
  * it). The f32 steps of two columns share one register (lanes 0-7 and 8-15), Q4_K/Q5_K's 4 min lanes
  * of four columns one register: lane for lane the one-row kernel's operations, fewer instructions.
  * A last odd row and one row alone (mr = 1, the GEMV) run the one-row kernel itself.
+ * Q4_K with VNNI and GFNI takes panels of 16 rows instead (pg_k4p_*, at the end).
  */
 #pragma once
 
@@ -319,3 +320,218 @@ static inline void pg_vec_dot_iq4_xs_q8_K_tile(int64_t n, const void * x, size_t
     pg_kgemm_tile(PG_KGEMM_IQ4_XS, sizeof(pg_block_iq4_xs), pg_vec_dot_iq4_xs_q8_K_tile_nc, pg_vec_dot_iq4_xs_q8_K_n,
                   n, x, bx, mr, y, by, nc, s, lds);
 }
+
+#if defined(PG_X86_GEMV)
+/* Q4_K on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one lane per row, as Q4_0's
+ * (isa/qgemm-x86.h, pg_q4p_*), and its own arithmetic. Per (row, column) and super-block the exact
+ * integers sumi = sum_j scale_j * sum_{i in sub-block j} q_i y_i and summ = sum_j min_j * (sum of y
+ * over sub-block j, from Q8_K's bsums), then acc = fma(d_x*d_y, sumi, acc) and acc = fma(-dmin_x*d_y,
+ * summ, acc), super-block by super-block from 0 (vec_dot_tile and vec_dot_rows alike, so a GEMM
+ * column equals the GEMV's bit for bit).
+ *
+ * A panel's super-block is made from the rows as stored: the first 16 bytes of each (d, dmin and the
+ * 12 scale bytes) transposed to dword vectors, where the 6-bit scales and mins unpack for all 16 rows
+ * at once; the 128 code bytes transposed likewise, 32 vectors whose nibbles (one affine byte
+ * transform) are dpbusd'd against a column's dword broadcasts, 8 per sub-block, each sub-block's sum
+ * then times its scales (vpmulld). The mins enter as int16 pairs against the column's sub-block sums
+ * in pairs (dpwssd). */
+#define PG_K4P_KB 8                   /* super-blocks per pass of the tile */
+#define PG_K4P_GEMV_KB 64             /* of the GEMV: rows of 16K elements prepared at once */
+
+/* super-block of a panel: q[8t + g] lane r = dword g of row r's codes 32t..32t+31; sc[j] lane r =
+ * row r's scale of sub-block j; mn[k] lane r = its mins (0, 2), (1, 3), (4, 6), (5, 7) as int16 pairs
+ * for k = 0..3; d, dm: d_x and dmin_x */
+typedef struct { __m512i q[32], sc[8], mn[4]; __m512 d, dm; } pg_k4p_blk;
+/* super-block of a column: d_y, and its sub-block sums paired as the mins are */
+typedef struct { float d; int32_t mb[4]; } pg_k4p_col;
+
+/* the scales, mins and d of the super-block at byte bo of the 16 rows p[r] (all of w but q) */
+PG_ALWAYS_INLINE void pg_k4p_head(const char * const * p, size_t bo, pg_k4p_blk * w) {
+    __m512i h[4];
+    pg_x16_dwords(p, bo, h);                 /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
+    /* pg_kq_unpack_k4 on the 16 rows' words */
+    const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i lo2 = _mm512_set1_epi32(0x03030303), b16 = _mm512_set1_epi32(0x00ff00ff);
+    const __m512i s03 = _mm512_and_si512(h[1], lo6), m03 = _mm512_and_si512(h[2], lo6);
+    const __m512i s47 = _mm512_or_si512(_mm512_and_si512(h[3], lo4),
+                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[1], 6), lo2), 4));
+    const __m512i m47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), lo4),
+                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], 6), lo2), 4));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        w->sc[j] = _mm512_and_si512(_mm512_srli_epi32(s03, 8 * j), _mm512_set1_epi32(0xff));
+        w->sc[4 + j] = _mm512_and_si512(_mm512_srli_epi32(s47, 8 * j), _mm512_set1_epi32(0xff));
+    }
+    w->mn[0] = _mm512_and_si512(m03, b16);
+    w->mn[1] = _mm512_and_si512(_mm512_srli_epi32(m03, 8), b16);
+    w->mn[2] = _mm512_and_si512(m47, b16);
+    w->mn[3] = _mm512_and_si512(_mm512_srli_epi32(m47, 8), b16);
+    w->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    w->dm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+}
+/* q[8t..8t+7] of that super-block: its codes 32t..32t+31 */
+PG_ALWAYS_INLINE void pg_k4p_codes(const char * const * p, size_t bo, int t, __m512i * q) {
+    pg_x16_dwords(p, bo + offsetof(pg_block_q4_K, qs) + 32 * t, q);
+    pg_x16_dwords(p, bo + offsetof(pg_block_q4_K, qs) + 32 * t + 16, q + 4);
+}
+/* the whole super-block */
+PG_ALWAYS_INLINE void pg_k4p_block(const char * const * p, size_t bo, pg_k4p_blk * w) {
+    pg_k4p_head(p, bo, w);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) pg_k4p_codes(p, bo, t, w->q + 8 * t);
+}
+/* sub-block j's exact sum times its scales: its codes u[0..7] (the nibbles of half j % 2 of its
+ * chunk's q) against the column's 32 values yq; split: two dpbusd chains (for one column: more in
+ * flight) */
+PG_ALWAYS_INLINE __m512i pg_k4p_sub(const __m512i * u, const int8_t * yq, __m512i sc, const int split) {
+    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        int32_t a;
+        memcpy(&a, yq + 4 * g, 4);
+        const int i = split ? g % 2 : 0;
+        s[i] = _mm512_dpbusd_epi32(s[i], u[g], _mm512_set1_epi32(a));
+    }
+    return _mm512_mullo_epi32(split ? _mm512_add_epi32(s[0], s[1]) : s[0], sc);
+}
+/* acc + the super-block's f32 steps: sumi, then the mins against the column's sub-block sums cb */
+PG_ALWAYS_INLINE __m512 pg_k4p_acc(const pg_k4p_blk * w, __m512i sumi, pg_k4p_col cb, __m512 acc) {
+    __m512i m = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) m = _mm512_dpwssd_epi32(m, w->mn[i], _mm512_set1_epi32(cb.mb[i]));
+    const __m512 dy = _mm512_set1_ps(cb.d);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(w->d, dy), _mm512_cvtepi32_ps(sumi), acc);
+    return _mm512_fnmadd_ps(_mm512_mul_ps(w->dm, dy), _mm512_cvtepi32_ps(m), acc);
+}
+/* super-blocks [b0, b0 + kb) of a Q8_K column y */
+static inline void pg_k4p_column(const char * y, int64_t b0, int kb, pg_k4p_col * out) {
+    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
+    for (int k = 0; k < kb; k++) {
+        int32_t b[8];
+        for (int j = 0; j < 8; j++) b[j] = yb[k].bsums[2 * j] + yb[k].bsums[2 * j + 1];
+        for (int i = 0; i < 4; i++) {
+            const int j = 4 * (i / 2) + i % 2;       /* pairs (0, 2), (1, 3), (4, 6), (5, 7) */
+            out[k].mb[i] = (int32_t) ((uint32_t) (uint16_t) b[j] | (uint32_t) (uint16_t) b[j + 2] << 16);
+        }
+        out[k].d = yb[k].d;
+    }
+}
+/* NC (a constant, <= PG_Q4P_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K4P_KB
+ * + k]; cs: col's stride per column) against kb super-blocks of a panel w, into acc[c] */
+PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col,
+                                 const int cs, const int NC, __m512 * acc) {
+    for (int k = 0; k < kb; k++) {
+        __m512i sumi[PG_Q4P_NCR];
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            /* the nibbles made once for the NC columns (the compiler keeps them in registers) */
+            __m512i u[8];
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) u[g] = pg_x16_nibbles(w[k].q[8 * (j / 2) + g], j % 2);
+#pragma GCC unroll 8
+            for (int c = 0; c < NC; c++)
+                sumi[c] = _mm512_add_epi32(sumi[c], pg_k4p_sub(u, ((const pg_block_q8_K *) y[c])[k].qs + 32 * j,
+                                                               w[k].sc[j], NC < 4));
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) acc[c] = pg_k4p_acc(&w[k], sumi[c], col[c * cs + k], acc[c]);
+    }
+}
+/* pg_k4p_run for nc (<= PG_Q4P_NCR) columns, a constant in each case */
+static inline void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col, int cs,
+                                int nc, __m512 * acc) {
+    switch (nc) {
+    case 1: pg_k4p_run(w, kb, y, col, cs, 1, acc); break;
+    case 2: pg_k4p_run(w, kb, y, col, cs, 2, acc); break;
+    case 3: pg_k4p_run(w, kb, y, col, cs, 3, acc); break;
+    case 4: pg_k4p_run(w, kb, y, col, cs, 4, acc); break;
+    case 5: pg_k4p_run(w, kb, y, col, cs, 5, acc); break;
+    case 6: pg_k4p_run(w, kb, y, col, cs, 6, acc); break;
+    case 7: pg_k4p_run(w, kb, y, col, cs, 7, acc); break;
+    default: pg_k4p_run(w, kb, y, col, cs, 8, acc); break;
+    }
+}
+/* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_Q4P_MR), c < nc (<= PG_Q4P_NC) */
+static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    const char * x = (const char *) vx;
+    const int64_t nb = n / PG_QK_K;
+    const int np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
+    pg_k4p_col col[PG_Q4P_NC * PG_K4P_KB];
+    pg_k4p_blk w[PG_K4P_KB];
+    __m512 acc[PG_Q4P_MR / PG_Q4P_R][PG_Q4P_NC];
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_KB) {
+        const int kb = (int) PG_MIN(PG_K4P_KB, nb - b0);
+        const char * y[PG_Q4P_NC];
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
+            pg_k4p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K4P_KB);
+        }
+        for (int p = 0; p < np; p++) {
+            const char * xr[PG_Q4P_R];
+            pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+            for (int k = 0; k < kb; k++) pg_k4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_K), &w[k]);
+            for (int c0 = 0; c0 < nc; c0 += PG_Q4P_NCR)
+                pg_k4p_run_n(w, kb, y + c0, col + c0 * PG_K4P_KB, PG_K4P_KB, PG_MIN(PG_Q4P_NCR, nc - c0),
+                             acc[p] + c0);
+        }
+    }
+    for (int p = 0; p < np; p++) {
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_Q4P_R, m, acc[p][c]);
+    }
+}
+/* vec_dot_rows of Q4_K (the one-column GEMV): the tile's sums, a panel's super-block made and used
+ * at once; the column prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_Q4P_GEMV_MR rows */
+static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    const int64_t nb = n / PG_QK_K;
+    pg_k4p_col col[PG_K4P_GEMV_KB];
+    __m512 acc[PG_Q4P_GEMV_MR / PG_Q4P_R];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_Q4P_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const int mr = (int) PG_MIN(PG_Q4P_GEMV_MR, nr - i0), np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
+        for (int p = 0; p < np; p++) acc[p] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
+            const char * y = (const char *) vy + (size_t) b0 * sizeof(pg_block_q8_K);
+            pg_k4p_column((const char *) vy, b0, kb, col);
+            for (int p = 0; p < np; p++) {
+                const char * xr[PG_Q4P_R];
+                pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+                __m512 a = acc[p];
+                for (int k = 0; k < kb; k++) {
+                    const size_t bo = (size_t) (b0 + k) * sizeof(pg_block_q4_K);
+                    const int8_t * yq = ((const pg_block_q8_K *) y)[k].qs;
+                    pg_k4p_blk w;
+                    pg_k4p_head(xr, bo, &w);
+                    __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++) {
+                        __m512i q[8], u[8];
+                        pg_k4p_codes(xr, bo, t, q);
+#pragma GCC unroll 2
+                        for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 8
+                            for (int g = 0; g < 8; g++) u[g] = pg_x16_nibbles(q[g], h);
+                            sumi = _mm512_add_epi32(sumi, pg_k4p_sub(u, yq + 64 * t + 32 * h, w.sc[2 * t + h], 1));
+                        }
+                    }
+                    a = pg_k4p_acc(&w, sumi, col[k], a);
+                }
+                acc[p] = a;
+            }
+        }
+        for (int p = 0; p < np; p++)
+            _mm512_mask_storeu_ps(s + i0 + p * PG_Q4P_R, (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1),
+                                  acc[p]);
+    }
+}
+#define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
+#define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
+#define PG_Q4_K_TILE_NC PG_Q4P_NC
+#define PG_Q4_K_TILE_MR PG_Q4P_MR
+#endif

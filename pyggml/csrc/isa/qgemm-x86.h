@@ -26,6 +26,9 @@
  * Q8_0/IQ4_NL values are taken xor 0x80 (q + 128), so x.y = u.y - off*sum(y), the correction (lane by
  * lane, exact) made once per activation block and the dot's starting value. maddubs would saturate
  * on q + 128, so without VNNI those two types multiply |x| by sign(x)*y, as the one-column kernel does.
+ *
+ * Q4_0 with VNNI and GFNI (PG_X86_GEMV) has a tile of its own instead: panels of 16 rows, one lane
+ * per row, with exact per-block sums (pg_q4p_*, at the end of this file).
  */
 #pragma once
 
@@ -452,10 +455,12 @@ static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * x, size_t bx, in
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds);
 }
+#if !defined(PG_X86_GEMV)          /* Q4_0 there: panels of 16 rows, below */
 static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds);
 }
+#endif
 static inline void pg_vec_dot_q4_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q4_1, n, x, bx, mr, y, by, nc, s, lds);
@@ -519,4 +524,205 @@ static inline void pg_vec_dot_q5_1_rows(int64_t n, const void * x, size_t bx, in
 static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemm_rows(PG_TYPE_IQ4_NL, n, x, bx, nr, y, s);
 }
+#endif
+
+#if defined(PG_X86_GEMV)
+/* Q4_0 on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one 32-bit lane per row, and
+ * another arithmetic than the other types' tiles. Per (row, column) and block b the exact integer
+ * sum_b = sum_j (q_j - 8) y_j, then acc = fma(d_x*d_y, (float) sum_b, acc) in block order from 0
+ * (vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for bit).
+ *
+ * A panel's block is made from the rows as they are stored (no repacked copy): the 16 code bytes of
+ * each row, four dwords, transposed so that vector g holds dword g of every row (lane r: row r), and
+ * the rows' 16 fp16 d_x as f32. One affine byte transform (GFNI) then gives the low nibbles
+ * (elements 4g..4g+3) or the high ones (16+4g..) of all 16 rows, and a column's 8 dword broadcasts of
+ * y, dpbusd'd against them in one chain that starts at -8*sum(y), leave each lane its row's exact
+ * block sum: about 11 vector operations per 16 rows, column and block. A call takes up to
+ * PG_Q4P_MR rows and PG_Q4P_NC columns: the columns' d_y and -8*sum(y) are made once for all its
+ * panels, each panel's blocks once for all its columns (PG_Q4P_NCR of them at a time in registers),
+ * K in passes of PG_Q4P_KB blocks (the accumulators kept between passes). */
+#define PG_Q4P_R 16                   /* rows per panel: one lane each */
+#define PG_Q4P_MR 64                  /* rows per call (types.h's tile_mr) */
+#define PG_Q4P_NC 64                  /* columns per call (tile_nc) */
+#define PG_Q4P_KB 32                  /* blocks per pass */
+#define PG_Q4P_NCR 8                  /* columns in registers */
+
+/* block b of a panel: q[g] lane r = dword g of row r's codes; d lane r = row r's d_x */
+typedef struct { __m512i q[4]; __m512 d; } pg_q4p_blk;
+/* block b of a column: d_y and -8*sum(y) */
+typedef struct { float d; int32_t c; } pg_q4p_col;
+
+/* the 16 bytes at p[r] + off of 16 rows as four dword vectors: out[g] lane r = dword g of row r */
+PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i * out) {
+    __m512i z[4];
+    /* z[a] lane L: the bytes of row 4L + a */
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) (p[a] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[4 + a] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[8 + a] + off)), 2);
+        z[a] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p[12 + a] + off)), 3);
+    }
+    /* a 4 x 4 dword transpose in each 128-bit lane */
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+/* the block at byte bo of the 16 rows p[r] */
+PG_ALWAYS_INLINE pg_q4p_blk pg_q4p_block(const char * const * p, size_t bo) {
+    pg_q4p_blk w;
+    pg_x16_dwords(p, bo + 2, w.q);
+    /* the d_x, four rows' fp16 packed in a 64-bit word by the scalar units (idle here; a gather
+     * costs the vector ports more) */
+    uint64_t h[4];
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+        uint16_t e[4];
+        for (int i = 0; i < 4; i++) memcpy(&e[i], p[4 * a + i] + bo, 2);
+        h[a] = (uint64_t) e[0] | (uint64_t) e[1] << 16 | (uint64_t) e[2] << 32 | (uint64_t) e[3] << 48;
+    }
+    w.d = _mm512_cvtph_ps(_mm256_set_epi64x((long long) h[3], (long long) h[2], (long long) h[1], (long long) h[0]));
+    return w;
+}
+/* the row pointers of the panel of rows x + r*bx, r < mr (rows past mr repeat row mr - 1) */
+static inline void pg_q4p_rows(const char * x, size_t bx, int mr, const char ** p) {
+    for (int r = 0; r < PG_Q4P_R; r++) p[r] = x + (size_t) PG_MIN(r, mr - 1) * bx;
+}
+/* blocks [b0, b0 + kb) of a Q8_0 column y */
+static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col * out) {
+    const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
+    for (int k = 0; k < kb; k++) {
+        /* sum(y) + 32*128: the bytes xor 0x80 summed in four qwords */
+        const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *) yb[k].qs), _mm256_set1_epi8((char) 0x80));
+        const __m256i q = _mm256_sad_epu8(v, _mm256_setzero_si256());
+        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+        out[k].c = -8 * (_mm_cvtsi128_si32(t) - 32 * 128);
+        out[k].d = pg_fp16_to_fp32(yb[k].d);
+    }
+}
+/* the low (hi = 0) or high nibbles of every byte: one affine byte transform */
+PG_ALWAYS_INLINE __m512i pg_x16_nibbles(__m512i v, const int hi) {
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(hi ? 0x1020408000000000 : 0x0102040800000000), 0);
+}
+/* the codes' low and high nibbles of a panel's block w (pg_q4p_run's lo, hi) */
+PG_ALWAYS_INLINE void pg_q4p_nibbles(const pg_q4p_blk * w, __m512i * lo, __m512i * hi) {
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        lo[g] = pg_x16_nibbles(w->q[g], 0);
+        hi[g] = pg_x16_nibbles(w->q[g], 1);
+    }
+}
+/* acc + d_x*d_y * (exact block sums) of a panel's block (nibbles lo, hi, scales d) and a column's
+ * block (codes q, cb) */
+PG_ALWAYS_INLINE __m512 pg_q4p_dot(const __m512i * lo, const __m512i * hi, __m512 d, const int8_t * q, pg_q4p_col cb,
+                                   __m512 acc) {
+    __m512i s = _mm512_set1_epi32(cb.c);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        int32_t a, b;
+        memcpy(&a, q + 4 * g, 4);
+        memcpy(&b, q + 16 + 4 * g, 4);
+        s = _mm512_dpbusd_epi32(s, lo[g], _mm512_set1_epi32(a));
+        s = _mm512_dpbusd_epi32(s, hi[g], _mm512_set1_epi32(b));
+    }
+    return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(cb.d)), _mm512_cvtepi32_ps(s), acc);
+}
+/* NC (a constant, <= PG_Q4P_NCR) columns y[c] (Q8_0 rows from block b0 on, their blocks' col[c*PG_Q4P_KB
+ * + k]) against kb blocks of a panel w, into acc[c] */
+PG_ALWAYS_INLINE void pg_q4p_run(const pg_q4p_blk * w, int kb, const char * const * y, const pg_q4p_col * col,
+                                 const int NC, __m512 * acc) {
+    for (int k = 0; k < kb; k++) {
+        __m512i lo[4], hi[4];
+        pg_q4p_nibbles(&w[k], lo, hi);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++)
+            acc[c] = pg_q4p_dot(lo, hi, w[k].d, ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_Q4P_KB + k], acc[c]);
+    }
+}
+/* pg_q4p_run for nc (<= PG_Q4P_NCR) columns, a constant in each case */
+static inline void pg_q4p_run_n(const pg_q4p_blk * w, int kb, const char * const * y, const pg_q4p_col * col, int nc,
+                                __m512 * acc) {
+    switch (nc) {
+    case 1: pg_q4p_run(w, kb, y, col, 1, acc); break;
+    case 2: pg_q4p_run(w, kb, y, col, 2, acc); break;
+    case 3: pg_q4p_run(w, kb, y, col, 3, acc); break;
+    case 4: pg_q4p_run(w, kb, y, col, 4, acc); break;
+    case 5: pg_q4p_run(w, kb, y, col, 5, acc); break;
+    case 6: pg_q4p_run(w, kb, y, col, 6, acc); break;
+    case 7: pg_q4p_run(w, kb, y, col, 7, acc); break;
+    default: pg_q4p_run(w, kb, y, col, 8, acc); break;
+    }
+}
+/* vec_dot_tile of Q4_0: s[c*lds + r] = x_r . y_c for r < mr (<= PG_Q4P_MR), c < nc (<= PG_Q4P_NC) */
+static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                        int nc, float * s, size_t lds) {
+    const char * x = (const char *) vx;
+    const int64_t nb = n / PG_QK4_0;
+    const int np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
+    pg_q4p_col col[PG_Q4P_NC * PG_Q4P_KB];
+    pg_q4p_blk w[PG_Q4P_KB];
+    __m512 acc[PG_Q4P_MR / PG_Q4P_R][PG_Q4P_NC];
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_Q4P_KB) {
+        const int kb = (int) PG_MIN(PG_Q4P_KB, nb - b0);
+        const char * y[PG_Q4P_NC];
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_0);
+            pg_q4p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_Q4P_KB);
+        }
+        for (int p = 0; p < np; p++) {
+            const char * xr[PG_Q4P_R];
+            pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+            for (int k = 0; k < kb; k++) w[k] = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
+            for (int c0 = 0; c0 < nc; c0 += PG_Q4P_NCR)
+                pg_q4p_run_n(w, kb, y + c0, col + c0 * PG_Q4P_KB, PG_MIN(PG_Q4P_NCR, nc - c0), acc[p] + c0);
+        }
+    }
+    for (int p = 0; p < np; p++) {
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_Q4P_R, m, acc[p][c]);
+    }
+}
+/* vec_dot_rows of Q4_0 (the one-column GEMV): the tile's sums, each panel's blocks made and used in
+ * registers; the column's d_y and -8*sum(y) made once per PG_Q4P_GEMV_KB blocks for up to
+ * PG_Q4P_GEMV_MR rows, whose accumulators wait on the stack between passes */
+#define PG_Q4P_GEMV_KB 256
+#define PG_Q4P_GEMV_MR 1024
+static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    const int64_t nb = n / PG_QK4_0;
+    pg_q4p_col col[PG_Q4P_GEMV_KB];
+    __m512 acc[PG_Q4P_GEMV_MR / PG_Q4P_R];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_Q4P_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const int mr = (int) PG_MIN(PG_Q4P_GEMV_MR, nr - i0), np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
+        for (int p = 0; p < np; p++) acc[p] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_Q4P_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_Q4P_GEMV_KB, nb - b0);
+            const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
+            pg_q4p_column((const char *) y, b0, kb, col);
+            for (int p = 0; p < np; p++) {
+                const char * xr[PG_Q4P_R];
+                pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+                __m512 a = acc[p];
+                for (int k = 0; k < kb; k++) {
+                    const pg_q4p_blk w = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
+                    __m512i lo[4], hi[4];
+                    pg_q4p_nibbles(&w, lo, hi);
+                    a = pg_q4p_dot(lo, hi, w.d, yb[k].qs, col[k], a);
+                }
+                acc[p] = a;
+            }
+        }
+        for (int p = 0; p < np; p++)
+            _mm512_mask_storeu_ps(s + i0 + p * PG_Q4P_R, (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1),
+                                  acc[p]);
+    }
+}
+#define PG_Q4_0_TILE_MR PG_Q4P_MR
+#define PG_Q4_0_TILE_NC PG_Q4P_NC
 #endif

@@ -1,5 +1,6 @@
 /* The one-column GEMV of the 32-element block types on AVX-512 with VNNI and GFNI: their vec_dot_rows
- * (mul_mat's GEMV, a thread's nr rows against one Q8_0 or Q8_1 row in one call). Each (row, column)
+ * (mul_mat's GEMV, a thread's nr rows against one Q8_0 or Q8_1 row in one call), but Q4_0's (the
+ * panels of isa/qgemm-x86.h). Each (row, column)
  * pair gets exactly the integers and f32 steps of the one-row, one-column tile of isa/qgemm-x86.h (so
  * the GEMV keeps the bits of the GEMM): per step of two blocks 16 int32 lanes (the even block in the low 8, the odd one
  * in the high 8, lane j the exact sum of elements 4j..4j+3 of x times y), converted to f32 and added
@@ -170,9 +171,6 @@ PG_ALWAYS_INLINE void pg_qgemv_rows(const int t, int64_t n, const void * vx, siz
 /* the named entry points (types.h's vec_dot_rows), one per type */
 static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemv_rows(PG_TYPE_Q8_0, n, x, bx, nr, y, s);
-}
-static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemv_rows(PG_TYPE_Q4_0, n, x, bx, nr, y, s);
 }
 static inline void pg_vec_dot_q5_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemv_rows(PG_TYPE_Q5_0, n, x, bx, nr, y, s);
