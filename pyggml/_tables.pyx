@@ -21,7 +21,7 @@ cdef extern from "ops.h" nogil:
 
     const pg_op_info pg_op_table[]
 
-cdef extern from "glu.h" nogil:
+cdef extern from "ops/glu.h" nogil:
     enum:
         PG_GLU_MAX
         PG_UNARY_MAX
@@ -35,7 +35,7 @@ cdef extern from "glu.h" nogil:
     const pg_glu_row pg_glu_ops[]
     const pg_unary_row pg_unary_ops[]
 
-cdef extern from "flash-attn.h" nogil:
+cdef extern from "ops/flash-attn.h" nogil:
     enum pg_fa_param:
         PG_FA_PARAM_SCALE
         PG_FA_PARAM_MAX_BIAS

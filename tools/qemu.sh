@@ -131,7 +131,7 @@ build() {  # name cross-file... -> sets SITE to the installed package's director
     SITE=$(dirname "$(find "$bdir/destdir" -type d -name pyggml -path '*-packages/*' | head -n1)")
 }
 
-# every vector instruction of the RVV build must sit in the pg_rvv_* kernels (csrc/vec/*-rvv.c): V elsewhere
+# every vector instruction of the RVV build must sit in the pg_rvv_* kernels (csrc/arch/riscv/*-rvv.c): V elsewhere
 # (say, clang auto-vectorising Cython code) would kill the import on a CPU without V
 check_v_confined() {  # build name
     local so bad

@@ -35,9 +35,9 @@
  * pyggml.h's enum, its row here and the kernels the row names.
  */
 #pragma once
-#include "convert.h"
-#include "quants-k.h"
-#include "quants-legacy.h"
+#include "types/convert.h"
+#include "types/quants-k.h"
+#include "types/quants-legacy.h"
 
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
