@@ -179,11 +179,12 @@ for stage in $ARCH:${STAGES// / $ARCH:}; do
         riscv64:rvv256) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=256" rvv 256 "$ROOT/tests" "$@" ;;
         riscv64:rvv-nov) run_tests "$stage" "$rvv_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
         riscv64:zvfhmin) run_tests "$stage" "$zvfh_site" "$V_CPU,vlen=256,Zfh=true" rvv 256 \
-                     "$ROOT/tests/test_build.py" "$ROOT/tests/test_vec.py" "$@" ;;
+                     "$ROOT/tests/core/test_build.py" "$ROOT/tests/kernels/test_vec.py" "$@" ;;
         riscv64:scalar) run_tests "$stage" "$scalar_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
         aarch64:neon) run_tests "$stage" "$neon_site" cortex-a72 neon 128 "$ROOT/tests" "$@" ;;
-        aarch64:dotprod) run_tests "$stage" "$dotprod_site" max neon 128 "$ROOT/tests/test_build.py" \
-                     "$ROOT/tests/test_kquants.py" "$ROOT/tests/test_quants.py" "$ROOT/tests/test_mul_mat.py" "$@" ;;
+        aarch64:dotprod) run_tests "$stage" "$dotprod_site" max neon 128 "$ROOT/tests/core/test_build.py" \
+                     "$ROOT/tests/types/test_kquants.py" "$ROOT/tests/types/test_quants.py" \
+                     "$ROOT/tests/ops/test_mul_mat.py" "$@" ;;
     esac
 done
 log "done"

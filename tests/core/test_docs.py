@@ -11,7 +11,7 @@ import pytest
 
 import pyggml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(p for p in (ROOT / "docs").rglob("*.md") if p.name != "journal.md") + [ROOT / "README.md"]
 
 FENCE = re.compile(r"```.*?```", re.DOTALL)
@@ -21,8 +21,10 @@ PATH = re.compile(rf"^\.?[\w./+-]*\w\.{EXT}(::\w+)?$|^(csrc|pyggml|tests|benchma
 PYNAME = re.compile(r"^(pyggml|gg)(\.\w+)+(\(.*\))?$|^[A-Z]\w*(\.\w+)+(\(.*\))?$")
 CNAME = re.compile(r"^(pg|PG)_\w+(\(.*\))?$")
 
-# where a relative path may be rooted
-BASES = ("", "pyggml", "pyggml/csrc", "docs", "docs/bench", "tests", "benchmarks", "cross")
+# where a relative path may be rooted: these folders and those of csrc/ and tests/
+BASES = ("", "pyggml", "pyggml/csrc", "docs", "docs/bench", "tests", "benchmarks", "cross") + tuple(
+    p.relative_to(ROOT).as_posix() for d in ("pyggml/csrc", "tests") for p in sorted((ROOT / d).rglob("*"))
+    if p.is_dir() and p.name != "__pycache__")
 
 # cited on purpose though not in this repository, and why
 NOT_OURS = {

@@ -9,7 +9,7 @@ each step's top-2 logit margin is far above that error, so a record cannot pass 
 and flip on another.
 
 Regenerate the record (after a change meant to change the numbers) on the native build with
-    PYGGML_RECORD=1 pytest tests/test_arch_decode.py
+    PYGGML_RECORD=1 pytest tests/models/test_arch_decode.py
 """
 import json
 import os
@@ -20,7 +20,7 @@ import pytest
 
 from pyggml.demo import random_model
 
-RECORD = Path(__file__).parent / "data" / "arch_decode.json"
+RECORD = Path(__file__).resolve().parents[1] / "data" / "arch_decode.json"
 BASE = {"block_count": 2, "embedding_length": 64, "feed_forward_length": 128, "attention.head_count": 4,
         "attention.head_count_kv": 2, "context_length": 256, "vocab_size": 300,
         "attention.layer_norm_rms_epsilon": 1e-5}

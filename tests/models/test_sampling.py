@@ -273,7 +273,7 @@ def test_option_errors():
         Sampler(temperature=1.0)(np.zeros(0))
 
 
-# ---- DRY, XTC, mirostat (their definitions; tests/test_sampling_llama_cpp.py: against llama.cpp) ----
+# ---- DRY, XTC, mirostat (their definitions; tests/models/test_sampling_llama_cpp.py: against llama.cpp) ----
 
 def dry_reference(x, history, mult, base, allowed, last_n, breakers):
     """DRY by its definition, brute force: for each earlier place the window's last n ids occur

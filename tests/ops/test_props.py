@@ -1039,12 +1039,12 @@ def test_builder_property(family):
 
 
 # what pyggml._ops exports that no family draws, and why
-NOT_DRAWN = {"flash_attn_ext_get_path": "reads a computed node, builds none (tests/test_flash_attn.py)",
+NOT_DRAWN = {"flash_attn_ext_get_path": "reads a computed node, builds none (tests/ops/test_flash_attn.py)",
              "FA_PATHS": "a constant"}
-# the mixture-of-experts builders (issue 28): fixed grids in tests/test_moe.py against float64
+# the mixture-of-experts builders (issue 28): fixed grids in tests/ops/test_moe.py against float64
 # references, no property family yet (a gap, not a choice: each entry goes when its family lands)
 NOT_DRAWN.update(dict.fromkeys(("add_id", "argsort", "argsort_top_k", "div", "mul_mat_id", "sum_rows", "swiglu_oai",
-                                "top_k"), "no family yet: tests/test_moe.py's grids only (issue 28)"))
+                                "top_k"), "no family yet: tests/ops/test_moe.py's grids only (issue 28)"))
 
 
 def test_every_builder_is_drawn():
@@ -1059,7 +1059,7 @@ def test_every_builder_is_drawn():
 # ---- the child process ----
 
 class Worker:
-    """A child Python running execute() on pickled cases (python tests/test_props.py --worker); it is
+    """A child Python running execute() on pickled cases (python tests/ops/test_props.py --worker); it is
     started again after it dies."""
 
     def __init__(self):
@@ -1067,8 +1067,11 @@ class Worker:
 
     def run(self, case):
         if self.proc is None or self.proc.poll() is not None:
+            # tests/ on the path for reference.py and conftest.py (the script's own folder is tests/ops)
+            path = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH")]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
             self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         data = pickle.dumps(case)
         try:
             self.proc.stdin.write(len(data).to_bytes(8, "little") + data)

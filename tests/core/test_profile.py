@@ -173,7 +173,7 @@ def test_profile_command_on_the_demo_model(tmp_path):
 def test_core_imports_run_one_way():
     """The executor's module imports nothing from above it: pyggml.profile installs what
     compute(profile=True) returns (and _graph never names the model layer either)."""
-    src = (Path(__file__).resolve().parent.parent / "pyggml" / "_graph.pyx").read_text()
+    src = (Path(__file__).resolve().parents[2] / "pyggml" / "_graph.pyx").read_text()
     imported = set(re.findall(r"^\s*(?:from|import|cimport)\s+(pyggml[\w.]*)", src, re.MULTILINE))
     assert imported <= {"pyggml._openmp", "pyggml._tensor", "pyggml._typedefs", "pyggml._enums", "pyggml._tables",
                         "pyggml._threads"}, imported

@@ -18,7 +18,7 @@ import pyggml as gg
 
 KTYPES = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 ALL = KTYPES + ["Q8_K"]
-GOLDEN = np.load(Path(__file__).parent / "data" / "kquants_ggml.npz")
+GOLDEN = np.load(Path(__file__).resolve().parents[1] / "data" / "kquants_ggml.npz")
 # roundtrip NMSE bounds for unit gaussians, 1.5x of what ggml's quantisers reach (0.085, 0.023,
 # 5.1e-3, 1.3e-3, 3.2e-4, 4.8e-5)
 QUANT_NMSE = {"Q2_K": 0.13, "Q3_K": 0.035, "Q4_K": 7.5e-3, "Q5_K": 2e-3, "Q6_K": 5e-4, "Q8_K": 7e-5}

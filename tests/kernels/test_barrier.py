@@ -35,7 +35,7 @@ def test_chain_crossing_threads(ctx, rng, nth):
 def _child(code, timeout, cwd):
     """Run code in a new Python process in cwd (not the source folder, which would shadow the
     installed package); a hang there fails this test instead of the suite."""
-    env = {**os.environ, "PYGGML_TESTS_DIR": os.path.dirname(os.path.abspath(__file__))}
+    env = {**os.environ, "PYGGML_TESTS_DIR": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                        timeout=timeout, check=False, env=env, cwd=cwd)
     assert p.returncode == 0, p.stderr[-3000:]
