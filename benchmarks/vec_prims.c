@@ -8,7 +8,7 @@
  *
  * Results: docs/bench/journal.md ("Row primitives before and after the vec.h split"). */
 #include "vec/vec.h"
-#include "types/quants-legacy.h"   /* the Q8_0 dot */
+#include "types/dot-legacy.h"   /* the Q8_0 dot */
 #include <stdio.h>
 #include <time.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }

@@ -79,7 +79,7 @@ cdef extern from "vec/vec.h" nogil:
     void pg_vec_attn_transpose_f32(int64_t nr, int64_t nc, const float * x, int64_t ldx, float * y, int64_t ldy)
 
 
-cdef extern from "types/quants-legacy.h" nogil:
+cdef extern from "types/dot-legacy.h" nogil:
     float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y)
     float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y)
 

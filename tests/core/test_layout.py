@@ -16,7 +16,9 @@ LAYERS = [
     ("isa", ["arch/simd-mappings.h", "arch/x86/x86.h", "arch/x86/avx2.h", "arch/x86/avx512.h",
              "arch/arm/neon.h", "arch/riscv/rvv.h"]),  # the ISA vocabulary and its switch
     ("vec", ["vec/*"]),                            # row primitives
-    ("types", ["types/*", "arch/*"]),              # the formats and their per-ISA kernels
+    ("formats", ["types/convert.h", "types/quants-*.h"]),  # blocks, to/from float, reference loops
+    ("kernels", ["arch/*"]),                       # each ISA's kernels over rows and blocks
+    ("dots", ["types/dot-*.h"]),                   # each type's dots: which ISA's kernel runs
     ("type table", ["types.h"]),
     ("ops", ["ops/*", "ops.h"]),                   # op families and the op table
     ("executor", ["graph.h"]),
@@ -98,5 +100,7 @@ def test_cycle_check_can_fail(graph, cycle):
 def test_layer_check_can_fail():
     assert upward({"core/pyggml.h": ["vec/cvt.h"], "vec/cvt.h": []}) == [("core/pyggml.h", "vec/cvt.h")]
     assert upward({"ops/norm.h": ["types.h", "vec/norm.h"], "types.h": [], "vec/norm.h": []}) == []
+    # a format that includes an ISA's kernel goes up (the kernels include the formats)
+    assert upward({"types/quants-k.h": ["arch/x86/kquants-x86.h"]}) == [("types/quants-k.h", "arch/x86/kquants-x86.h")]
     with pytest.raises(AssertionError):
         layer("nowhere/x.h")

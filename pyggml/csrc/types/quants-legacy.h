@@ -1,5 +1,6 @@
-/* The legacy quantized types beside Q8_0/Q4_0, with ggml's block layouts (ggml-common.h), and the
- * integer dot products of every 32-element block type against its vec_dot_type:
+/* The legacy quantized types beside Q8_0/Q4_0, with ggml's block layouts (ggml-common.h), their row
+ * conversions and the reference integer dot of every 32-element block type against its vec_dot_type
+ * (pg_qdot_n; each type's named dots and the ISAs' kernels are in dot-legacy.h):
  *
  *   Q4_1    [d f16][m f16][16 x (lo | hi << 4)]              x = q*d + m, q in 0..15
  *   Q5_0    [d f16][qh 4 B][16 x (lo | hi << 4)]             x = (q - 16)*d, bit 4 of element e in bit e of qh
@@ -8,12 +9,10 @@
  *   IQ4_NL  [d f16][16 x (lo | hi << 4)]                     x = d*kvalues[q] (a 16-entry int8 table)
  *   MXFP4   [e u8][16 x (lo | hi << 4)]                      x = 2^(e - 128) * kvalues_mxfp4[q] (the E2M1 values
  *           doubled, a 16-entry int8 table; e an E8M0 exponent: ggml_e8m0_to_fp32_half)
- *   IQ4_XS  256 elements: [d f16][scales_h u16][scales_l 4 B][128 B nibbles]: eight blocks of 32 with
- *           6-bit scales ls (low 4 bits in scales_l, high 2 in scales_h), x = d*(ls - 32)*kvalues[q]
  *
  * Lo nibbles are elements 0..15 of a block, hi nibbles 16..31. Conversions are ggml's bit for bit:
  * to_float as ggml's dequantize_row_*, from_float as ggml's CPU quantisers without an importance
- * matrix (the *_ref ones for Q4_1/Q5_0/Q5_1/IQ4_NL, quantize_iq4_xs; Q8_1 as the x86 CPU quantiser:
+ * matrix (the *_ref ones for Q4_1/Q5_0/Q5_1/IQ4_NL; Q8_1 as the x86 CPU quantiser:
  * Q8_0's rounding plus s). Those run unfused in ggml (multiply, then add): PG_NO_CONTRACT keeps GCC
  * from fusing them into an FMA (convert.h), which would round once where ggml rounds twice.
  *
@@ -21,7 +20,7 @@
  * the activation block's int8 in integers (arch/'s pg_qacc_add: AVX-512 VNNI dpbusd, AVX2
  * maddubs+madd, NEON vdotq or widening multiplies, RVV widening multiply-adds in arch/riscv/dot-rvv.c
  * when the CPU has V; the scalar forms below elsewhere) and adds d_x*d_y*sum per block in f32 (plus
- * m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has the multi-column kernel pg_vec_dot_<type>_n
+ * m_x*s_y for Q4_1/Q5_1), as ggml does. Each type has (dot-legacy.h) the multi-column kernel pg_vec_dot_<type>_n
  * (nc <= 4 activation rows, `by` bytes apart: the weight block is decoded once for all of them), one
  * always-inline pg_qdot_n over the type's id, and the one-column pg_type_dot_<type> on top of it; on
  * x86 also the register-tiled pg_vec_dot_<type>_tile (arch/x86/qgemm-x86.h: several weight rows at once,
@@ -30,8 +29,7 @@
 #pragma once
 #include "types/convert.h"
 
-#define PG_QK 32                   /* elements per block of every type here (IQ4_XS: per sub-block) */
-#define PG_QK_IQ4_XS 256
+#define PG_QK 32                   /* elements per block of every type here (and of IQ4_XS's sub-blocks) */
 
 typedef struct pg_block_q4_1 { pg_fp16_t d, m; uint8_t qs[PG_QK / 2]; } pg_block_q4_1;
 typedef struct pg_block_q5_0 { pg_fp16_t d; uint8_t qh[4]; uint8_t qs[PG_QK / 2]; } pg_block_q5_0;
@@ -39,19 +37,12 @@ typedef struct pg_block_q5_1 { pg_fp16_t d, m; uint8_t qh[4]; uint8_t qs[PG_QK /
 typedef struct pg_block_q8_1 { pg_fp16_t d, s; int8_t qs[PG_QK]; } pg_block_q8_1;
 typedef struct pg_block_iq4_nl { pg_fp16_t d; uint8_t qs[PG_QK / 2]; } pg_block_iq4_nl;
 typedef struct pg_block_mxfp4 { uint8_t e; uint8_t qs[PG_QK / 2]; } pg_block_mxfp4;
-typedef struct pg_block_iq4_xs {
-    pg_fp16_t d;
-    uint16_t scales_h;
-    uint8_t scales_l[PG_QK_IQ4_XS / 64];
-    uint8_t qs[PG_QK_IQ4_XS / 2];
-} pg_block_iq4_xs;
 _Static_assert(sizeof(pg_block_q4_1) == 20, "q4_1 block");
 _Static_assert(sizeof(pg_block_q5_0) == 22, "q5_0 block");
 _Static_assert(sizeof(pg_block_q5_1) == 24, "q5_1 block");
 _Static_assert(sizeof(pg_block_q8_1) == 36, "q8_1 block");
 _Static_assert(sizeof(pg_block_iq4_nl) == 18, "iq4_nl block");
 _Static_assert(sizeof(pg_block_mxfp4) == 17, "mxfp4 block");
-_Static_assert(sizeof(pg_block_iq4_xs) == 136, "iq4_xs block");
 
 /* the IQ4_NL/IQ4_XS code points (ggml's kvalues_iq4nl) */
 static const int8_t pg_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -212,95 +203,6 @@ PG_ALWAYS_INLINE void pg_qdot_n(const int t, int64_t n, const void * x, const vo
     }
 }
 
-/* the named vec_dot_n of each type; on riscv64 with V arch/riscv/dot-rvv.c's multi-column kernel (the same
- * f32 steps as the body) where it has one */
-static inline void pg_vec_dot_q8_0_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    PG_RVV_DO(pg_rvv_dot_n_q8_0(n, x, y, by, nc, s))
-    pg_qdot_n(PG_TYPE_Q8_0, n, x, y, by, nc, s);
-}
-static inline void pg_vec_dot_q4_0_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    PG_RVV_DO(pg_rvv_dot_n_q4_0(n, x, y, by, nc, s))
-    pg_qdot_n(PG_TYPE_Q4_0, n, x, y, by, nc, s);
-}
-static inline void pg_vec_dot_q4_1_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    PG_RVV_DO(pg_rvv_dot_n_q4_1(n, x, y, by, nc, s))
-    pg_qdot_n(PG_TYPE_Q4_1, n, x, y, by, nc, s);
-}
-static inline void pg_vec_dot_q5_0_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    PG_RVV_DO(pg_rvv_dot_n_q5_0(n, x, y, by, nc, s))
-    pg_qdot_n(PG_TYPE_Q5_0, n, x, y, by, nc, s);
-}
-static inline void pg_vec_dot_q5_1_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    PG_RVV_DO(pg_rvv_dot_n_q5_1(n, x, y, by, nc, s))
-    pg_qdot_n(PG_TYPE_Q5_1, n, x, y, by, nc, s);
-}
-static inline void pg_vec_dot_iq4_nl_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    PG_RVV_DO(pg_rvv_dot_n_iq4_nl(n, x, y, by, nc, s))
-    pg_qdot_n(PG_TYPE_IQ4_NL, n, x, y, by, nc, s);
-}
-/* MXFP4 against Q8_0 as ggml_vec_dot_mxfp4_q8_0: integer sums of the code points, times e8m0_half * d_y */
-static inline void pg_vec_dot_mxfp4_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
-    pg_qdot_n(PG_TYPE_MXFP4, n, x, y, by, nc, s);
-}
-
-/* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QGEMM_MR weight rows x 4 columns in registers on x86 (up to
- * PG_QGEMM_NC columns per call, 4 at a time);
- * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV, the
- * tile's bits): AVX2 (arch/x86/qgemm-x86.h) and AVX-512 with VNNI and GFNI (arch/x86/qgemv-x86.h) */
-#if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
-#include "arch/x86/qgemm-x86.h"
-#define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile
-#else
-#define PG_QGEMM_MR 1
-#define PG_QGEMM_NC 4
-#define PG_QTILE_FN(NAME) NULL
-#endif
-#if defined(PG_X86_GEMV)
-#include "arch/x86/qgemv-x86.h"
-#endif
-#if defined(PG_SIMD_AVX2) || defined(PG_X86_GEMV)
-#define PG_QROWS_FN(NAME) pg_vec_dot_##NAME##_rows
-#else
-#define PG_QROWS_FN(NAME) NULL
-#endif
-
-/* one column (test_vec.py calls these two by name; Q8_0 and Q4_0 through arch/riscv/dot-rvv.c when it runs) */
-static inline float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y) {
-    float s;
-    pg_vec_dot_q8_0_n(n, x, y, 0, 1, &s);
-    return s;
-}
-static inline float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y) {
-    float s;
-    pg_vec_dot_q4_0_n(n, x, y, 0, 1, &s);
-    return s;
-}
-static inline float pg_type_dot_q4_1(int64_t n, const void * x, const void * y) {
-    float s;
-    pg_vec_dot_q4_1_n(n, x, y, 0, 1, &s);
-    return s;
-}
-static inline float pg_type_dot_q5_0(int64_t n, const void * x, const void * y) {
-    float s;
-    pg_vec_dot_q5_0_n(n, x, y, 0, 1, &s);
-    return s;
-}
-static inline float pg_type_dot_q5_1(int64_t n, const void * x, const void * y) {
-    float s;
-    pg_vec_dot_q5_1_n(n, x, y, 0, 1, &s);
-    return s;
-}
-static inline float pg_type_dot_iq4_nl(int64_t n, const void * x, const void * y) {
-    float s;
-    pg_vec_dot_iq4_nl_n(n, x, y, 0, 1, &s);
-    return s;
-}
-static inline float pg_type_dot_mxfp4(int64_t n, const void * x, const void * y) {
-    float s;
-    pg_vec_dot_mxfp4_n(n, x, y, 0, 1, &s);
-    return s;
-}
-
 /* ---- to_float: the decoded integers times d (plus m) ---- */
 
 /* a row of n elements of type t (Q4_1, Q5_0, Q5_1 or IQ4_NL) to f32: q*d, then + m for the types
@@ -348,23 +250,6 @@ static inline void pg_row_q8_1_to_f32(const void * vx, float * y, int64_t n) {
     for (int64_t ib = 0; ib < n / PG_QK; ib++) {
         const float d = pg_fp16_to_fp32(x[ib].d);
         for (int j = 0; j < PG_QK; j++) y[ib * PG_QK + j] = x[ib].qs[j] * d;
-    }
-}
-
-static inline void pg_row_iq4_xs_to_f32(const void * vx, float * y, int64_t n) {
-    const pg_block_iq4_xs * x = (const pg_block_iq4_xs *) vx;
-    for (int64_t ibl = 0; ibl < n / PG_QK_IQ4_XS; ibl++) {
-        const float d = pg_fp16_to_fp32(x[ibl].d);
-        for (int ib = 0; ib < PG_QK_IQ4_XS / PG_QK; ib++) {
-            const int ls = ((x[ibl].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * ib) & 3) << 4);
-            const float dl = d * (float) (ls - 32);
-            const uint8_t * qs = x[ibl].qs + ib * (PG_QK / 2);
-            float * yb = y + ibl * PG_QK_IQ4_XS + ib * PG_QK;
-            for (int j = 0; j < PG_QK / 2; j++) {
-                yb[j] = dl * pg_iq4nl_values[qs[j] & 0xf];
-                yb[j + PG_QK / 2] = dl * pg_iq4nl_values[qs[j] >> 4];
-            }
-        }
     }
 }
 
@@ -519,38 +404,6 @@ static inline void pg_row_iq4_nl_from_f32(const float * x, void * vy, int64_t n)
         memset(L, 8, sizeof(L));
         y[ib].d = pg_fp32_to_fp16(pg_iq4nl_block_scale(x + ib * PG_QK, -1, L));
         pg_pack_codes(L, y[ib].qs, NULL);
-    }
-}
-
-/* IQ4_XS: eight block scales fitted as IQ4_NL's (7 trials each), quantised to 6 bits against the
- * super-block scale d = -(the block scale of largest |.|)/32, then the codes refitted to d*l */
-static PG_NO_CONTRACT void pg_row_iq4_xs_from_f32(const float * x, void * vy, int64_t n) {
-    pg_block_iq4_xs * y = (pg_block_iq4_xs *) vy;
-    enum { NB = PG_QK_IQ4_XS / PG_QK };
-    for (int64_t ibl = 0; ibl < n / PG_QK_IQ4_XS; ibl++) {
-        const float * xs = x + ibl * PG_QK_IQ4_XS;
-        float scales[NB], amax_scale = 0.0f, max_scale = 0.0f;
-        for (int ib = 0; ib < NB; ib++) {
-            scales[ib] = pg_iq4nl_block_scale(xs + ib * PG_QK, 7, NULL);
-            if (fabsf(scales[ib]) > amax_scale) { amax_scale = fabsf(scales[ib]); max_scale = scales[ib]; }
-        }
-        const float d = -max_scale / 32.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[ibl].d = pg_fp32_to_fp16(d);
-        y[ibl].scales_h = 0;
-        for (int ib = 0; ib < NB; ib++) {
-            int l = (int) rintf(id * scales[ib]);
-            l = PG_MAX(-32, PG_MIN(31, l));
-            const float dl = d * (float) l;
-            const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
-            uint8_t L[PG_QK];
-            for (int j = 0; j < PG_QK; j++) L[j] = (uint8_t) pg_iq4nl_index(idl * xs[ib * PG_QK + j]);
-            pg_pack_codes(L, y[ibl].qs + ib * (PG_QK / 2), NULL);
-            l += 32;
-            if (ib % 2 == 0) y[ibl].scales_l[ib / 2] = (uint8_t) (l & 0xf);
-            else y[ibl].scales_l[ib / 2] |= (uint8_t) ((l & 0xf) << 4);
-            y[ibl].scales_h |= (uint16_t) ((l >> 4) << (2 * ib));
-        }
     }
 }
 

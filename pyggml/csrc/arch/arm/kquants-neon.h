@@ -1,12 +1,13 @@
-/* The K-quant dot products of quants-k.h on AArch64 NEON, and its Q8_K quantiser: the ISA half of
- * quants-k.h, included by it after the block formats. Each dot kernel is the exact integer sum over
- * one super-block, scale * q * y by groups, that quants-k.h's scalar loop computes; quants-k.h
+/* The K-quant dot products of dot-k.h on AArch64 NEON, and its Q8_K quantiser: the ISA half of
+ * dot-k.h, over quants-k.h's blocks. Each dot kernel is the exact integer sum over
+ * one super-block, scale * q * y by groups, that dot-k.h's scalar loop computes; dot-k.h
  * combines it in f32 the same way either way, so a NEON row's result is the scalar build's bit for
  * bit. Per 16 activations one pg_neon_dot16 (vdotq with the dotprod extension, widening multiplies
  * without), each group's dot scaled by a multiply-accumulate on its four int32 lanes, one horizontal
  * add per super-block.
  */
 #pragma once
+#include "types/quants-k.h"
 
 /* one block of pg_row_q8_K_from_f32, the same bytes: the first element of the largest magnitude
  * (NaN never is one) sets the scale, and the rounding is nearest_int's magic-number addition, so

@@ -1,4 +1,4 @@
-/* RVV 1.0 kernels of quants-k.h's dot products against Q8_K: compiled with V, chosen at run time
+/* RVV 1.0 kernels of dot-k.h's dot products against Q8_K: compiled with V, chosen at run time
  * (arch/riscv/rvv.h).
  *
  * Every super-block is walked in groups of 16 elements (Q4_K/Q5_K: 32, one per scale), one e8 m1
@@ -56,7 +56,7 @@ float pg_rvv_dot_q3_K_q8_K(int64_t nb, const pg_block_q3_K * x, const pg_block_q
     return pg_kq_q3_K_blocks(nb, x, y, pg_rvv_kq_2bit);
 }
 
-/* Q4_K (q5 false) and Q5_K, blocks bx bytes apart with qs at off_qs (quants-k.h's pg_kq_dot_k4):
+/* Q4_K (q5 false) and Q5_K, blocks bx bytes apart with qs at off_qs (dot-k.h's pg_kq_dot_k4):
  * scale j covers the 32 elements 32j..32j + 31, so these take a whole group per e8 m2 register at
  * vl = 32 (an i16 m4 product, an i32 m8 accumulator): element 64c + l is the low nibble of
  * qs[32c + l], 64c + 32 + l its high nibble, plus 16 where qh[l] bit 2c (2c + 1) is set */

@@ -52,7 +52,7 @@ float pg_rvv_dot_f16(int64_t n, const pg_fp16_t * x, const pg_fp16_t * y);
 float pg_rvv_dot_bf16(int64_t n, const pg_bf16_t * x, const pg_bf16_t * y);
 float pg_rvv_dot_f16_f32(int64_t n, const pg_fp16_t * x, const float * y);
 float pg_rvv_dot_bf16_f32(int64_t n, const pg_bf16_t * x, const float * y);
-/* quants-legacy.h's vec_dot_n: s[c] = x . (y + c*by) for c < nc <= 4 */
+/* dot-legacy.h's vec_dot_n: s[c] = x . (y + c*by) for c < nc <= 4 */
 void pg_rvv_dot_n_q8_0(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 void pg_rvv_dot_n_q4_0(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 void pg_rvv_dot_n_q4_1(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
@@ -62,7 +62,7 @@ void pg_rvv_dot_n_iq4_nl(int64_t n, const void * x, const void * y, size_t by, i
 void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s);
 void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s);
 void pg_rvv_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s);
-/* quant-k-rvv.c: quants-k.h's dots of nb super-blocks (pg_rvv_dot_k4: Q4_K, or Q5_K when q5) */
+/* quant-k-rvv.c: dot-k.h's dots of nb super-blocks (pg_rvv_dot_k4: Q4_K, or Q5_K when q5) */
 float pg_rvv_dot_q2_K_q8_K(int64_t nb, const struct pg_block_q2_K * x, const struct pg_block_q8_K * y);
 float pg_rvv_dot_q3_K_q8_K(int64_t nb, const struct pg_block_q3_K * x, const struct pg_block_q8_K * y);
 float pg_rvv_dot_k4(int64_t nb, const char * xb, size_t bx, size_t off_qs, const struct pg_block_q8_K * y, bool q5);

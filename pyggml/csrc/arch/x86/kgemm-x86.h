@@ -15,6 +15,7 @@
  * A last odd row and one row alone (mr = 1, the GEMV) run the one-row kernel itself.
  */
 #pragma once
+#include "arch/x86/kquants-x86.h"
 
 #define PG_KGEMM_MR 2              /* rows per pass: 2 x 8 int32 sums + 2 x 4 f32 accumulators + codes */
 #define PG_KGEMM_NC 8              /* columns per pass, at most */
@@ -282,40 +283,4 @@ PG_ALWAYS_INLINE void pg_kgemm_tile(const int T, const size_t size, const int nc
             for (int c = 0; c < n4; c++) s[(size_t) (c0 + c) * lds + r] = s4[c];
         }
     }
-}
-
-/* each type's vec_dot_tile (types.h's pg_vec_dot_tile_fn) and its tile_nc */
-enum {
-    pg_vec_dot_q2_K_q8_K_tile_nc = 4, pg_vec_dot_q3_K_q8_K_tile_nc = PG_KGEMM_NC, pg_vec_dot_q4_K_q8_K_tile_nc = 4,
-    pg_vec_dot_q5_K_q8_K_tile_nc = 4, pg_vec_dot_q6_K_q8_K_tile_nc = 4, pg_vec_dot_iq4_xs_q8_K_tile_nc = PG_KGEMM_NC,
-};
-static inline void pg_vec_dot_q2_K_q8_K_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                             int nc, float * s, size_t lds) {
-    pg_kgemm_tile(PG_KGEMM_Q2_K, sizeof(pg_block_q2_K), pg_vec_dot_q2_K_q8_K_tile_nc, pg_vec_dot_q2_K_q8_K_n,
-                  n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q3_K_q8_K_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                             int nc, float * s, size_t lds) {
-    pg_kgemm_tile(PG_KGEMM_Q3_K, sizeof(pg_block_q3_K), pg_vec_dot_q3_K_q8_K_tile_nc, pg_vec_dot_q3_K_q8_K_n,
-                  n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q4_K_q8_K_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                             int nc, float * s, size_t lds) {
-    pg_kgemm_tile(PG_KGEMM_Q4_K, sizeof(pg_block_q4_K), pg_vec_dot_q4_K_q8_K_tile_nc, pg_vec_dot_q4_K_q8_K_n,
-                  n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q5_K_q8_K_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                             int nc, float * s, size_t lds) {
-    pg_kgemm_tile(PG_KGEMM_Q5_K, sizeof(pg_block_q5_K), pg_vec_dot_q5_K_q8_K_tile_nc, pg_vec_dot_q5_K_q8_K_n,
-                  n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q6_K_q8_K_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                             int nc, float * s, size_t lds) {
-    pg_kgemm_tile(PG_KGEMM_Q6_K, sizeof(pg_block_q6_K), pg_vec_dot_q6_K_q8_K_tile_nc, pg_vec_dot_q6_K_q8_K_n,
-                  n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_iq4_xs_q8_K_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                               int nc, float * s, size_t lds) {
-    pg_kgemm_tile(PG_KGEMM_IQ4_XS, sizeof(pg_block_iq4_xs), pg_vec_dot_iq4_xs_q8_K_tile_nc, pg_vec_dot_iq4_xs_q8_K_n,
-                  n, x, bx, mr, y, by, nc, s, lds);
 }

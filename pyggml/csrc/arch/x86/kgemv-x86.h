@@ -1,5 +1,5 @@
 /* The one-column GEMV of Q4_K, Q5_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI:
- * the one-row bodies of quants-k.h's vec_dot of those types (not Q5_K's) and of their vec_dot_rows
+ * the one-row bodies of dot-k.h's vec_dot of those types (not Q5_K's) and of their vec_dot_rows
  * (mul_mat's GEMV: a thread's whole row range in one call, row i and row i + h of it dotted together,
  * two read streams, the activation loads shared; pg_kgemv_rows and the named entry points at the
  * end of arch/x86/kgemv2-x86.h). Each (row, column) pair gets exactly the integers and f32 steps of
@@ -14,6 +14,7 @@
  * converted and scaled together.
  */
 #pragma once
+#include "arch/x86/kquants-x86.h"
 
 /* pg_kq_unpack_k4 of the block at b (d, dmin, then the 12 scale bytes): bytes 0-7 the scales, 8-15
  * the mins */

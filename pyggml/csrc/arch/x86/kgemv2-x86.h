@@ -11,6 +11,7 @@
  * scaled by one dpwssd.
  */
 #pragma once
+#include "arch/x86/kgemv-x86.h"
 
 /* the affine matrix that moves source bits s, s + 1 of a byte to bits 0, 1 (bit i of a result byte
  * is the parity of matrix byte 7 - i & the source byte) */
@@ -164,7 +165,7 @@ PG_ALWAYS_INLINE void pg_kgemv_body(const int t, int64_t nb, const char * x, siz
     default: pg_kgemv_iq4_xs_body(nb, x, bx, y, R, s); break;
     }
 }
-/* vec_dot of type t (quants-k.h's, one row) */
+/* vec_dot of type t (dot-k.h's, one row) */
 PG_ALWAYS_INLINE float pg_kgemv_dot(const int t, int64_t n, const void * x, const void * y) {
     float s;
     pg_kgemv_body(t, n / PG_QK_K, (const char *) x, 0, (const pg_block_q8_K *) y, 1, &s);

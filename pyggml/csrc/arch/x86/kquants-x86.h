@@ -1,5 +1,5 @@
-/* The K-quant dot products of quants-k.h on x86 (AVX2, and AVX-512 where the ISA layer picked it):
- * the ISA half of quants-k.h, included by it after the block formats and the scale unpacking. Per
+/* The K-quant dot products of dot-k.h on x86 (AVX2, and AVX-512 where the ISA layer picked it):
+ * the ISA half of dot-k.h, over quants-k.h's blocks and scale unpacking. Per
  * super-block the exact integer sum of scale * q * y in 8 int32 lanes (maddubs/madd; AVX-512 takes
  * 64 activations per instruction), then f32 accumulators of 8 lanes summed once at the end of the row.
  * Each kernel takes nc <= 4 activation columns (vy + c * by): the weight registers are decoded once and
@@ -7,6 +7,7 @@
  * on nc); pg_kq_x86_<type>_n specialises the body per nc, pg_kq_x86_dot_<type> is nc = 1.
  */
 #pragma once
+#include "types/quants-k.h"
 
 static inline float pg_kq_hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -46,7 +47,7 @@ static inline __m512i pg_kq_join(__m256i lo, __m256i hi) {
 }
 #endif
 #if defined(PG_SIMD_AVX512)
-/* quants-k.h's Q8_K quantiser for one super-block, 16 lanes at a time with its float steps: the
+/* dot-k.h's Q8_K quantiser for one super-block, 16 lanes at a time with its float steps: the
  * largest |x| (max_ps passes a NaN over, as the scalar comparison does), the first element with it,
  * iscale = -127/max, q = min(127, nearest_int(iscale * x)) by the same product and 1.5 * 2^23
  * addition (explicitly rounded intrinsics: never contracted to an fma), the low byte kept */
@@ -566,7 +567,7 @@ PG_ALWAYS_INLINE void pg_kq_x86_n(const int t, int64_t nb, const void * x, const
     default: pg_kq_x86_body(t, nb, x, y, by, 4, s); break;
     }
 }
-/* one column (quants-k.h's vec_dot): the same body, so vec_dot_n gives each column vec_dot's bits */
+/* one column (dot-k.h's vec_dot): the same body, so vec_dot_n gives each column vec_dot's bits */
 PG_ALWAYS_INLINE float pg_kq_x86_dot(const int t, int64_t nb, const void * x, const void * y) {
     float s;
     pg_kq_x86_body(t, nb, x, y, 0, 1, &s);

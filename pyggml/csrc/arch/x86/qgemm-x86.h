@@ -28,6 +28,7 @@
  * on q + 128, so without VNNI those two types multiply |x| by sign(x)*y, as the one-column kernel does.
  */
 #pragma once
+#include "types/quants-legacy.h"
 
 #if defined(PG_SIMD_AVX512)
 #define PG_QGEMM_MR 4                 /* weight rows per tile: 16 accumulators + 4 rows' codes and scales */

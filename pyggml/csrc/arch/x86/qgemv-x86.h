@@ -23,6 +23,7 @@
  * -128*sum(y)), Q4_1/Q5_1's codes are >= 0 (none).
  */
 #pragma once
+#include "arch/x86/qgemm-x86.h"
 
 #define PG_QGEMV_STEPS 256           /* steps of two blocks per prepared column: 16K elements, 40 KB */
 
