@@ -1,5 +1,5 @@
 """Enums with ggml's values. Type, Op (pyggml's own numbering), GluOp and UnaryOp are built from the C
-tables (csrc/types.h, ops.h, glu.h, read through _tables), so each is defined once; _enums.pyi
+tables (csrc/types.h, ops.h, ops/glu.h, read through _tables), so each is defined once; _enums.pyi
 declares their members for type checkers, and tests/core/test_tables.py checks the two agree."""
 from enum import IntEnum
 

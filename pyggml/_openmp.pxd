@@ -1,4 +1,4 @@
-# The only place the threading layer is cimported. csrc/barrier.h guards OpenMP, so the package
+# The only place the threading layer is cimported. csrc/core/barrier.h guards OpenMP, so the package
 # also builds (and runs serially) without it.
 from pyggml._typedefs cimport pg_params
 

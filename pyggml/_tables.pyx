@@ -1,6 +1,6 @@
 """The C tables as Python sees them: the op table (csrc/ops.h), the GLU and unary op tables
-(csrc/glu.h), the type table (csrc/types.h) and flash_attn_ext's op_params slots and paths
-(csrc/flash-attn.h). _enums.py builds pyggml.Op, GluOp, UnaryOp and Type
+(csrc/ops/glu.h), the type table (csrc/types.h) and flash_attn_ext's op_params slots and paths
+(csrc/ops/flash-attn.h). _enums.py builds pyggml.Op, GluOp, UnaryOp and Type
 from them, so each is defined once, in C; the builders take the types an op supports from the type
 table's kernels. type_size, blck_size and row_size are ggml_type_size, ggml_blck_size and
 ggml_row_size."""
@@ -72,7 +72,7 @@ def unary_ops():
     return {pg_unary_ops[i].name.decode(): i for i in range(PG_UNARY_MAX) if pg_unary_ops[i].name != NULL}
 
 
-# flash_attn_ext's op_params slots and its attention paths (csrc/flash-attn.h's pg_fa_param and
+# flash_attn_ext's op_params slots and its attention paths (csrc/ops/flash-attn.h's pg_fa_param and
 # pg_fa_path): FA_PATHS[i] names path i
 FA_PARAMS = {"scale": PG_FA_PARAM_SCALE, "max_bias": PG_FA_PARAM_MAX_BIAS, "logit_softcap": PG_FA_PARAM_SOFTCAP,
              "prec": PG_FA_PARAM_PREC, "path": PG_FA_PARAM_PATH, "taken": PG_FA_PARAM_TAKEN}

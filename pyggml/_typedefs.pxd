@@ -1,4 +1,4 @@
-# The one home of the C declarations shared by the extension modules (csrc/pyggml.h, types.h).
+# The one home of the C declarations shared by the extension modules (csrc/core/pyggml.h, types.h).
 from libc.stdint cimport int32_t, int64_t
 
 

@@ -1,7 +1,8 @@
-"""The row primitives (csrc/vec/, through vec.h) called directly, for tests/kernels/test_vec.py: each SIMD path (AVX-512, AVX2,
-NEON, RVV at any VLEN, the scalar loops) is compared against float64 references at lengths that hit
-every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.data); nothing is
-checked here, the test helpers pass contiguous arrays of the right dtype and length.
+"""The row primitives (csrc/vec/, through vec/vec.h) called directly, for tests/kernels/test_vec.py:
+each SIMD path (AVX-512, AVX2, NEON, RVV at any VLEN, the scalar loops) is compared against float64
+references at lengths that hit every tail. Arguments are element counts and raw addresses (numpy's
+arr.ctypes.data); nothing is checked here, the test helpers pass contiguous arrays of the right dtype
+and length.
 barrier_probe() drives barrier.h's barrier directly (tests/kernels/test_barrier.py)."""
 from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free

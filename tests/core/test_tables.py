@@ -1,4 +1,4 @@
-"""The C tables (csrc/ops.h, csrc/glu.h) and what Python builds from them: the enums agree with
+"""The C tables (csrc/ops.h, csrc/ops/glu.h) and what Python builds from them: the enums agree with
 their stubs, and the plan refuses what the tables do not cover instead of running a default."""
 import ast
 import ctypes
