@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "quants-k.h"
+#include "types/dot-k.h"
 
 static double now(void) {
     struct timespec t;

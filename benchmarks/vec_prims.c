@@ -1,5 +1,5 @@
 /* ns per call of the hot row primitives (csrc/vec/), the best of 7 timings, to compare two header
- * trees (before and after a change to csrc/vec or csrc/isa) built the same way and run alternately:
+ * trees (before and after a change to csrc/vec or csrc/arch) built the same way and run alternately:
  *
  *   git worktree add /tmp/before <commit>      (or git archive <commit> | tar -x -C /tmp/before)
  *   for t in before after; do gcc -O3 -fPIC -std=gnu11 -fno-math-errno -march=native \
@@ -7,8 +7,8 @@
  *   for i in 1 2 3 4; do /tmp/vp_before; /tmp/vp_after; done       (add -mno-avx512f for AVX2)
  *
  * Results: docs/bench/journal.md ("Row primitives before and after the vec.h split"). */
-#include "vec.h"
-#include "quants-legacy.h"   /* the Q8_0 dot */
+#include "vec/vec.h"
+#include "types/dot-legacy.h"   /* the Q8_0 dot */
 #include <stdio.h>
 #include <time.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }

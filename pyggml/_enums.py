@@ -1,6 +1,6 @@
 """Enums with ggml's values. Type, Op (pyggml's own numbering), GluOp and UnaryOp are built from the C
-tables (csrc/types.h, ops.h, glu.h, read through _tables), so each is defined once; _enums.pyi
-declares their members for type checkers, and tests/test_tables.py checks the two agree."""
+tables (csrc/types.h, ops.h, ops/glu.h, read through _tables), so each is defined once; _enums.pyi
+declares their members for type checkers, and tests/core/test_tables.py checks the two agree."""
 from enum import IntEnum
 
 from pyggml import _tables

@@ -1,4 +1,4 @@
-"""Members of the enums _enums.py builds from the C tables (tests/test_tables.py checks they agree)."""
+"""Members of the enums _enums.py builds from the C tables (tests/core/test_tables.py checks they agree)."""
 from enum import IntEnum
 
 class Type(IntEnum):

@@ -758,7 +758,7 @@ from pyggml._enums import Prec
 # accumulated (attn_acc, to f32 on tiled)
 _FA_K_TYPES = kernel_types("vec_dot", "attn_dot", "to_float")
 _FA_V_TYPES = kernel_types("attn_acc", "to_float")
-# the op_params slots and the paths are csrc/flash-attn.h's (pg_fa_param, pg_fa_path); FA_PATHS[i]
+# the op_params slots and the paths are csrc/ops/flash-attn.h's (pg_fa_param, pg_fa_path); FA_PATHS[i]
 # names path i
 from pyggml._tables import FA_PARAMS, FA_PATHS, FA_SPLIT_MAX_N
 
@@ -779,11 +779,11 @@ def flash_attn_ext(q, k, v, mask, scale, max_bias=0.0, logit_softcap=0.0):
     [DV, Hq, N, S] (heads before queries). A key with slope*mask == -inf gets no weight; a row with
     every key masked is exactly 0.
 
-    Paths (see csrc/flash-attn.h; force one with flash_attn_ext_set_path, read the one taken with
+    Paths (see csrc/ops/flash-attn.h; force one with flash_attn_ext_set_path, read the one taken with
     flash_attn_ext_get_path): one_chunk (per row; compute(use_ref=True) always takes it), tiled
     (64 x 64 tiles, automatic from N >= 64), split (split-KV decode, one row after the other,
     automatic for S == 1, N <= FA_SPLIT_MAX_N = 16 and L >= PG_FA_SPLIT_MIN_L = 64,
-    csrc/flash-attn.h: a row gets the same bits whatever the other rows, so a step of a few rows
+    csrc/ops/flash-attn.h: a row gets the same bits whatever the other rows, so a step of a few rows
     gives each what a one-row decode step gives it).
 
     Differences from ggml: every path accumulates in f32 (ggml keeps an fp16 accumulator for F16 V

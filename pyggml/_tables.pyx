@@ -1,6 +1,6 @@
 """The C tables as Python sees them: the op table (csrc/ops.h), the GLU and unary op tables
-(csrc/glu.h), the type table (csrc/types.h) and flash_attn_ext's op_params slots and paths
-(csrc/flash-attn.h). _enums.py builds pyggml.Op, GluOp, UnaryOp and Type
+(csrc/ops/glu.h), the type table (csrc/types.h) and flash_attn_ext's op_params slots and paths
+(csrc/ops/flash-attn.h). _enums.py builds pyggml.Op, GluOp, UnaryOp and Type
 from them, so each is defined once, in C; the builders take the types an op supports from the type
 table's kernels. type_size, blck_size and row_size are ggml_type_size, ggml_blck_size and
 ggml_row_size."""
@@ -21,7 +21,7 @@ cdef extern from "ops.h" nogil:
 
     const pg_op_info pg_op_table[]
 
-cdef extern from "glu.h" nogil:
+cdef extern from "ops/glu.h" nogil:
     enum:
         PG_GLU_MAX
         PG_UNARY_MAX
@@ -35,7 +35,7 @@ cdef extern from "glu.h" nogil:
     const pg_glu_row pg_glu_ops[]
     const pg_unary_row pg_unary_ops[]
 
-cdef extern from "flash-attn.h" nogil:
+cdef extern from "ops/flash-attn.h" nogil:
     enum pg_fa_param:
         PG_FA_PARAM_SCALE
         PG_FA_PARAM_MAX_BIAS
@@ -72,7 +72,7 @@ def unary_ops():
     return {pg_unary_ops[i].name.decode(): i for i in range(PG_UNARY_MAX) if pg_unary_ops[i].name != NULL}
 
 
-# flash_attn_ext's op_params slots and its attention paths (csrc/flash-attn.h's pg_fa_param and
+# flash_attn_ext's op_params slots and its attention paths (csrc/ops/flash-attn.h's pg_fa_param and
 # pg_fa_path): FA_PATHS[i] names path i
 FA_PARAMS = {"scale": PG_FA_PARAM_SCALE, "max_bias": PG_FA_PARAM_MAX_BIAS, "logit_softcap": PG_FA_PARAM_SOFTCAP,
              "prec": PG_FA_PARAM_PREC, "path": PG_FA_PARAM_PATH, "taken": PG_FA_PARAM_TAKEN}

@@ -15,7 +15,7 @@ import numpy as np
 from pyggml._enums import FLOAT_TYPES, INT_TYPES, QUANT_TYPES, Op, Type, kernel_types
 from pyggml._tables import blck_size, type_size
 
-cdef extern from "copy.h" nogil:
+cdef extern from "ops/copy.h" nogil:
     bint pg_is_contiguous(const pg_tensor * t)
     void pg_load_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, float * buf)
     void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, const float * buf)
@@ -23,7 +23,7 @@ cdef extern from "copy.h" nogil:
 cdef extern from "stdlib.h" nogil:
     void * aligned_alloc(size_t alignment, size_t size)
 
-cdef extern from "dlpack.h" nogil:
+cdef extern from "core/dlpack.h" nogil:
     enum:
         PG_DLPACK_MAJOR
         PG_DLPACK_MINOR

@@ -1,8 +1,8 @@
-# The one home of the C declarations shared by the extension modules (csrc/pyggml.h, types.h).
+# The one home of the C declarations shared by the extension modules (csrc/core/pyggml.h, types.h).
 from libc.stdint cimport int32_t, int64_t
 
 
-cdef extern from "pyggml.h" nogil:
+cdef extern from "core/pyggml.h" nogil:
     enum:
         PG_MAX_SRC
         PG_FLAG_INPUT
@@ -73,6 +73,6 @@ cdef extern from "types.h" nogil:
     size_t pg_row_size(int type, int64_t n)
 
 
-cdef extern from "isa/simd-mappings.h":
+cdef extern from "arch/simd-mappings.h":
     const char * pg_simd_name()
     int pg_simd_vlen()

@@ -1,4 +1,4 @@
-"""Type stubs for pyggml._vec: test-only wrappers around the row primitives of csrc/vec/ (vec.h)."""
+"""Type stubs for pyggml._vec: test-only wrappers around the row primitives of csrc/vec/ (vec/vec.h)."""
 from typing import Any
 
 def act_f32(name: Any, n: Any, y: Any, x: Any) -> Any: ...

@@ -1,8 +1,9 @@
-"""The row primitives (csrc/vec/, through vec.h) called directly, for tests/test_vec.py: each SIMD path (AVX-512, AVX2,
-NEON, RVV at any VLEN, the scalar loops) is compared against float64 references at lengths that hit
-every tail. Arguments are element counts and raw addresses (numpy's arr.ctypes.data); nothing is
-checked here, the test helpers pass contiguous arrays of the right dtype and length.
-barrier_probe() drives barrier.h's barrier directly (tests/test_barrier.py)."""
+"""The row primitives (csrc/vec/, through vec/vec.h) called directly, for tests/kernels/test_vec.py:
+each SIMD path (AVX-512, AVX2, NEON, RVV at any VLEN, the scalar loops) is compared against float64
+references at lengths that hit every tail. Arguments are element counts and raw addresses (numpy's
+arr.ctypes.data); nothing is checked here, the test helpers pass contiguous arrays of the right dtype
+and length.
+barrier_probe() drives barrier.h's barrier directly (tests/kernels/test_barrier.py)."""
 from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free
 from libc.string cimport memset
@@ -13,7 +14,7 @@ from pyggml._openmp cimport pg_barrier, pg_parallel_run
 from pyggml._typedefs cimport pg_params, pg_shared
 
 
-cdef extern from "vec.h" nogil:
+cdef extern from "vec/vec.h" nogil:
     ctypedef struct pg_block_q8_0:
         pass
     ctypedef struct pg_block_q4_0:
@@ -79,7 +80,7 @@ cdef extern from "vec.h" nogil:
     void pg_vec_attn_transpose_f32(int64_t nr, int64_t nc, const float * x, int64_t ldx, float * y, int64_t ldy)
 
 
-cdef extern from "quants-legacy.h" nogil:
+cdef extern from "types/dot-legacy.h" nogil:
     float pg_vec_dot_q8_0_q8_0(int64_t n, const pg_block_q8_0 * x, const pg_block_q8_0 * y)
     float pg_vec_dot_q4_0_q8_0(int64_t n, const pg_block_q4_0 * x, const pg_block_q8_0 * y)
 
@@ -359,7 +360,7 @@ def stream_read_f32(addr, n, int n_threads):
     return float(out.max())
 
 
-# ---- barrier.h: the barrier's sleep path, for tests/test_barrier.py ----
+# ---- barrier.h: the barrier's sleep path, for tests/kernels/test_barrier.py ----
 
 cdef enum:
     PROBE_MAX_THREADS = 64

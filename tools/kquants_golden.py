@@ -1,7 +1,7 @@
 """Regenerate tests/data/kquants_ggml.npz: rows of inputs chosen to reach the K-quant quantisers'
 edge cases, and the bytes ggml itself makes of them (quantize_row_*_ref through ggml_quantize_chunk
 without an importance matrix; Q8_K through the CPU backend's from_float). Needs the ggml-python
-package (pip install ggml-python); tests/test_kquants.py compares pyggml's bytes with these.
+package (pip install ggml-python); tests/types/test_kquants.py compares pyggml's bytes with these.
 
     python tools/kquants_golden.py
 """

@@ -131,7 +131,7 @@ build() {  # name cross-file... -> sets SITE to the installed package's director
     SITE=$(dirname "$(find "$bdir/destdir" -type d -name pyggml -path '*-packages/*' | head -n1)")
 }
 
-# every vector instruction of the RVV build must sit in the pg_rvv_* kernels (csrc/vec/*-rvv.c): V elsewhere
+# every vector instruction of the RVV build must sit in the pg_rvv_* kernels (csrc/arch/riscv/*-rvv.c): V elsewhere
 # (say, clang auto-vectorising Cython code) would kill the import on a CPU without V
 check_v_confined() {  # build name
     local so bad
@@ -179,11 +179,12 @@ for stage in $ARCH:${STAGES// / $ARCH:}; do
         riscv64:rvv256) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=256" rvv 256 "$ROOT/tests" "$@" ;;
         riscv64:rvv-nov) run_tests "$stage" "$rvv_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
         riscv64:zvfhmin) run_tests "$stage" "$zvfh_site" "$V_CPU,vlen=256,Zfh=true" rvv 256 \
-                     "$ROOT/tests/test_build.py" "$ROOT/tests/test_vec.py" "$@" ;;
+                     "$ROOT/tests/core/test_build.py" "$ROOT/tests/kernels/test_vec.py" "$@" ;;
         riscv64:scalar) run_tests "$stage" "$scalar_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
         aarch64:neon) run_tests "$stage" "$neon_site" cortex-a72 neon 128 "$ROOT/tests" "$@" ;;
-        aarch64:dotprod) run_tests "$stage" "$dotprod_site" max neon 128 "$ROOT/tests/test_build.py" \
-                     "$ROOT/tests/test_kquants.py" "$ROOT/tests/test_quants.py" "$ROOT/tests/test_mul_mat.py" "$@" ;;
+        aarch64:dotprod) run_tests "$stage" "$dotprod_site" max neon 128 "$ROOT/tests/core/test_build.py" \
+                     "$ROOT/tests/types/test_kquants.py" "$ROOT/tests/types/test_quants.py" \
+                     "$ROOT/tests/ops/test_mul_mat.py" "$@" ;;
     esac
 done
 log "done"

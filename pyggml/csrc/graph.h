@@ -13,19 +13,19 @@
  */
 #pragma once
 #include "ops.h"
-#include "barrier.h"
-#include "binary.h"
-#include "conv.h"
-#include "copy.h"
-#include "flash-attn.h"
-#include "glu.h"
-#include "matmul.h"
-#include "matmul-id.h"
-#include "norm.h"
-#include "rope.h"
-#include "rows.h"
-#include "softmax.h"
-#include "sort.h"
+#include "core/barrier.h"
+#include "ops/binary.h"
+#include "ops/conv.h"
+#include "ops/copy.h"
+#include "ops/flash-attn.h"
+#include "ops/glu.h"
+#include "ops/matmul.h"
+#include "ops/matmul-id.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "ops/rows.h"
+#include "ops/softmax.h"
+#include "ops/sort.h"
 
 typedef void (*pg_compute_fn)(const pg_params * p, pg_tensor * dst);
 typedef bool (*pg_plan_fn)(const pg_tensor * dst, pg_plan * pl);

@@ -17,7 +17,7 @@
  * in _ops.pyx, pg_compute_/pg_plan_ in its op-family header (included by graph.h), a row here.
  */
 #pragma once
-#include "pyggml.h"
+#include "core/pyggml.h"
 
 enum { PG_OPF_NO_COMPUTE = 1, PG_OPF_ROWS = 2, PG_OPF_INDICES = 4 };
 

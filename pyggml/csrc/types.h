@@ -40,9 +40,9 @@
  * pyggml.h's enum, its row here and the kernels the row names.
  */
 #pragma once
-#include "convert.h"
-#include "quants-k.h"
-#include "quants-legacy.h"
+#include "types/convert.h"
+#include "types/dot-k.h"
+#include "types/dot-legacy.h"
 
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
@@ -295,7 +295,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .tile_nc = PG_Q4_0_TILE_NC, .tile_mr = PG_Q4_0_TILE_MR,
         .attn_dot = pg_type_attn_dot_q4_0, .attn_acc = pg_type_attn_acc_q4_0,
     },
-    /* the K-quants (quants-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
+    /* the K-quants (quants-k.h, dot-k.h); Q8_K is their activation type, no weight type itself (as in ggml) */
     [PG_TYPE_Q2_K] = {
         .name = "q2_K", .blck = PG_QK_K, .size = sizeof(pg_block_q2_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q2_K_to_f32, .from_float = pg_row_q2_K_from_f32,
@@ -335,7 +335,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q8_K_to_f32, .from_float = pg_row_q8_K_from_f32,
     },
-    /* the legacy types of quants-legacy.h */
+    /* the legacy types of quants-legacy.h and dot-legacy.h */
     [PG_TYPE_Q4_1] = {
         .name = "q4_1", .blck = PG_QK, .size = sizeof(pg_block_q4_1), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q4_1_to_f32, .from_float = pg_row_q4_1_from_f32,
@@ -380,7 +380,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_mxfp4_to_f32, .from_float = pg_row_mxfp4_from_f32,
         .vec_dot = pg_type_dot_mxfp4, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_mxfp4_n,
     },
-    /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h); no KV cache type in ggml */
+    /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h, dot-k.h); no KV cache type in ggml */
     [PG_TYPE_IQ4_XS] = {
         .name = "iq4_xs", .blck = PG_QK_IQ4_XS, .size = sizeof(pg_block_iq4_xs), .kind = PG_KIND_QUANT,
         .to_float = pg_row_iq4_xs_to_f32, .from_float = pg_row_iq4_xs_from_f32,

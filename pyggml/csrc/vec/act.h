@@ -1,4 +1,4 @@
-/* Activations of rows (the unary and GLU ops): y = act(x) and y = act(x) * g. RVV: vec/act-rvv.c.
+/* Activations of rows (the unary and GLU ops): y = act(x) and y = act(x) * g. RVV: arch/riscv/act-rvv.c.
  *
  * The sigmoid-gated activations share one form, x / (1 + exp(-z)), so one SIMD exp serves them:
  *   silu(x)       = x / (1 + exp(-x))

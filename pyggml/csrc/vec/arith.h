@@ -1,5 +1,5 @@
 /* Elementwise rows: z = x + y, z = x * y, z = x / y, y += x*v, y = x*v, and the maximum of a row.
- * RVV: vec/arith-rvv.c. */
+ * RVV: arch/riscv/arith-rvv.c. */
 #pragma once
 #include "vec/cvt.h"
 

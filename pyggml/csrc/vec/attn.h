@@ -1,4 +1,4 @@
-/* Attention micro-kernels (flash_attn_ext). RVV: vec/attn-rvv.c.
+/* Attention micro-kernels (flash_attn_ext). RVV: arch/riscv/attn-rvv.c.
  *
  * Flash attention works on blocks: a few query rows (the query heads sharing one KV head, or the
  * rows of a Q tile) against a few keys. Every K and V element loaded feeds all those rows

@@ -1,13 +1,13 @@
 /* Conversions between f32 and fp16/bf16: one element (pg_fp16_to_fp32, ...) and rows
  * (pg_vec_cvt_<from>_<to>), bit-exact round-to-nearest-even (ggml's CPU rounding) on every path.
- * RVV: vec/cvt-rvv.c. Every row primitive of vec/ has the same form: PG_RVV_DO/PG_RVV_RETURN
+ * RVV: arch/riscv/cvt-rvv.c. Every row primitive of vec/ has the same form: PG_RVV_DO/PG_RVV_RETURN
  * (riscv64 with V hands the row to pg_rvv_<name>), a SIMD body over PG_F32_EPR-wide registers in the
- * vocabulary of isa/simd-mappings.h, and a scalar loop for the leftovers, which is the whole row in
+ * vocabulary of arch/simd-mappings.h, and a scalar loop for the leftovers, which is the whole row in
  * the scalar build.
  */
 #pragma once
-#include "pyggml.h"
-#include "isa/simd-mappings.h"
+#include "core/pyggml.h"
+#include "arch/simd-mappings.h"
 
 static inline uint32_t pg_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float pg_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -1,6 +1,6 @@
 /* Dot products of rows: f32/f16/bf16 pairs and mixed (f16 or bf16 times f32), one row against four
  * (pg_vec_dot4_*, matmul's GEMV). f32 lanes, four registers in flight to hide the FMA latency.
- * The quantized blocks' integer dots are quants-legacy.h's. RVV: vec/dot-rvv.c (with the integer
+ * The quantized blocks' integer dots are quants-legacy.h's. RVV: arch/riscv/dot-rvv.c (with the integer
  * dots of quants-legacy.h's 32-element block types, which it calls). */
 #pragma once
 #include "vec/quant.h"

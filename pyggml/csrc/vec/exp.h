@@ -1,7 +1,7 @@
 /* exp and the softmax sums: x = k*ln2 + r, |r| <= ln2/2, a degree-7 polynomial in r, 2^k put in the
  * exponent. Relative error below 2e-7 over the f32 range; x < PG_EXP_LO gives 0, x > PG_EXP_HI
  * gives inf, NaN stays NaN. One algorithm with one set of constants for the scalar pg_expf, the
- * lanes of pg_f32v_exp and pg_f32v_exp_attn, and the RVV lanes (vec/exp-rvv.h). RVV: vec/exp-rvv.c. */
+ * lanes of pg_f32v_exp and pg_f32v_exp_attn, and the RVV lanes (arch/riscv/exp-rvv.h). RVV: arch/riscv/exp-rvv.c. */
 #pragma once
 #include "vec/cvt.h"
 

@@ -1,4 +1,4 @@
-/* The GEMM micro-kernel of mul_mat's tiled path. RVV: vec/gemm-rvv.c. */
+/* The GEMM micro-kernel of mul_mat's tiled path. RVV: arch/riscv/gemm-rvv.c. */
 #pragma once
 #include "vec/cvt.h"
 
@@ -9,7 +9,7 @@
  * nr/EPR vectors of b and broadcasts one value per row of a. mr fills the register file: 12 x 2
  * accumulators with 32 registers (AVX-512, NEON), 6 x 2 with 16 (AVX2), 4 x 4 scalars otherwise.
  * riscv64 with V: 12 rows x one e32 m2 register group (2*VLEN/32 columns, at most PG_MM_NR_MAX),
- * known only at run time, so callers take (mr, nr) from pg_vec_gemm_shape() (vec/gemm-rvv.c). */
+ * known only at run time, so callers take (mr, nr) from pg_vec_gemm_shape() (arch/riscv/gemm-rvv.c). */
 typedef struct pg_gemm_shape { int mr, nr; } pg_gemm_shape;
 #define PG_MM_NR_MAX 32        /* the widest panel of any micro-kernel */
 

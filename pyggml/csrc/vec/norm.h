@@ -1,5 +1,5 @@
 /* Row sums of the norms (in double) and the scaled multiply of rms_norm * weight.
- * RVV: vec/norm-rvv.c. */
+ * RVV: arch/riscv/norm-rvv.c. */
 #pragma once
 #include "vec/cvt.h"
 
@@ -9,7 +9,7 @@
  * Every primitive below shares one loop (pg_norm_acc), so the same values give the same sum bit for
  * bit whether they arrive from a tensor, from x + r or from x - mean.
  *
- * pg_f64acc_add (isa/<isa>.h) widens with the ISA's f32 -> f64 conversion. pg_f64acc_add_sq adds v*v; on x86 it
+ * pg_f64acc_add (arch/<arch>/<isa>.h) widens with the ISA's f32 -> f64 conversion. pg_f64acc_add_sq adds v*v; on x86 it
  * skips the conversion, which is what bounds the loop (vcvtps2pd is cross-lane, and double-pumped
  * on Zen 4): the bits of a square q >= 0 moved up by 29 within a
  * 64-bit lane are those of the double q * 2^-896 (the f32 exponent lands in the double's, the

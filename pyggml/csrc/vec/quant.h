@@ -1,4 +1,4 @@
-/* Quantized blocks (ggml's layouts) and the Q8_0 quantiser of rows. RVV: vec/quant-rvv.c. */
+/* Quantized blocks (ggml's layouts) and the Q8_0 quantiser of rows. RVV: arch/riscv/quant-rvv.c. */
 #pragma once
 #include "vec/cvt.h"
 

@@ -1,5 +1,5 @@
 /* RoPE rows: sin and cos of the angles, and the rotation of pairs (half-split and adjacent).
- * RVV: vec/rope-rvv.c. */
+ * RVV: arch/riscv/rope-rvv.c. */
 #pragma once
 #include "vec/cvt.h"
 

@@ -1,0 +1,324 @@
+/* MUL_MAT (ggml_mul_mat): every row of a dotted with every row of b, per matrix.
+ *   a   [K, M, ne02, ne03]   weights: every type with a vec_dot (types.h); packed in dim 0, any row strides
+ *   b   [K, N, ne12, ne13]   activations: F32, packed in dim 0, any strides in dims 1..3
+ *   dst [M, N, ne12, ne13]   F32, dst[i, j, i2, i3] = dot(a[:, i, i2 / r2, i3 / r3], b[:, j, i2, i3])
+ *                            with r2 = ne12 / ne02, r3 = ne13 / ne03 (a repeated by integer division)
+ *
+ *             K                    K                          M
+ *        ┌─────────┐          ┌─────────┐               ┌─────────┐
+ *   a  M │ row i   │    b   N │ row j   │  ──►  dst   N │    (i,j)│     per (i2, i3)
+ *        └─────────┘          └─────────┘               └─────────┘
+ *
+ * Phases, every thread taking part, a barrier after each:
+ *  1. b is converted into the shared work area as ggml does, to a's vec_dot_type: F16 weights -> b
+ *     rounded to fp16, BF16 -> bf16, quantized weights -> the CPU Q8_0 or Q8_1 quantiser; packed rows
+ *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
+ *     read b in place.
+ *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
+ *     of weight rows and streams every row once, dotting it with the N activation rows: float
+ *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
+ *     widened back to f32 once per thread for them, which is exact; a single column longer than
+ *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
+ *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
+ *     read streams), quantized ones with the integer vec_dot_tile (x86: one weight row x four
+ *     columns in registers per call; a type with a tile_mr that many rows) or vec_dot_n (four columns per decoded weight row), one column
+ *     of a type with a vec_dot_rows with that (the thread's whole range in one call), the others
+ *     with vec_dot.
+ *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
+ *     PG_MM_IC columns from the chunk counter (PG_MM_IR or tile_mr rows), the integer tiles of the
+ *     GEMV path with PG_QGEMM_MR weight rows per call, or the type's tile_mr (each activation block
+ *     loaded once for them), so a
+ *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
+ *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
+ *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
+ *     chunk counter. A thread widens its tile of weight rows to f32 once, into its
+ *     scratch, and runs the register-blocked micro-kernel of vec/gemm.h over all of K for each panel.
+ *     (mr, nr) is the micro-kernel's tile, pg_vec_gemm_shape(): fixed per ISA at compile time,
+ *     except on riscv64, where the RVV tile's width follows the VLEN found at run time.
+ */
+#pragma once
+#include "types.h"
+#include "core/barrier.h"
+
+/* columns per matrix from which the GEMM path pays off: a panel is nr columns wide, so below half
+ * a panel the padded micro-kernel does more work than streaming rows through dot products (which
+ * take four columns at a time) */
+static inline int64_t pg_mm_gemm_min_n(pg_gemm_shape t) { return PG_MAX(6, t.nr / 2); }
+#define PG_MM_GEMM_MIN_N_MAX PG_MAX(6, PG_MM_NR_MAX / 2)
+#define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
+#define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
+#define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
+
+/* what both pg_work_mul_mat and the kernel derive from the shapes */
+typedef struct pg_mm_layout {
+    int vt;                 /* vec_dot_type of a */
+    pg_gemm_shape tile;     /* GEMM micro-kernel: mr weight rows x nr columns */
+    bool gemm;
+    bool idot;              /* integer path: a has vec_dot_n, the GEMM takes tiles of its dot products */
+    bool widen;             /* dot path: converted activations widened to f32 per thread (dot_f32) */
+    size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
+    size_t conv_bytes;      /* shared: converted b */
+    int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
+    size_t pack_bytes;      /* shared: f32 panels */
+    size_t scratch;         /* bytes per thread */
+} pg_mm_layout;
+
+static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], N = b->ne[1], nbatch = b->ne[2] * b->ne[3];
+    pg_mm_layout l;
+    l.vt = pg_traits[a->type].vec_dot_type;
+    l.tile = pg_vec_gemm_shape();
+    l.gemm = N >= pg_mm_gemm_min_n(l.tile);
+    l.idot = pg_traits[a->type].vec_dot_n != NULL;
+    /* one column with a long row: dot the fp16/bf16 activation in place (vec_dot, both operands
+     * widened in registers, the same sums bit for bit) rather than an f32 copy that the streamed
+     * weight rows push out of L1 (PG_GEMV_WIDEN_MAX, per ISA) */
+    const bool in_place = N == 1 && (size_t) K * sizeof(float) > PG_GEMV_WIDEN_MAX;
+    l.widen = !l.gemm && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32 && !in_place;
+    l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
+    l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
+    const int64_t mr = l.tile.mr, nr = l.tile.nr;
+    l.npanel = l.gemm && !l.idot ? (N + nr - 1) / nr : 0;
+    l.pack_bytes = (size_t) (l.npanel * nr * K * nbatch) * sizeof(float);
+    if (l.idot) {
+        l.scratch = 0;
+    } else if (l.gemm) {
+        l.scratch = PG_MAX((size_t) (mr * (K + nr)), (size_t) PG_MM_KB) * sizeof(float);
+    } else {
+        l.scratch = l.widen ? (size_t) (N * K) * sizeof(float) : 0;
+    }
+    return l;
+}
+
+static inline bool pg_plan_mul_mat(const pg_tensor * dst, pg_plan * pl) {
+    const pg_mm_layout l = pg_mm_get_layout(dst);
+    pl->work = pg_per_thread(l.scratch, pl->nth) + PG_PAD(l.conv_bytes, PG_CACHE_LINE) + l.pack_bytes;
+    return true;
+}
+
+/* activation row (j, i12, i13) in vec_dot_type: converted copy, or b itself for F32 weights */
+static inline const char * pg_mm_brow(const pg_tensor * b, const pg_mm_layout * l, const char * conv,
+                                      int64_t j, int64_t i12, int64_t i13) {
+    if (!l->conv_row) return pg_row(b, j, i12, i13);
+    return conv + (size_t) ((i13 * b->ne[2] + i12) * b->ne[1] + j) * l->conv_row;
+}
+
+/* phase 1: rows of b cut in pieces of PG_MM_CVT elements (or one block of vec_dot_type, when larger:
+ * Q8_K's 256), a contiguous range of pieces per thread */
+static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l, char * conv) {
+    const int64_t cvt = PG_MAX(PG_MM_CVT, pg_traits[l->vt].blck);
+    const int64_t K = b->ne[0], npiece = (K + cvt - 1) / cvt;
+    const pg_from_float_fn from_float = pg_traits[l->vt].from_float;
+    int64_t u0, u1;
+    pg_split_rows(pg_nrows(b) * npiece, p->ith, p->nth, &u0, &u1);
+    while (u0 < u1) {
+        const int64_t row = u0 / npiece, uend = PG_MIN(u1, (row + 1) * npiece);
+        const int64_t k0 = (u0 - row * npiece) * cvt, k1 = PG_MIN(K, (uend - row * npiece) * cvt);
+        const int64_t j = row % b->ne[1], i12 = row / b->ne[1] % b->ne[2], i13 = row / (b->ne[1] * b->ne[2]);
+        const float * src = (const float *) pg_row(b, j, i12, i13) + k0;
+        from_float(src, conv + (size_t) row * l->conv_row + pg_row_size(l->vt, k0), k1 - k0);
+        u0 = uend;
+    }
+}
+
+/* phase 2, types with vec_dot_n: weight rows [i0, i1) of matrix (i12, i13) against columns [j0, j1),
+ * mr rows x the type's tile_nc columns per vec_dot_tile call (each row dotted with four columns per
+ * vec_dot_n call without one); a column's sums are the same whatever the columns around it. The
+ * GEMV takes one row per call: adjacent rows read side by side from memory are as many streams
+ * close together, which read slower than one (docs/bench/journal.md), and few columns leave little
+ * to share (one column of a type with a vec_dot_rows goes to that instead) */
+static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, const char * conv, int64_t i12, int64_t i13,
+                                   int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t mr) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const pg_type_traits * tr = &pg_traits[a->type];
+    const size_t lds = dst->nb[1] / sizeof(float);
+    if (!tr->vec_dot_tile) mr = 1;
+    const int64_t step = tr->vec_dot_tile ? tr->tile_nc : 4;
+    for (int64_t i = i0; i < i1; i += mr) {
+        const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
+        for (int64_t j = j0; j < j1; j += step) {
+            const int nc = (int) PG_MIN(step, j1 - j);
+            const char * brow = pg_mm_brow(b, l, conv, j, i12, i13);
+            float * y = (float *) pg_row(dst, j, i12, i13) + i;
+            if (tr->vec_dot_tile) {
+                tr->vec_dot_tile(K, arow, a->nb[1], (int) PG_MIN(mr, i1 - i), brow, l->conv_row, nc, y, lds);
+            } else {
+                float s4[4];
+                tr->vec_dot_n(K, arow, brow, l->conv_row, nc, s4);
+                for (int c = 0; c < nc; c++) y[(size_t) c * lds] = s4[c];
+            }
+        }
+    }
+}
+
+/* phase 2, GEMV and few columns: contiguous ranges of weight rows, each streamed once (one column of
+ * an integer type with vec_dot_rows: the whole range in one call) */
+static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const pg_type_traits * tr = &pg_traits[a->type];
+    float * wide = (float *) pg_scratch(p, l->scratch);
+    const void * brows[PG_MM_GEMM_MIN_N_MAX];       /* activation rows in vec_dot_type */
+    const float * bf32[PG_MM_GEMM_MIN_N_MAX];       /* the same as f32 (dot_f32's operands) */
+    int64_t r0, r1;
+    pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
+    while (r0 < r1) {
+        const int64_t batch = r0 / M, i1 = PG_MIN(M, r0 % M + (r1 - r0));
+        const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        int64_t i0 = r0 % M;
+        r0 += i1 - i0;
+        if (l->idot) {
+            if (N == 1 && tr->vec_dot_rows)
+                tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
+                                 (float *) pg_row(dst, 0, i12, i13) + i0);
+            else
+                pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, tr->tile_mr ? tr->tile_mr : 1);
+            continue;
+        }
+        for (int64_t j = 0; j < N; j++) {
+            const char * src = pg_mm_brow(b, l, conv, j, i12, i13);
+            brows[j] = src;
+            bf32[j] = (const float *) src;
+            if (l->widen) {
+                pg_traits[l->vt].to_float(src, wide + j * K, K);
+                bf32[j] = wide + j * K;
+            }
+        }
+        const bool f32_dot = tr->dot_f32 && (l->widen || l->vt == PG_TYPE_F32);
+        const pg_dot2_fn dot2 = N > 1 ? NULL : f32_dot ? tr->dot2_f32 : tr->vec_dot2;
+        if (dot2) {
+            /* one column of float weights: rows i and i + h together, two read streams (vec/dot.h pg_dot2_kernel) */
+            const int64_t h = (i1 - i0) / 2;
+            float * d = (float *) pg_row(dst, 0, i12, i13);
+            const void * y = f32_dot ? (const void *) bf32[0] : brows[0];
+            for (int64_t i = i0; i < i0 + h; i++) {
+                float s2[2];
+                dot2(K, pg_row(a, i, i12 / r2, i13 / r3), (size_t) h * a->nb[1], y, s2);
+                d[i] = s2[0];
+                d[i + h] = s2[1];
+            }
+            i0 += 2 * h;
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
+            int64_t j = 0;
+            if (f32_dot) {
+                for (; j + 4 <= N; j += 4) {
+                    float s4[4];
+                    tr->dot4_f32(K, arow, bf32 + j, s4);
+                    for (int c = 0; c < 4; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
+                }
+                for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->dot_f32(K, arow, bf32[j]);
+            }
+            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
+        }
+    }
+}
+
+/* phase 2a, GEMM: units (matrix, panel, piece of K) dealt round-robin; a panel holds columns
+ * [nr * panel, +nr) as f32, k-major, zeros past N */
+static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l,
+                                const char * conv, float * pack) {
+    const int64_t K = b->ne[0], N = b->ne[1], nr = l->tile.nr;
+    const int64_t npiece = (K + PG_MM_KB - 1) / PG_MM_KB, nunit = b->ne[2] * b->ne[3] * l->npanel * npiece;
+    const pg_to_float_fn to_float = pg_traits[l->vt].to_float;
+    float * tmp = (float *) pg_scratch(p, l->scratch);
+    for (int64_t u = p->ith; u < nunit; u += p->nth) {
+        const int64_t piece = u % npiece, panel = u / npiece % l->npanel, batch = u / (npiece * l->npanel);
+        const int64_t k0 = piece * PG_MM_KB, kn = PG_MIN(PG_MM_KB, K - k0);
+        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * nr) + k0 * nr;
+        for (int64_t jj = 0; jj < nr; jj++) {
+            const int64_t j = panel * nr + jj;
+            if (j < N) {
+                to_float(pg_mm_brow(b, l, conv, j, batch % b->ne[2], batch / b->ne[2]) + pg_row_size(l->vt, k0), tmp, kn);
+                for (int64_t k = 0; k < kn; k++) dstp[k * nr + jj] = tmp[k];
+            } else {
+                for (int64_t k = 0; k < kn; k++) dstp[k * nr + jj] = 0.0f;
+            }
+        }
+    }
+}
+
+/* phase 2b, GEMM: chunks (group of PG_MM_NC columns, matrix, tile of mr weight rows), the
+ * column group outermost so that all threads share one group's panels in cache while the weights
+ * (the cheaper reload: one tile per chunk) stream past */
+static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const float * pack) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1], MR = l->tile.mr, NR = l->tile.nr;
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t ppg = PG_MAX(1, PG_MM_NC / NR);                    /* panels per column group */
+    const int64_t ntile = (M + MR - 1) / MR, ngroup = (l->npanel + ppg - 1) / ppg;
+    const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
+    const pg_to_float_fn to_float = pg_traits[a->type].to_float;
+    float * at = (float *) pg_scratch(p, l->scratch);
+    float * ct = at + MR * K;
+    for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
+        const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
+        const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        const int64_t i0 = tile * MR, mr = PG_MIN(MR, M - i0);
+        for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * K, K);
+        if (mr < MR) memset(at + mr * K, 0, (size_t) ((MR - mr) * K) * sizeof(float));
+        const int64_t pend = PG_MIN(l->npanel, (group + 1) * ppg);
+        for (int64_t panel = group * ppg; panel < pend; panel++) {
+            pg_vec_gemm_tile_f32(K, at, K, pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * NR), ct);
+            const int64_t j0 = panel * NR, nr = PG_MIN(NR, N - j0);
+            for (int64_t jj = 0; jj < nr; jj++) {
+                float * y = (float *) pg_row(dst, j0 + jj, i12, i13) + i0;
+                for (int64_t r = 0; r < mr; r++) y[r] = ct[r * NR + jj];
+            }
+        }
+    }
+}
+
+/* phase 2, GEMM of a type with vec_dot_n: chunks (group of PG_MM_IC columns, matrix, tile of
+ * PG_MM_IR weight rows), each weight row dotted with its group's converted columns four at a time
+ * (the row stays in L1, the group's activations in L2) */
+#define PG_MM_IR 16
+#define PG_MM_IC 64
+static inline void pg_mm_gemm_int(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t M = a->ne[1], N = b->ne[1];
+    const int tmr = pg_traits[a->type].tile_mr;
+    const int64_t ir = PG_MAX(PG_MM_IR, tmr), mr = tmr ? tmr : PG_QGEMM_MR;
+    const int64_t ntile = (M + ir - 1) / ir, ngroup = (N + PG_MM_IC - 1) / PG_MM_IC;
+    const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
+    for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
+        const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
+        const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        const int64_t i0 = tile * ir, j0 = group * PG_MM_IC;
+        pg_mm_int_tiles(dst, l, conv, i12, i13, i0, PG_MIN(M, i0 + ir), j0, PG_MIN(N, j0 + PG_MM_IC), mr);
+    }
+}
+
+static inline void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst) {
+    const pg_tensor * b = dst->src[1];
+    const pg_mm_layout l = pg_mm_get_layout(dst);
+    char * conv = (char *) p->wdata + pg_per_thread(l.scratch, p->nth);
+    float * pack = (float *) (conv + PG_PAD(l.conv_bytes, PG_CACHE_LINE));
+    if (l.conv_row) {
+        pg_mm_convert_b(p, b, &l, conv);
+        pg_barrier(p);
+    }
+    if (!l.gemm) {
+        pg_mm_dot_rows(p, dst, &l, conv);
+        return;
+    }
+    if (l.idot) {
+        if (p->ith == 0) pg_chunk_set(p, p->nth);
+        pg_barrier(p);
+        pg_mm_gemm_int(p, dst, &l, conv);
+        return;
+    }
+    pg_mm_pack_b(p, b, &l, conv, pack);
+    if (p->ith == 0) pg_chunk_set(p, p->nth);
+    pg_barrier(p);
+    pg_mm_gemm(p, dst, &l, pack);
+}
