@@ -43,8 +43,18 @@ def local_text(model, prompt, n, temperature, seed):
     return tok.decode([t for t in r.tokens if t != model.hparams.eos_id])
 
 
+def ray_init(ray, where):
+    """A local 2-CPU Ray cluster started from `where`: Ray puts the driver's working directory first on
+    its workers' sys.path, and from the repository root that is the source folder, which has no
+    compiled modules (tests/models/test_distributed.py does the same)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(where)
+        mp.setenv("RAY_worker_niceness", "0")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
 @pytest.mark.slow
-def test_ray_serve_replicas(model_path):
+def test_ray_serve_replicas(model_path, tmp_path):
     ray = pytest.importorskip("ray")
     serve = pytest.importorskip("ray.serve")
     from pyggml.serve.ray_serve import deployment
@@ -52,7 +62,7 @@ def test_ray_serve_replicas(model_path):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray_init(ray, tmp_path)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(deployment(model_path, replicas=2, n_seq=2, n_ctx=256, n_threads=1, num_cpus=1), name="pyggml",
@@ -86,7 +96,7 @@ def test_ray_serve_replicas(model_path):
 
 
 @pytest.mark.slow
-def test_pipeline_server(model_path):
+def test_pipeline_server(model_path, tmp_path):
     """The server over a model pipelined across two Ray actors (pyggml.distributed): greedy, sampled,
     DRY and mirostat requests, sent together and streamed, give the single-process model's ids."""
     ray = pytest.importorskip("ray")
@@ -94,7 +104,7 @@ def test_pipeline_server(model_path):
     import threading
 
     from pyggml.serve.pipeline import pipeline_server
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray_init(ray, tmp_path)
     server = uv = th = None
     try:
         server = pipeline_server(model_path, stages=2, n_ctx=128, n_threads=1)
