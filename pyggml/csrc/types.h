@@ -52,6 +52,10 @@ typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr,
                                    float * s, size_t lds);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
 typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
+/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NC, each
+ * sum in dot4_f32's order; pf: prefetch the rows ahead (vec/dot.h pg_dot_tile) */
+typedef void (*pg_dot_tile_f32_fn)(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                   float * s, size_t lds, bool pf);
 /* s[r] = dot(x + r * bx, y) for r < 2 */
 typedef void (*pg_dot2_fn)(int64_t n, const void * x, size_t bx, const void * y, float * s);
 /* s[r] = dot(x + r * bx, y) for r < nr */
@@ -75,6 +79,7 @@ typedef struct pg_type_traits {
     int tile_nc;                 /* the most columns a vec_dot_tile call takes */
     pg_dot_f32_fn dot_f32;
     pg_dot4_f32_fn dot4_f32;
+    pg_dot_tile_f32_fn dot_tile_f32;  /* float types: mul_mat's few-column tiles */
     pg_dot2_fn dot2_f32;         /* float types, y: f32 */
     pg_dot2_fn vec_dot2;         /* float types, y: vec_dot_type */
     pg_vec_dot_rows_fn vec_dot_rows;  /* integer types; NULL: the one-column GEMV calls vec_dot_tile per row */
@@ -118,6 +123,19 @@ static inline void pg_type_dot4_f16(int64_t n, const void * x, const float * con
 }
 static inline void pg_type_dot4_bf16(int64_t n, const void * x, const float * const * y, float * s) {
     pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) x, y, s);
+}
+
+static inline void pg_type_dot_tile_f32(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                        float * s, size_t lds, bool pf) {
+    pg_vec_dot_tile_f32(n, (const float *) x, bx, mr, y, nc, s, lds, pf);
+}
+static inline void pg_type_dot_tile_f16(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                        float * s, size_t lds, bool pf) {
+    pg_vec_dot_tile_f16_f32(n, (const pg_fp16_t *) x, bx, mr, y, nc, s, lds, pf);
+}
+static inline void pg_type_dot_tile_bf16(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                         float * s, size_t lds, bool pf) {
+    pg_vec_dot_tile_bf16_f32(n, (const pg_bf16_t *) x, bx, mr, y, nc, s, lds, pf);
 }
 
 static inline void pg_type_dot2_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
@@ -238,6 +256,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_f32_to_f32, .from_float = pg_row_f32_from_f32,
         .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32,
         .dot_f32 = pg_type_dot_f32_f32, .dot4_f32 = pg_type_dot4_f32,
+        .dot_tile_f32 = pg_type_dot_tile_f32,
         .dot2_f32 = pg_type_dot2_f32, .vec_dot2 = pg_type_dot2_f32,
         .attn_dot = pg_type_attn_dot_f32, .attn_acc = pg_type_attn_acc_f32,
     },
@@ -246,6 +265,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_f16_to_f32, .from_float = pg_row_f16_from_f32,
         .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16,
         .dot_f32 = pg_type_dot_f16_f32, .dot4_f32 = pg_type_dot4_f16,
+        .dot_tile_f32 = pg_type_dot_tile_f16,
         .dot2_f32 = pg_type_dot2_f16_f32, .vec_dot2 = pg_type_dot2_f16,
         .attn_dot = pg_type_attn_dot_f16, .attn_acc = pg_type_attn_acc_f16,
     },
@@ -254,6 +274,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_bf16_to_f32, .from_float = pg_row_bf16_from_f32,
         .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16,
         .dot_f32 = pg_type_dot_bf16_f32, .dot4_f32 = pg_type_dot4_bf16,
+        .dot_tile_f32 = pg_type_dot_tile_bf16,
         .dot2_f32 = pg_type_dot2_bf16_f32, .vec_dot2 = pg_type_dot2_bf16,
         .attn_dot = pg_type_attn_dot_bf16, .attn_acc = pg_type_attn_acc_bf16,
     },
