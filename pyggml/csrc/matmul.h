@@ -32,11 +32,12 @@
  *     the activations widened to f32 rows once, shared (phase 1 does it as it converts), then
  *     each thread's contiguous range of tiles of PG_DOT_TILE_MR weight rows against all columns,
  *     up to PG_DOT_TILE_NC at a time, every sum in a register (vec/dot.h pg_dot_tile: each weight
- *     vector widened once per group of columns, in dot4_f32's order whatever the neighbours).
- *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
- *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
- *     chunk counter. A thread widens its tile of weight rows to f32 once, into its
- *     scratch, and runs the register-blocked micro-kernel of vec/gemm.h over all of K for each panel.
+ *     vector widened once per group of columns, in pg_vec_dot4_*'s order whatever the neighbours).
+ *     GEMM, float weights: the converted activations are widened (exact) into f32 panels of nr
+ *     columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the chunk
+ *     counter. A thread widens its tile of weight rows to f32 once, into its scratch, and runs the
+ *     register-blocked micro-kernel of vec/gemm.h over all of K for each panel; the columns of a
+ *     partly empty last panel are f32 rows instead, taken by the dot tiles.
  *     (mr, nr) is the micro-kernel's tile, pg_vec_gemm_shape(): fixed per ISA at compile time,
  *     except on riscv64, where the RVV tile's width follows the VLEN found at run time.
  */
@@ -68,6 +69,7 @@ typedef struct pg_mm_layout {
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
     int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
+    int64_t ntail;          /* GEMM, float weights: columns of a partly empty last panel (dot tiles) */
     size_t pack_bytes;      /* shared: f32 panels */
     size_t scratch;         /* bytes per thread */
 } pg_mm_layout;
@@ -92,6 +94,7 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
     l.npanel = l.gemm && !l.idot ? (N + nr - 1) / nr : 0;
+    l.ntail = l.npanel ? N % nr : 0;
     l.pack_bytes = (size_t) (l.npanel * nr * K * nbatch) * sizeof(float);
     if (l.tiles && l.conv_row) l.pack_bytes = (size_t) (N * K * nbatch) * sizeof(float);
     if (l.idot) {
@@ -266,7 +269,8 @@ static inline void pg_mm_dot_tiles(const pg_params * p, pg_tensor * dst, const p
 }
 
 /* phase 2a, GEMM: units (matrix, panel, piece of K) dealt round-robin; a panel holds columns
- * [nr * panel, +nr) as f32, k-major, zeros past N */
+ * [nr * panel, +nr) as f32, k-major; a partly empty last panel holds its columns as f32 rows of K
+ * instead, for the dot tiles */
 static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l,
                                 const char * conv, float * pack) {
     const int64_t K = b->ne[0], N = b->ne[1], nr = l->tile.nr;
@@ -277,6 +281,13 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
         const int64_t piece = u % npiece, panel = u / npiece % l->npanel, batch = u / (npiece * l->npanel);
         const int64_t k0 = piece * PG_MM_KB, kn = PG_MIN(PG_MM_KB, K - k0);
         float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * nr) + k0 * nr;
+        if (l->ntail && panel == l->npanel - 1) {
+            dstp -= k0 * nr;
+            for (int64_t jj = 0; jj < l->ntail; jj++)
+                to_float(pg_mm_brow(b, l, conv, panel * nr + jj, batch % b->ne[2], batch / b->ne[2]) +
+                         pg_row_size(l->vt, k0), dstp + jj * K + k0, kn);
+            continue;
+        }
         for (int64_t jj = 0; jj < nr; jj++) {
             const int64_t j = panel * nr + jj;
             if (j < N) {
@@ -289,13 +300,33 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
     }
 }
 
+/* phase 2b, GEMM, the columns of a partly empty last panel (pack: their f32 rows): the tile's mr
+ * weight rows, already widened to f32 (at), against them through the F32 dot tiles, whose sums
+ * are the same bits as the weights' own type's (the widening is exact) */
+static inline void pg_mm_gemm_tail(pg_tensor * dst, const pg_mm_layout * l, const float * at, int64_t mr,
+                                   const float * pack, int64_t j0, int64_t i0, int64_t i12, int64_t i13) {
+    const int64_t K = dst->src[1]->ne[0], ngroup = (l->ntail + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
+    const size_t lds = dst->nb[1] / sizeof(float);
+    const float * y[PG_MM_NR_MAX];
+    for (int64_t jj = 0; jj < l->ntail; jj++) y[jj] = pack + jj * K;
+    float * d = (float *) pg_row(dst, j0, i12, i13) + i0;
+    for (int64_t r = 0; r < mr; r += PG_DOT_TILE_MR) {
+        for (int64_t g = 0; g < ngroup; g++) {
+            const int64_t c0 = g * l->ntail / ngroup, c1 = (g + 1) * l->ntail / ngroup;
+            pg_traits[PG_TYPE_F32].dot_tile_f32(K, at + r * K, (size_t) K * sizeof(float),
+                                                (int) PG_MIN(PG_DOT_TILE_MR, mr - r), y + c0, (int) (c1 - c0),
+                                                d + c0 * lds + r, lds, false);
+        }
+    }
+}
+
 /* phase 2b, GEMM: chunks (group of PG_MM_NC columns, matrix, tile of mr weight rows), the
  * column group outermost so that all threads share one group's panels in cache while the weights
  * (the cheaper reload: one tile per chunk) stream past */
 static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const float * pack) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
-    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1], MR = l->tile.mr, NR = l->tile.nr;
+    const int64_t K = b->ne[0], M = a->ne[1], MR = l->tile.mr, NR = l->tile.nr;
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const int64_t ppg = PG_MAX(1, PG_MM_NC / NR);                    /* panels per column group */
     const int64_t ntile = (M + MR - 1) / MR, ngroup = (l->npanel + ppg - 1) / ppg;
@@ -311,10 +342,14 @@ static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_
         if (mr < MR) memset(at + mr * K, 0, (size_t) ((MR - mr) * K) * sizeof(float));
         const int64_t pend = PG_MIN(l->npanel, (group + 1) * ppg);
         for (int64_t panel = group * ppg; panel < pend; panel++) {
-            pg_vec_gemm_tile_f32(K, at, K, pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * NR), ct);
-            const int64_t j0 = panel * NR, nr = PG_MIN(NR, N - j0);
-            for (int64_t jj = 0; jj < nr; jj++) {
-                float * y = (float *) pg_row(dst, j0 + jj, i12, i13) + i0;
+            const float * pp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * NR);
+            if (l->ntail && panel == l->npanel - 1) {
+                pg_mm_gemm_tail(dst, l, at, mr, pp, panel * NR, i0, i12, i13);
+                continue;
+            }
+            pg_vec_gemm_tile_f32(K, at, K, pp, ct);
+            for (int64_t jj = 0; jj < NR; jj++) {
+                float * y = (float *) pg_row(dst, panel * NR + jj, i12, i13) + i0;
                 for (int64_t r = 0; r < mr; r++) y[r] = ct[r * NR + jj];
             }
         }

@@ -12,9 +12,11 @@
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n)
- *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
- *                      weights widens the vec_dot_type activations back to f32 once per thread
- *                      (exact) and dots with these; NULL: vec_dot on the converted rows
+ *   dot_f32            one row of this type against one f32 row: mul_mat's GEMV with float weights
+ *                      widens the vec_dot_type activations back to f32 once per thread (exact) and
+ *                      dots with it; NULL: vec_dot on the converted rows
+ *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NC f32 rows
+ *                      in registers, each sum in pg_vec_dot4_*'s order: mul_mat's few columns
  *   dot2_f32, vec_dot2 float types: two rows of this type (bx bytes apart) against one f32 /
  *                      vec_dot_type row, each sum bit for bit dot_f32's / vec_dot's: the one-column
  *                      GEMV's row pairs
@@ -51,9 +53,8 @@ typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                    float * s, size_t lds);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
-typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
 /* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NC, each
- * sum in dot4_f32's order; pf: prefetch the rows ahead (vec/dot.h pg_dot_tile) */
+ * sum in pg_vec_dot4_*'s order; pf: prefetch the rows ahead (vec/dot.h pg_dot_tile) */
 typedef void (*pg_dot_tile_f32_fn)(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
                                    float * s, size_t lds, bool pf);
 /* s[r] = dot(x + r * bx, y) for r < 2 */
@@ -78,7 +79,6 @@ typedef struct pg_type_traits {
     pg_vec_dot_tile_fn vec_dot_tile;  /* NULL: mul_mat calls vec_dot_n per weight row */
     int tile_nc;                 /* the most columns a vec_dot_tile call takes */
     pg_dot_f32_fn dot_f32;
-    pg_dot4_f32_fn dot4_f32;
     pg_dot_tile_f32_fn dot_tile_f32;  /* float types: mul_mat's few-column tiles */
     pg_dot2_fn dot2_f32;         /* float types, y: f32 */
     pg_dot2_fn vec_dot2;         /* float types, y: vec_dot_type */
@@ -113,16 +113,6 @@ static inline float pg_type_dot_f16_f32(int64_t n, const void * x, const float *
 }
 static inline float pg_type_dot_bf16_f32(int64_t n, const void * x, const float * y) {
     return pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) x, y);
-}
-
-static inline void pg_type_dot4_f32(int64_t n, const void * x, const float * const * y, float * s) {
-    pg_vec_dot4_f32(n, (const float *) x, y, s);
-}
-static inline void pg_type_dot4_f16(int64_t n, const void * x, const float * const * y, float * s) {
-    pg_vec_dot4_f16_f32(n, (const pg_fp16_t *) x, y, s);
-}
-static inline void pg_type_dot4_bf16(int64_t n, const void * x, const float * const * y, float * s) {
-    pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) x, y, s);
 }
 
 static inline void pg_type_dot_tile_f32(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
@@ -255,8 +245,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "f32", .blck = 1, .size = sizeof(float), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f32_to_f32, .from_float = pg_row_f32_from_f32,
         .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32,
-        .dot_f32 = pg_type_dot_f32_f32, .dot4_f32 = pg_type_dot4_f32,
-        .dot_tile_f32 = pg_type_dot_tile_f32,
+        .dot_f32 = pg_type_dot_f32_f32, .dot_tile_f32 = pg_type_dot_tile_f32,
         .dot2_f32 = pg_type_dot2_f32, .vec_dot2 = pg_type_dot2_f32,
         .attn_dot = pg_type_attn_dot_f32, .attn_acc = pg_type_attn_acc_f32,
     },
@@ -264,8 +253,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "f16", .blck = 1, .size = sizeof(pg_fp16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f16_to_f32, .from_float = pg_row_f16_from_f32,
         .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16,
-        .dot_f32 = pg_type_dot_f16_f32, .dot4_f32 = pg_type_dot4_f16,
-        .dot_tile_f32 = pg_type_dot_tile_f16,
+        .dot_f32 = pg_type_dot_f16_f32, .dot_tile_f32 = pg_type_dot_tile_f16,
         .dot2_f32 = pg_type_dot2_f16_f32, .vec_dot2 = pg_type_dot2_f16,
         .attn_dot = pg_type_attn_dot_f16, .attn_acc = pg_type_attn_acc_f16,
     },
@@ -273,8 +261,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "bf16", .blck = 1, .size = sizeof(pg_bf16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_bf16_to_f32, .from_float = pg_row_bf16_from_f32,
         .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16,
-        .dot_f32 = pg_type_dot_bf16_f32, .dot4_f32 = pg_type_dot4_bf16,
-        .dot_tile_f32 = pg_type_dot_tile_bf16,
+        .dot_f32 = pg_type_dot_bf16_f32, .dot_tile_f32 = pg_type_dot_tile_bf16,
         .dot2_f32 = pg_type_dot2_bf16_f32, .vec_dot2 = pg_type_dot2_bf16,
         .attn_dot = pg_type_attn_dot_bf16, .attn_acc = pg_type_attn_acc_bf16,
     },
