@@ -57,6 +57,10 @@ static inline int64_t pg_mm_float_gemm_min_n(pg_gemm_shape t) { return PG_MAX(pg
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
 #define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
 #define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
+/* floats past K between the f32 rows matmul lays out itself (widened weights and activations):
+ * rows of a power-of-two size would start at the same offset in a 4 KB page, in the same L1 set,
+ * and a tile's dozen rows then evict one another from its 8 ways */
+#define PG_MM_ROW_PAD 16
 
 /* what both pg_work_mul_mat and the kernel derive from the shapes */
 typedef struct pg_mm_layout {
@@ -70,6 +74,7 @@ typedef struct pg_mm_layout {
     size_t conv_bytes;      /* shared: converted b */
     int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
     int64_t ntail;          /* GEMM, float weights: columns of a partly empty last panel (dot tiles) */
+    int64_t ldw;            /* floats from one f32 row laid out here to the next: K + PG_MM_ROW_PAD */
     size_t pack_bytes;      /* shared: f32 panels */
     size_t scratch;         /* bytes per thread */
 } pg_mm_layout;
@@ -95,12 +100,13 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
     l.npanel = l.gemm && !l.idot ? (N + nr - 1) / nr : 0;
     l.ntail = l.npanel ? N % nr : 0;
-    l.pack_bytes = (size_t) (l.npanel * nr * K * nbatch) * sizeof(float);
-    if (l.tiles && l.conv_row) l.pack_bytes = (size_t) (N * K * nbatch) * sizeof(float);
+    l.ldw = K + PG_MM_ROW_PAD;
+    l.pack_bytes = (size_t) (l.npanel * nr * l.ldw * nbatch) * sizeof(float);
+    if (l.tiles && l.conv_row) l.pack_bytes = (size_t) (N * l.ldw * nbatch) * sizeof(float);
     if (l.idot) {
         l.scratch = 0;
     } else if (l.gemm) {
-        l.scratch = PG_MAX((size_t) (mr * (K + nr)), (size_t) PG_MM_KB) * sizeof(float);
+        l.scratch = PG_MAX((size_t) (mr * (l.ldw + nr)), (size_t) PG_MM_KB) * sizeof(float);
     } else {
         l.scratch = l.widen ? (size_t) (N * K) * sizeof(float) : 0;
     }
@@ -136,7 +142,7 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
         const float * src = (const float *) pg_row(b, j, i12, i13) + k0;
         char * piece = conv + (size_t) row * l->conv_row + pg_row_size(l->vt, k0);
         from_float(src, piece, k1 - k0);
-        if (l->tiles) pg_traits[l->vt].to_float(piece, wide + row * K + k0, k1 - k0);
+        if (l->tiles) pg_traits[l->vt].to_float(piece, wide + row * l->ldw + k0, k1 - k0);
         u0 = uend;
     }
 }
@@ -255,7 +261,7 @@ static inline void pg_mm_dot_tiles(const pg_params * p, pg_tensor * dst, const p
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         if (batch != ybatch) {
             for (int64_t j = 0; j < N; j++)
-                y[j] = l->conv_row ? wide + (batch * N + j) * K : (const float *) pg_mm_brow(b, l, conv, j, i12, i13);
+                y[j] = l->conv_row ? wide + (batch * N + j) * l->ldw : (const float *) pg_mm_brow(b, l, conv, j, i12, i13);
             ybatch = batch;
         }
         const char * arow = pg_row(a, i0, i12 / r2, i13 / r3);
@@ -280,12 +286,12 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
     for (int64_t u = p->ith; u < nunit; u += p->nth) {
         const int64_t piece = u % npiece, panel = u / npiece % l->npanel, batch = u / (npiece * l->npanel);
         const int64_t k0 = piece * PG_MM_KB, kn = PG_MIN(PG_MM_KB, K - k0);
-        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * nr) + k0 * nr;
+        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (l->ldw * nr) + k0 * nr;
         if (l->ntail && panel == l->npanel - 1) {
             dstp -= k0 * nr;
             for (int64_t jj = 0; jj < l->ntail; jj++)
                 to_float(pg_mm_brow(b, l, conv, panel * nr + jj, batch % b->ne[2], batch / b->ne[2]) +
-                         pg_row_size(l->vt, k0), dstp + jj * K + k0, kn);
+                         pg_row_size(l->vt, k0), dstp + jj * l->ldw + k0, kn);
             continue;
         }
         for (int64_t jj = 0; jj < nr; jj++) {
@@ -308,12 +314,12 @@ static inline void pg_mm_gemm_tail(pg_tensor * dst, const pg_mm_layout * l, cons
     const int64_t K = dst->src[1]->ne[0], ngroup = (l->ntail + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
     const size_t lds = dst->nb[1] / sizeof(float);
     const float * y[PG_MM_NR_MAX];
-    for (int64_t jj = 0; jj < l->ntail; jj++) y[jj] = pack + jj * K;
+    for (int64_t jj = 0; jj < l->ntail; jj++) y[jj] = pack + jj * l->ldw;
     float * d = (float *) pg_row(dst, j0, i12, i13) + i0;
     for (int64_t r = 0; r < mr; r += PG_DOT_TILE_MR) {
         for (int64_t g = 0; g < ngroup; g++) {
             const int64_t c0 = g * l->ntail / ngroup, c1 = (g + 1) * l->ntail / ngroup;
-            pg_traits[PG_TYPE_F32].dot_tile_f32(K, at + r * K, (size_t) K * sizeof(float),
+            pg_traits[PG_TYPE_F32].dot_tile_f32(K, at + r * l->ldw, (size_t) l->ldw * sizeof(float),
                                                 (int) PG_MIN(PG_DOT_TILE_MR, mr - r), y + c0, (int) (c1 - c0),
                                                 d + c0 * lds + r, lds, false);
         }
@@ -333,21 +339,22 @@ static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_
     const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
     const pg_to_float_fn to_float = pg_traits[a->type].to_float;
     float * at = (float *) pg_scratch(p, l->scratch);
-    float * ct = at + MR * K;
+    const int64_t lda = l->ldw;
+    float * ct = at + MR * lda;
     for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         const int64_t i0 = tile * MR, mr = PG_MIN(MR, M - i0);
-        for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * K, K);
-        if (mr < MR) memset(at + mr * K, 0, (size_t) ((MR - mr) * K) * sizeof(float));
+        for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * lda, K);
+        if (mr < MR) memset(at + mr * lda, 0, (size_t) ((MR - mr) * lda) * sizeof(float));
         const int64_t pend = PG_MIN(l->npanel, (group + 1) * ppg);
         for (int64_t panel = group * ppg; panel < pend; panel++) {
-            const float * pp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * NR);
+            const float * pp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (lda * NR);
             if (l->ntail && panel == l->npanel - 1) {
                 pg_mm_gemm_tail(dst, l, at, mr, pp, panel * NR, i0, i12, i13);
                 continue;
             }
-            pg_vec_gemm_tile_f32(K, at, K, pp, ct);
+            pg_vec_gemm_tile_f32(K, at, lda, pp, ct);
             for (int64_t jj = 0; jj < NR; jj++) {
                 float * y = (float *) pg_row(dst, panel * NR + jj, i12, i13) + i0;
                 for (int64_t r = 0; r < mr; r++) y[r] = ct[r * NR + jj];
