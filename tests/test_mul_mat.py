@@ -24,9 +24,9 @@ K_QUANT = [32, 96] if EMULATED else [32, 96, 160]
 # (M, N): N <= 3 runs the one-column kernels, quantized weights the dot path up to 5 columns in
 # every build; float weights take the dot tiles from 4 columns up to gemm_min_cols() (6 to 32, by
 # SIMD width), the GEMM from there, quantized ones the GEMM from 6 to 16 columns; tails in rows
-# and columns (a GEMM's last panel partly empty, a tile of fewer rows)
+# and columns (a GEMM's last panel at most half full: dot tiles, fuller: padded; a tile of fewer rows)
 SHAPES = ([(1, 1), (17, 5), (3, 17), (13, 9)] if EMULATED else
-          [(1, 1), (130, 1), (3, 3), (17, 5), (3, 17), (17, 130), (130, 17), (1, 130), (13, 31), (6, 40)])
+          [(1, 1), (130, 1), (3, 3), (17, 5), (3, 17), (17, 130), (130, 17), (1, 130), (13, 31), (6, 40), (5, 59)])
 
 
 def weights(ctx, w, typ):

@@ -37,7 +37,7 @@
  *     columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the chunk
  *     counter. A thread widens its tile of weight rows to f32 once, into its scratch, and runs the
  *     register-blocked micro-kernel of vec/gemm.h over all of K for each panel; the columns of a
- *     partly empty last panel are f32 rows instead, taken by the dot tiles.
+ *     last panel at most half full are f32 rows instead, taken by the dot tiles.
  *     (mr, nr) is the micro-kernel's tile, pg_vec_gemm_shape(): fixed per ISA at compile time,
  *     except on riscv64, where the RVV tile's width follows the VLEN found at run time.
  */
@@ -73,7 +73,7 @@ typedef struct pg_mm_layout {
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
     int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
-    int64_t ntail;          /* GEMM, float weights: columns of a partly empty last panel (dot tiles) */
+    int64_t ntail;          /* GEMM, float weights: columns of a last panel at most half full (dot tiles) */
     int64_t ldw;            /* floats from one f32 row laid out here to the next: K + PG_MM_ROW_PAD */
     size_t pack_bytes;      /* shared: f32 panels */
     size_t scratch;         /* bytes per thread */
@@ -99,7 +99,9 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
     l.npanel = l.gemm && !l.idot ? (N + nr - 1) / nr : 0;
-    l.ntail = l.npanel ? N % nr : 0;
+    /* a last panel at most half full: its columns to the dot tiles; a fuller one costs less padded
+     * (the GEMM has widened the weight tile already, and its kernel outruns the tiles per column) */
+    l.ntail = l.npanel && N % nr <= nr / 2 ? N % nr : 0;
     l.ldw = K + PG_MM_ROW_PAD;
     l.pack_bytes = (size_t) (l.npanel * nr * l.ldw * nbatch) * sizeof(float);
     if (l.tiles && l.conv_row) l.pack_bytes = (size_t) (N * l.ldw * nbatch) * sizeof(float);
@@ -275,8 +277,8 @@ static inline void pg_mm_dot_tiles(const pg_params * p, pg_tensor * dst, const p
 }
 
 /* phase 2a, GEMM: units (matrix, panel, piece of K) dealt round-robin; a panel holds columns
- * [nr * panel, +nr) as f32, k-major; a partly empty last panel holds its columns as f32 rows of K
- * instead, for the dot tiles */
+ * [nr * panel, +nr) as f32, k-major, zeros past N; a last panel at most half full (ntail) holds its
+ * columns as f32 rows instead, for the dot tiles */
 static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l,
                                 const char * conv, float * pack) {
     const int64_t K = b->ne[0], N = b->ne[1], nr = l->tile.nr;
@@ -306,7 +308,7 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
     }
 }
 
-/* phase 2b, GEMM, the columns of a partly empty last panel (pack: their f32 rows): the tile's mr
+/* phase 2b, GEMM, the columns of a last panel at most half full (pack: their f32 rows): the tile's mr
  * weight rows, already widened to f32 (at), against them through the F32 dot tiles, whose sums
  * are the same bits as the weights' own type's (the widening is exact) */
 static inline void pg_mm_gemm_tail(pg_tensor * dst, const pg_mm_layout * l, const float * at, int64_t mr,
@@ -332,7 +334,7 @@ static inline void pg_mm_gemm_tail(pg_tensor * dst, const pg_mm_layout * l, cons
 static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const float * pack) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
-    const int64_t K = b->ne[0], M = a->ne[1], MR = l->tile.mr, NR = l->tile.nr;
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1], MR = l->tile.mr, NR = l->tile.nr;
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const int64_t ppg = PG_MAX(1, PG_MM_NC / NR);                    /* panels per column group */
     const int64_t ntile = (M + MR - 1) / MR, ngroup = (l->npanel + ppg - 1) / ppg;
@@ -355,8 +357,9 @@ static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_
                 continue;
             }
             pg_vec_gemm_tile_f32(K, at, lda, pp, ct);
-            for (int64_t jj = 0; jj < NR; jj++) {
-                float * y = (float *) pg_row(dst, panel * NR + jj, i12, i13) + i0;
+            const int64_t j0 = panel * NR, nr = PG_MIN(NR, N - j0);
+            for (int64_t jj = 0; jj < nr; jj++) {
+                float * y = (float *) pg_row(dst, j0 + jj, i12, i13) + i0;
                 for (int64_t r = 0; r < mr; r++) y[r] = ct[r * NR + jj];
             }
         }
