@@ -65,7 +65,7 @@ cdef extern from "types.h" nogil:
         void * vec_dot
         int vec_dot_type
         void * dot_f32
-        void * dot4_f32
+        void * dot_tile_f32
         void * attn_dot
         void * attn_acc
 

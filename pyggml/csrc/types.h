@@ -13,12 +13,14 @@
  *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
  *                      Q4_0 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
- *                      (64) columns, in panels of 16 rows with sums of their own (isa/qgemm-x86.h's
- *                      pg_q4p_*, isa/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
+ *                      (64) columns, in panels of 16 rows with sums of their own (arch/x86/qgemm-x86.h's
+ *                      pg_q4p_*, arch/x86/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
  *                      their vec_dot / vec_dot_n (one row: the attention path) do not
- *   dot_f32, dot4_f32  one row of this type against one / four f32 rows: mul_mat's GEMV with float
- *                      weights widens the vec_dot_type activations back to f32 once per thread
- *                      (exact) and dots with these; NULL: vec_dot on the converted rows
+ *   dot_f32            one row of this type against one f32 row: mul_mat's GEMV with float weights
+ *                      widens the vec_dot_type activations back to f32 once per thread (exact) and
+ *                      dots with it; NULL: vec_dot on the converted rows
+ *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NC f32 rows
+ *                      in registers, each sum in pg_vec_dot4_*'s order: mul_mat's few columns
  *   dot2_f32, vec_dot2 float types: two rows of this type (bx bytes apart) against one f32 /
  *                      vec_dot_type row, each sum bit for bit dot_f32's / vec_dot's: the one-column
  *                      GEMV's row pairs
@@ -57,7 +59,10 @@ typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                    float * s, size_t lds);
 typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
-typedef void (*pg_dot4_f32_fn)(int64_t n, const void * x, const float * const * y, float * s);
+/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NC, each
+ * sum in pg_vec_dot4_*'s order; pf: prefetch the rows ahead (vec/dot.h pg_dot_tile) */
+typedef void (*pg_dot_tile_f32_fn)(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                   float * s, size_t lds, bool pf);
 /* s[r] = dot(x + r * bx, y) for r < 2 */
 typedef void (*pg_dot2_fn)(int64_t n, const void * x, size_t bx, const void * y, float * s);
 /* s[r] = dot(x + r * bx, y) for r < nr */
@@ -81,7 +86,7 @@ typedef struct pg_type_traits {
     int tile_nc;                 /* the most columns a vec_dot_tile call takes */
     int tile_mr;                 /* the most weight rows it takes; 0: PG_QGEMM_MR */
     pg_dot_f32_fn dot_f32;
-    pg_dot4_f32_fn dot4_f32;
+    pg_dot_tile_f32_fn dot_tile_f32;  /* float types: mul_mat's few-column tiles */
     pg_dot2_fn dot2_f32;         /* float types, y: f32 */
     pg_dot2_fn vec_dot2;         /* float types, y: vec_dot_type */
     pg_vec_dot_rows_fn vec_dot_rows;  /* integer types; NULL: the one-column GEMV calls vec_dot_tile per row */
@@ -89,13 +94,13 @@ typedef struct pg_type_traits {
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
 
-/* Q4_0's tile: panels of 16 rows on AVX-512 with VNNI and GFNI (isa/qgemm-x86.h), else the other
+/* Q4_0's tile: panels of 16 rows on AVX-512 with VNNI and GFNI (arch/x86/qgemm-x86.h), else the other
  * 32-element block types' */
 #if !defined(PG_Q4_0_TILE_MR)
 #define PG_Q4_0_TILE_MR 0
 #define PG_Q4_0_TILE_NC PG_QGEMM_NC
 #endif
-/* Q4_K's: the same panels there (isa/kgemm-x86.h), else the other K-quants' */
+/* Q4_K's: the same panels there (arch/x86/kgemm-x86.h), else the other K-quants' */
 #if !defined(PG_Q4_K_TILE_MR)
 #define PG_Q4_K_TILE PG_KTILE_FN(q4_K)
 #define PG_Q4_K_ROWS PG_KROWS_FN(q4_K)
@@ -132,14 +137,17 @@ static inline float pg_type_dot_bf16_f32(int64_t n, const void * x, const float 
     return pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) x, y);
 }
 
-static inline void pg_type_dot4_f32(int64_t n, const void * x, const float * const * y, float * s) {
-    pg_vec_dot4_f32(n, (const float *) x, y, s);
+static inline void pg_type_dot_tile_f32(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                        float * s, size_t lds, bool pf) {
+    pg_vec_dot_tile_f32(n, (const float *) x, bx, mr, y, nc, s, lds, pf);
 }
-static inline void pg_type_dot4_f16(int64_t n, const void * x, const float * const * y, float * s) {
-    pg_vec_dot4_f16_f32(n, (const pg_fp16_t *) x, y, s);
+static inline void pg_type_dot_tile_f16(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                        float * s, size_t lds, bool pf) {
+    pg_vec_dot_tile_f16_f32(n, (const pg_fp16_t *) x, bx, mr, y, nc, s, lds, pf);
 }
-static inline void pg_type_dot4_bf16(int64_t n, const void * x, const float * const * y, float * s) {
-    pg_vec_dot4_bf16_f32(n, (const pg_bf16_t *) x, y, s);
+static inline void pg_type_dot_tile_bf16(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
+                                         float * s, size_t lds, bool pf) {
+    pg_vec_dot_tile_bf16_f32(n, (const pg_bf16_t *) x, bx, mr, y, nc, s, lds, pf);
 }
 
 static inline void pg_type_dot2_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
@@ -259,7 +267,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "f32", .blck = 1, .size = sizeof(float), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f32_to_f32, .from_float = pg_row_f32_from_f32,
         .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32,
-        .dot_f32 = pg_type_dot_f32_f32, .dot4_f32 = pg_type_dot4_f32,
+        .dot_f32 = pg_type_dot_f32_f32, .dot_tile_f32 = pg_type_dot_tile_f32,
         .dot2_f32 = pg_type_dot2_f32, .vec_dot2 = pg_type_dot2_f32,
         .attn_dot = pg_type_attn_dot_f32, .attn_acc = pg_type_attn_acc_f32,
     },
@@ -267,7 +275,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "f16", .blck = 1, .size = sizeof(pg_fp16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f16_to_f32, .from_float = pg_row_f16_from_f32,
         .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16,
-        .dot_f32 = pg_type_dot_f16_f32, .dot4_f32 = pg_type_dot4_f16,
+        .dot_f32 = pg_type_dot_f16_f32, .dot_tile_f32 = pg_type_dot_tile_f16,
         .dot2_f32 = pg_type_dot2_f16_f32, .vec_dot2 = pg_type_dot2_f16,
         .attn_dot = pg_type_attn_dot_f16, .attn_acc = pg_type_attn_acc_f16,
     },
@@ -275,7 +283,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "bf16", .blck = 1, .size = sizeof(pg_bf16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_bf16_to_f32, .from_float = pg_row_bf16_from_f32,
         .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16,
-        .dot_f32 = pg_type_dot_bf16_f32, .dot4_f32 = pg_type_dot4_bf16,
+        .dot_f32 = pg_type_dot_bf16_f32, .dot_tile_f32 = pg_type_dot_tile_bf16,
         .dot2_f32 = pg_type_dot2_bf16_f32, .vec_dot2 = pg_type_dot2_bf16,
         .attn_dot = pg_type_attn_dot_bf16, .attn_acc = pg_type_attn_acc_bf16,
     },

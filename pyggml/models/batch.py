@@ -60,8 +60,8 @@ _MAX_GRAPHS = 24
 
 def gemm_min_cols():
     """The column count from which mul_mat of float weights takes its GEMM path (matmul.h's
-    pg_mm_gemm_min_n: half the micro-kernel's panel, at least 6)."""
-    return max(6, gemm_shape()[1] // 2)
+    pg_mm_float_gemm_min_n: the micro-kernel's panel, at least 6)."""
+    return max(6, gemm_shape()[1])
 
 
 def _float_matmuls(model):

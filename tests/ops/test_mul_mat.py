@@ -7,6 +7,8 @@ import reference as ref
 from conftest import EMULATED, THREADS, run
 
 import pyggml as gg
+from pyggml import _vec
+from pyggml.models.batch import gemm_min_cols
 
 T = gg.Type
 QUANT = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4"]
@@ -19,10 +21,12 @@ BOUND = {"Q4_1": 1e-6, "Q5_1": 1e-6}
 # K: tails of every vector width for float weights, 1 to 5 blocks for quantized ones
 K_FLOAT = [1, 7, 33] if EMULATED else [1, 7, 33, 65]
 K_QUANT = [32, 96] if EMULATED else [32, 96, 160]
-# (M, N): N <= 5 runs the dot path in every build (N = 5: four columns at once plus one), N >= 17
-# the GEMM path (the switch is at 6 to 16 columns, by SIMD width); tails in rows and columns
+# (M, N): N <= 3 runs the one-column kernels, quantized weights the dot path up to 5 columns in
+# every build; float weights take the dot tiles from 4 columns up to gemm_min_cols() (6 to 32, by
+# SIMD width), the GEMM from there, quantized ones the GEMM from 6 to 16 columns; tails in rows
+# and columns (a GEMM's last panel at most half full: dot tiles, fuller: padded; a tile of fewer rows)
 SHAPES = ([(1, 1), (17, 5), (3, 17), (13, 9)] if EMULATED else
-          [(1, 1), (130, 1), (3, 3), (17, 5), (3, 17), (17, 130), (130, 17), (1, 130)])
+          [(1, 1), (130, 1), (3, 3), (17, 5), (3, 17), (17, 130), (130, 17), (1, 130), (13, 31), (6, 40), (5, 59)])
 
 
 def weights(ctx, w, typ):
@@ -123,6 +127,64 @@ def test_one_column_gemv(ctx, rng, typ, k, m, n_threads):
     run(two, n_threads)
     check(one, ref.mul_mat(av, x[:1], typ), typ)
     np.testing.assert_array_equal(one.to_numpy()[0], two.to_numpy()[0])
+
+
+FLOAT_NS = [n for n in (4, 5, 7, 9, 16, 23, 31) if n < gemm_min_cols()]
+
+
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("typ", ["F32", "F16", "BF16"])
+def test_float_tile_columns(ctx, rng, typ, n_threads):
+    """from 4 columns to gemm_min_cols() float weights take the dot tiles: each column has the bits
+    of the same column in a product of any other number of columns there, and of the dot4 row
+    kernel (one weight row against four f32 columns, the activations rounded to the weights' type
+    first), with tails in rows (M = 7: a tile of 4 rows and 3 single rows), odd K (vector and
+    scalar tails) and groups of fewer columns than a tile's"""
+    if not FLOAT_NS:
+        pytest.skip("the GEMM starts at 4 columns or fewer here")
+    k, m = 16 * 9 + 7, 7
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((max(FLOAT_NS), k)).astype(np.float32)
+    a, av = weights(ctx, w, typ)
+    outs = [gg.mul_mat(a, ctx.from_numpy(x[:n])) for n in FLOAT_NS]
+    g = gg.CGraph()
+    for t in outs:
+        g.build_forward_expand(t)
+    g.compute(n_threads=n_threads)
+    full = outs[-1].to_numpy()
+    check(outs[-1], ref.mul_mat(av, x, typ), typ)
+    for n, out in zip(FLOAT_NS, outs):
+        np.testing.assert_array_equal(out.to_numpy(), full[:n], err_msg=f"N={n}")
+    xr = ref.roundtrip(x, typ)               # the activations as the dot type holds them
+    kind = typ.lower()
+    rows = {"F32": av, "F16": ref.f32_to_f16_bits(av), "BF16": ref.f32_to_bf16_bits(av)}[typ]
+    rows = np.ascontiguousarray(rows)
+    for i in range(m):
+        for j0 in range(0, len(x) - 3, 4):
+            s4 = np.zeros(4, np.float32)
+            _vec.dot4(kind, k, rows[i].ctypes.data, [xr[j].ctypes.data for j in range(j0, j0 + 4)], s4.ctypes.data)
+            np.testing.assert_array_equal(full[j0:j0 + 4, i], s4, err_msg=f"row {i}, columns {j0}..")
+
+
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("typ", ["F32", "F16", "BF16"])
+def test_float_tile_batches(ctx, rng, typ, n_threads):
+    """the dot tiles over batches: weights broadcast over dims 2 and 3, every other row of a larger
+    tensor, activations a permuted view with padded rows, odd K and M, against the float64 reference"""
+    k, m = 16 * 5 + 3, 13
+    for n in [n for n in (4, 11, 29) if n < gemm_min_cols()] or [4]:
+        w = rng.standard_normal((3, 1, 2 * m, k)).astype(np.float32)
+        tw, wv = weights(ctx, w, typ)
+        a = gg.view_4d(tw, k, m, 1, 3, 2 * tw.nb[1], tw.nb[2], tw.nb[3], 0)
+        base = rng.standard_normal((6, n, 2, k + 8)).astype(np.float32)   # ne [k+8, 2, n, 6]
+        tb = ctx.from_numpy(base)
+        v = gg.view_4d(tb, k, 2, n, 6, tb.nb[1], tb.nb[2], tb.nb[3], 4 * 4)
+        b = gg.permute(v, 0, 2, 1, 3)                                     # ne [k, n, 2, 6]
+        assert not b.is_contiguous() and b.ne == (k, n, 2, 6)
+        x = base[..., 4:4 + k].transpose(0, 2, 1, 3)                     # numpy [6, 2, n, k]
+        out = gg.mul_mat(a, b)
+        run(out, n_threads)
+        check(out, ref.mul_mat(wv[:, :, ::2], x, typ), typ)
 
 
 @pytest.mark.parametrize("n_threads", THREADS)

@@ -14,10 +14,10 @@
  *     rounded to fp16, BF16 -> bf16, quantized weights -> the CPU Q8_0 or Q8_1 quantiser; packed rows
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
- *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512): each thread takes a contiguous range
+ *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512; float weights: N < PG_MM_TILE_MIN_N): each thread takes a contiguous range
  *     of weight rows and streams every row once, dotting it with the N activation rows: float
- *     weights with the type's dot4_f32/dot_f32 (four columns at a time; F16/BF16 activations are
- *     widened back to f32 once per thread for them, which is exact; a single column longer than
+ *     weights (fewer than PG_MM_TILE_MIN_N columns) with the type's dot_f32 (F16/BF16 activations
+ *     widened back to f32 once per thread for it, which is exact; a single column longer than
  *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
  *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
  *     read streams), quantized ones with the integer vec_dot_tile (x86: one weight row x four
@@ -29,10 +29,16 @@
  *     GEMV path with PG_QGEMM_MR weight rows per call, or the type's tile_mr (each activation block
  *     loaded once for them), so a
  *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
- *     GEMM, float weights: the converted activations are widened (exact) into f32 panels
- *     of nr columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the
- *     chunk counter. A thread widens its tile of weight rows to f32 once, into its
- *     scratch, and runs the register-blocked micro-kernel of vec/gemm.h over all of K for each panel.
+ *     Float weights from PG_MM_TILE_MIN_N columns to pg_mm_float_gemm_min_n (a full GEMM panel):
+ *     the activations widened to f32 rows once, shared (phase 1 does it as it converts), then
+ *     each thread's contiguous range of tiles of PG_DOT_TILE_MR weight rows against all columns,
+ *     up to PG_DOT_TILE_NC at a time, every sum in a register (vec/dot.h pg_dot_tile: each weight
+ *     vector widened once per group of columns, in pg_vec_dot4_*'s order whatever the neighbours).
+ *     GEMM, float weights: the converted activations are widened (exact) into f32 panels of nr
+ *     columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the chunk
+ *     counter. A thread widens its tile of weight rows to f32 once, into its scratch, and runs the
+ *     register-blocked micro-kernel of vec/gemm.h over all of K for each panel; the columns of a
+ *     last panel at most half full are f32 rows instead, taken by the dot tiles.
  *     (mr, nr) is the micro-kernel's tile, pg_vec_gemm_shape(): fixed per ISA at compile time,
  *     except on riscv64, where the RVV tile's width follows the VLEN found at run time.
  */
@@ -40,14 +46,22 @@
 #include "types.h"
 #include "core/barrier.h"
 
-/* columns per matrix from which the GEMM path pays off: a panel is nr columns wide, so below half
- * a panel the padded micro-kernel does more work than streaming rows through dot products (which
- * take four columns at a time) */
+/* columns per matrix from which the chunked GEMM path of quantized weights takes over from the GEMV's
+ * contiguous row ranges (float weights: pg_mm_float_gemm_min_n) */
 static inline int64_t pg_mm_gemm_min_n(pg_gemm_shape t) { return PG_MAX(6, t.nr / 2); }
+/* float weights (a type with dot_tile_f32): the one-column kernels below PG_MM_TILE_MIN_N columns
+ * (bit for bit the GEMV's sums), the dot tiles (vec/dot.h pg_dot_tile) up to a full panel, where the
+ * GEMM's panels hold no padding and its weight tiles, widened once, serve many columns */
+#define PG_MM_TILE_MIN_N 4
+static inline int64_t pg_mm_float_gemm_min_n(pg_gemm_shape t) { return PG_MAX(pg_mm_gemm_min_n(t), t.nr); }
 #define PG_MM_GEMM_MIN_N_MAX PG_MAX(6, PG_MM_NR_MAX / 2)
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
 #define PG_MM_KB 256           /* elements per piece when packing panels (a multiple of 32) */
 #define PG_MM_CVT 32           /* elements per piece when converting b (one Q8_0 block) */
+/* floats past K between the f32 rows matmul lays out itself (widened weights and activations):
+ * rows of a power-of-two size would start at the same offset in a 4 KB page, in the same L1 set,
+ * and a tile's dozen rows then evict one another from its 8 ways */
+#define PG_MM_ROW_PAD 16
 
 /* what both pg_work_mul_mat and the kernel derive from the shapes */
 typedef struct pg_mm_layout {
@@ -56,9 +70,12 @@ typedef struct pg_mm_layout {
     bool gemm;
     bool idot;              /* integer path: a has vec_dot_n, the GEMM takes tiles of its dot products */
     bool widen;             /* dot path: converted activations widened to f32 per thread (dot_f32) */
+    bool tiles;             /* float weights, few columns: the dot tiles over f32 activation rows */
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
     int64_t npanel;         /* GEMM: panels of tile.nr columns per matrix */
+    int64_t ntail;          /* GEMM, float weights: columns of a last panel at most half full (dot tiles) */
+    int64_t ldw;            /* floats from one f32 row laid out here to the next: K + PG_MM_ROW_PAD */
     size_t pack_bytes;      /* shared: f32 panels */
     size_t scratch;         /* bytes per thread */
 } pg_mm_layout;
@@ -70,22 +87,29 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     pg_mm_layout l;
     l.vt = pg_traits[a->type].vec_dot_type;
     l.tile = pg_vec_gemm_shape();
-    l.gemm = N >= pg_mm_gemm_min_n(l.tile);
     l.idot = pg_traits[a->type].vec_dot_n != NULL;
+    const bool ftile = pg_traits[a->type].dot_tile_f32 != NULL;
+    l.gemm = N >= (ftile ? pg_mm_float_gemm_min_n(l.tile) : pg_mm_gemm_min_n(l.tile));
+    l.tiles = ftile && !l.gemm && N >= PG_MM_TILE_MIN_N;
     /* one column with a long row: dot the fp16/bf16 activation in place (vec_dot, both operands
      * widened in registers, the same sums bit for bit) rather than an f32 copy that the streamed
      * weight rows push out of L1 (PG_GEMV_WIDEN_MAX, per ISA) */
     const bool in_place = N == 1 && (size_t) K * sizeof(float) > PG_GEMV_WIDEN_MAX;
-    l.widen = !l.gemm && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32 && !in_place;
+    l.widen = !l.gemm && !l.tiles && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32 && !in_place;
     l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
     l.npanel = l.gemm && !l.idot ? (N + nr - 1) / nr : 0;
-    l.pack_bytes = (size_t) (l.npanel * nr * K * nbatch) * sizeof(float);
+    /* a last panel at most half full: its columns to the dot tiles; a fuller one costs less padded
+     * (the GEMM has widened the weight tile already, and its kernel outruns the tiles per column) */
+    l.ntail = l.npanel && N % nr <= nr / 2 ? N % nr : 0;
+    l.ldw = K + PG_MM_ROW_PAD;
+    l.pack_bytes = (size_t) (l.npanel * nr * l.ldw * nbatch) * sizeof(float);
+    if (l.tiles && l.conv_row) l.pack_bytes = (size_t) (N * l.ldw * nbatch) * sizeof(float);
     if (l.idot) {
         l.scratch = 0;
     } else if (l.gemm) {
-        l.scratch = PG_MAX((size_t) (mr * (K + nr)), (size_t) PG_MM_KB) * sizeof(float);
+        l.scratch = PG_MAX((size_t) (mr * (l.ldw + nr)), (size_t) PG_MM_KB) * sizeof(float);
     } else {
         l.scratch = l.widen ? (size_t) (N * K) * sizeof(float) : 0;
     }
@@ -107,7 +131,8 @@ static inline const char * pg_mm_brow(const pg_tensor * b, const pg_mm_layout * 
 
 /* phase 1: rows of b cut in pieces of PG_MM_CVT elements (or one block of vec_dot_type, when larger:
  * Q8_K's 256), a contiguous range of pieces per thread */
-static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l, char * conv) {
+static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l, char * conv,
+                                   float * wide) {
     const int64_t cvt = PG_MAX(PG_MM_CVT, pg_traits[l->vt].blck);
     const int64_t K = b->ne[0], npiece = (K + cvt - 1) / cvt;
     const pg_from_float_fn from_float = pg_traits[l->vt].from_float;
@@ -118,7 +143,9 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
         const int64_t k0 = (u0 - row * npiece) * cvt, k1 = PG_MIN(K, (uend - row * npiece) * cvt);
         const int64_t j = row % b->ne[1], i12 = row / b->ne[1] % b->ne[2], i13 = row / (b->ne[1] * b->ne[2]);
         const float * src = (const float *) pg_row(b, j, i12, i13) + k0;
-        from_float(src, conv + (size_t) row * l->conv_row + pg_row_size(l->vt, k0), k1 - k0);
+        char * piece = conv + (size_t) row * l->conv_row + pg_row_size(l->vt, k0);
+        from_float(src, piece, k1 - k0);
+        if (l->tiles) pg_traits[l->vt].to_float(piece, wide + row * l->ldw + k0, k1 - k0);
         u0 = uend;
     }
 }
@@ -208,21 +235,51 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
         for (int64_t i = i0; i < i1; i++) {
             const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
             int64_t j = 0;
-            if (f32_dot) {
-                for (; j + 4 <= N; j += 4) {
-                    float s4[4];
-                    tr->dot4_f32(K, arow, bf32 + j, s4);
-                    for (int c = 0; c < 4; c++) ((float *) pg_row(dst, j + c, i12, i13))[i] = s4[c];
-                }
+            if (f32_dot)
                 for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->dot_f32(K, arow, bf32[j]);
-            }
             for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
         }
     }
 }
 
+/* phase 2, float weights and few columns: the matrices' tiles of PG_DOT_TILE_MR weight rows in one
+ * contiguous range per thread, each tile against all N columns in groups of at most PG_DOT_TILE_NC
+ * (sizes balanced: 16 columns are 6 + 5 + 5, not 6 + 6 + 4); the tile's rows stay in cache from
+ * one group to the next. The activations: f32 rows, b itself for F32 weights, else the rows of
+ * vec_dot_type widened back to f32 (exact) when converted. */
+static inline void pg_mm_dot_tiles(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv,
+                                   const float * wide) {
+    const pg_tensor * a = dst->src[0];
+    const pg_tensor * b = dst->src[1];
+    const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t ntile = (M + PG_DOT_TILE_MR - 1) / PG_DOT_TILE_MR, ngroup = (N + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
+    const pg_dot_tile_f32_fn tile_fn = pg_traits[a->type].dot_tile_f32;
+    const size_t lds = dst->nb[1] / sizeof(float);
+    const float * y[PG_MM_NR_MAX];
+    int64_t u0, u1, ybatch = -1;
+    pg_split_rows(ntile * b->ne[2] * b->ne[3], p->ith, p->nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t batch = u / ntile, i0 = u % ntile * PG_DOT_TILE_MR;
+        const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
+        if (batch != ybatch) {
+            for (int64_t j = 0; j < N; j++)
+                y[j] = l->conv_row ? wide + (batch * N + j) * l->ldw : (const float *) pg_mm_brow(b, l, conv, j, i12, i13);
+            ybatch = batch;
+        }
+        const char * arow = pg_row(a, i0, i12 / r2, i13 / r3);
+        float * d = (float *) pg_row(dst, 0, i12, i13) + i0;
+        const int mr = (int) PG_MIN(PG_DOT_TILE_MR, M - i0);
+        for (int64_t g = 0; g < ngroup; g++) {
+            const int64_t j0 = g * N / ngroup, j1 = (g + 1) * N / ngroup;
+            tile_fn(K, arow, a->nb[1], mr, y + j0, (int) (j1 - j0), d + j0 * lds, lds, g == 0);
+        }
+    }
+}
+
 /* phase 2a, GEMM: units (matrix, panel, piece of K) dealt round-robin; a panel holds columns
- * [nr * panel, +nr) as f32, k-major, zeros past N */
+ * [nr * panel, +nr) as f32, k-major, zeros past N; a last panel at most half full (ntail) holds its
+ * columns as f32 rows instead, for the dot tiles */
 static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const pg_mm_layout * l,
                                 const char * conv, float * pack) {
     const int64_t K = b->ne[0], N = b->ne[1], nr = l->tile.nr;
@@ -232,7 +289,14 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
     for (int64_t u = p->ith; u < nunit; u += p->nth) {
         const int64_t piece = u % npiece, panel = u / npiece % l->npanel, batch = u / (npiece * l->npanel);
         const int64_t k0 = piece * PG_MM_KB, kn = PG_MIN(PG_MM_KB, K - k0);
-        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * nr) + k0 * nr;
+        float * dstp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (l->ldw * nr) + k0 * nr;
+        if (l->ntail && panel == l->npanel - 1) {
+            dstp -= k0 * nr;
+            for (int64_t jj = 0; jj < l->ntail; jj++)
+                to_float(pg_mm_brow(b, l, conv, panel * nr + jj, batch % b->ne[2], batch / b->ne[2]) +
+                         pg_row_size(l->vt, k0), dstp + jj * l->ldw + k0, kn);
+            continue;
+        }
         for (int64_t jj = 0; jj < nr; jj++) {
             const int64_t j = panel * nr + jj;
             if (j < N) {
@@ -241,6 +305,26 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
             } else {
                 for (int64_t k = 0; k < kn; k++) dstp[k * nr + jj] = 0.0f;
             }
+        }
+    }
+}
+
+/* phase 2b, GEMM, the columns of a last panel at most half full (pack: their f32 rows): the tile's mr
+ * weight rows, already widened to f32 (at), against them through the F32 dot tiles, whose sums
+ * are the same bits as the weights' own type's (the widening is exact) */
+static inline void pg_mm_gemm_tail(pg_tensor * dst, const pg_mm_layout * l, const float * at, int64_t mr,
+                                   const float * pack, int64_t j0, int64_t i0, int64_t i12, int64_t i13) {
+    const int64_t K = dst->src[1]->ne[0], ngroup = (l->ntail + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
+    const size_t lds = dst->nb[1] / sizeof(float);
+    const float * y[PG_MM_NR_MAX];
+    for (int64_t jj = 0; jj < l->ntail; jj++) y[jj] = pack + jj * l->ldw;
+    float * d = (float *) pg_row(dst, j0, i12, i13) + i0;
+    for (int64_t r = 0; r < mr; r += PG_DOT_TILE_MR) {
+        for (int64_t g = 0; g < ngroup; g++) {
+            const int64_t c0 = g * l->ntail / ngroup, c1 = (g + 1) * l->ntail / ngroup;
+            pg_traits[PG_TYPE_F32].dot_tile_f32(K, at + r * l->ldw, (size_t) l->ldw * sizeof(float),
+                                                (int) PG_MIN(PG_DOT_TILE_MR, mr - r), y + c0, (int) (c1 - c0),
+                                                d + c0 * lds + r, lds, false);
         }
     }
 }
@@ -258,16 +342,22 @@ static inline void pg_mm_gemm(const pg_params * p, pg_tensor * dst, const pg_mm_
     const int64_t nbatch = b->ne[2] * b->ne[3], nchunk = nbatch * ntile * ngroup;
     const pg_to_float_fn to_float = pg_traits[a->type].to_float;
     float * at = (float *) pg_scratch(p, l->scratch);
-    float * ct = at + MR * K;
+    const int64_t lda = l->ldw;
+    float * ct = at + MR * lda;
     for (int64_t c = p->ith; c < nchunk; c = pg_chunk_add(p, 1)) {
         const int64_t tile = c % ntile, batch = c / ntile % nbatch, group = c / (ntile * nbatch);
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
         const int64_t i0 = tile * MR, mr = PG_MIN(MR, M - i0);
-        for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * K, K);
-        if (mr < MR) memset(at + mr * K, 0, (size_t) ((MR - mr) * K) * sizeof(float));
+        for (int64_t r = 0; r < mr; r++) to_float(pg_row(a, i0 + r, i12 / r2, i13 / r3), at + r * lda, K);
+        if (mr < MR) memset(at + mr * lda, 0, (size_t) ((MR - mr) * lda) * sizeof(float));
         const int64_t pend = PG_MIN(l->npanel, (group + 1) * ppg);
         for (int64_t panel = group * ppg; panel < pend; panel++) {
-            pg_vec_gemm_tile_f32(K, at, K, pack + (size_t) (batch * l->npanel + panel) * (size_t) (K * NR), ct);
+            const float * pp = pack + (size_t) (batch * l->npanel + panel) * (size_t) (lda * NR);
+            if (l->ntail && panel == l->npanel - 1) {
+                pg_mm_gemm_tail(dst, l, at, mr, pp, panel * NR, i0, i12, i13);
+                continue;
+            }
+            pg_vec_gemm_tile_f32(K, at, lda, pp, ct);
             const int64_t j0 = panel * NR, nr = PG_MIN(NR, N - j0);
             for (int64_t jj = 0; jj < nr; jj++) {
                 float * y = (float *) pg_row(dst, j0 + jj, i12, i13) + i0;
@@ -304,8 +394,12 @@ static inline void pg_compute_mul_mat(const pg_params * p, pg_tensor * dst) {
     char * conv = (char *) p->wdata + pg_per_thread(l.scratch, p->nth);
     float * pack = (float *) (conv + PG_PAD(l.conv_bytes, PG_CACHE_LINE));
     if (l.conv_row) {
-        pg_mm_convert_b(p, b, &l, conv);
+        pg_mm_convert_b(p, b, &l, conv, pack);
         pg_barrier(p);
+    }
+    if (l.tiles) {
+        pg_mm_dot_tiles(p, dst, &l, conv, pack);
+        return;
     }
     if (!l.gemm) {
         pg_mm_dot_rows(p, dst, &l, conv);

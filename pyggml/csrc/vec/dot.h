@@ -123,6 +123,17 @@ static inline void pg_vec_dot2_bf16_f32(int64_t n, const pg_bf16_t * x, size_t b
     pg_dot2_kernel(n, x, bx, PG_ROW_BF16, y, PG_ROW_F32, s);
 }
 
+/* t + x*y, one step of the scalar rest of pg_dot4_kernel and pg_dot_tile_kernel, which promise each
+ * other's bits: fused with a vector ISA (which has FMA), not left to the compiler, whose choice to
+ * contract (or to pair the sums into vectors unfused) varies with the code around the loop */
+PG_ALWAYS_INLINE float pg_dot_madd1(float t, float x, float y) {
+#if PG_HAVE_F32V
+    return fmaf(x, y, t);
+#else
+    return t + x * y;
+#endif
+}
+
 /* s[c] = dot(x, y[c]) for c < 4: one weight row of type tx (PG_ROW_*, a compile-time constant)
  * against four f32 activation rows, the row loaded (and widened) once for all four */
 PG_ALWAYS_INLINE void pg_dot4_kernel(int64_t n, const void * x, const int tx, const float * const * y, float * s) {
@@ -142,7 +153,7 @@ PG_ALWAYS_INLINE void pg_dot4_kernel(int64_t n, const void * x, const int tx, co
 #endif
     for (; i < n; i++) {
         const float xs = pg_row_load_1(tx, x, i);
-        for (int c = 0; c < 4; c++) s[c] += xs * y[c][i];
+        for (int c = 0; c < 4; c++) s[c] = pg_dot_madd1(s[c], xs, y[c][i]);
     }
 }
 
@@ -157,4 +168,125 @@ static inline void pg_vec_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const flo
 static inline void pg_vec_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s) {
     PG_RVV_DO(pg_rvv_dot4_bf16_f32(n, x, y, s))
     pg_dot4_kernel(n, x, PG_ROW_BF16, y, s);
+}
+
+/* The few-column product of float weights (matmul.h, from 4 columns to a GEMM panel): a tile of
+ * PG_DOT_TILE_MR weight rows x up to PG_DOT_TILE_NC f32 activation rows, every sum in a register
+ * of its own, so each weight vector is loaded (and widened) once for the tile's columns and each
+ * activation vector once for its rows. 32 registers: 4 x 6 accumulators, the 4 weight vectors and
+ * one activation vector; 16: 4 x 3, the 3 activation vectors and one weight vector. */
+#define PG_DOT_TILE_MR 4
+#if PG_HAVE_F32V
+#  define PG_DOT_TILE_NC (PG_F32V_NREGS >= 32 ? 6 : 3)
+#else
+#  define PG_DOT_TILE_NC 4
+#endif
+
+/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr, c < nc (compile-time constants, at most
+ * PG_DOT_TILE_MR x PG_DOT_TILE_NC): each sum in pg_dot4_kernel's order (one accumulator of whole
+ * vectors, reduced, then the scalar rest), so a column's bits do not depend on its neighbours or
+ * on how many columns a call takes. pf: prefetch the rows PG_DOT_AHEAD ahead (the first pass
+ * over a tile of streamed weights). */
+PG_ALWAYS_INLINE void pg_dot_tile_kernel(int64_t n, const void * x, size_t bx, const int tx, const int mr,
+                                         const float * const * y, const int nc, float * s, size_t lds, bool pf) {
+    const int esz = tx == PG_ROW_F32 ? 4 : 2;
+    const char * xr[PG_DOT_TILE_MR];
+    float t[PG_DOT_TILE_MR][PG_DOT_TILE_NC];
+    for (int r = 0; r < mr; r++) xr[r] = (const char *) x + r * bx;
+    int64_t i = 0;
+#if PG_HAVE_F32V
+    pg_f32v acc[PG_DOT_TILE_MR][PG_DOT_TILE_NC];
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) acc[r][c] = PG_F32V_ZERO();
+    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        if (pf && (i * esz) % PG_CACHE_LINE == 0)
+            for (int r = 0; r < mr; r++) __builtin_prefetch(xr[r] + i * esz + PG_DOT_AHEAD);
+        /* the operand of fewer registers is loaded first and kept, the other one vector at a time */
+        if (mr <= nc) {
+            pg_f32v xv[PG_DOT_TILE_MR];
+            for (int r = 0; r < mr; r++) xv[r] = pg_row_load_v(tx, xr[r], i);
+            for (int c = 0; c < nc; c++) {
+                const pg_f32v yv = PG_F32V_LOAD(y[c] + i);
+                for (int r = 0; r < mr; r++) acc[r][c] = PG_F32V_FMA(xv[r], yv, acc[r][c]);
+            }
+        } else {
+            pg_f32v yv[PG_DOT_TILE_NC];
+            for (int c = 0; c < nc; c++) yv[c] = PG_F32V_LOAD(y[c] + i);
+            for (int r = 0; r < mr; r++) {
+                const pg_f32v xv = pg_row_load_v(tx, xr[r], i);
+                for (int c = 0; c < nc; c++) acc[r][c] = PG_F32V_FMA(xv, yv[c], acc[r][c]);
+            }
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) t[r][c] = PG_F32V_REDUCE(acc[r][c]);
+#else
+    (void) esz;
+    (void) pf;
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) t[r][c] = 0.0f;
+#endif
+    /* the rest, each sum its own chain in element order, as pg_dot4_kernel's */
+    for (; i < n; i++) {
+        for (int r = 0; r < mr; r++) {
+            const float xs = pg_row_load_1(tx, xr[r], i);
+            for (int c = 0; c < nc; c++) t[r][c] = pg_dot_madd1(t[r][c], xs, y[c][i]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) s[c * lds + r] = t[r][c];
+}
+
+/* pg_dot_tile_kernel with nc (<= PG_DOT_TILE_NC) made a constant */
+PG_ALWAYS_INLINE void pg_dot_tile_nc(int64_t n, const void * x, size_t bx, const int tx, const int mr,
+                                     const float * const * y, int nc, float * s, size_t lds, bool pf) {
+    if (nc == 1) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 1, s, lds, pf);
+    else if (nc == 2) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 2, s, lds, pf);
+    else if (nc == 3) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 3, s, lds, pf);
+    else if (PG_DOT_TILE_NC >= 4 && nc == 4) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 4, s, lds, pf);
+    else if (PG_DOT_TILE_NC >= 5 && nc == 5) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 5, s, lds, pf);
+    else if (PG_DOT_TILE_NC >= 6 && nc == 6) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 6, s, lds, pf);
+}
+
+/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NC:
+ * a whole tile in one kernel, fewer rows one at a time (the sums are the same either way).
+ * RVV: its dot4 per row, the columns in fours (a short group repeats its last column: each
+ * column has its own accumulator, so the bits are those of the column in any group). */
+PG_ALWAYS_INLINE void pg_dot_tile(int64_t n, const void * x, size_t bx, const int tx, int mr,
+                                  const float * const * y, int nc, float * s, size_t lds, bool pf) {
+#if defined(PG_SIMD_RVV)
+    if (pg_rvv_on()) {
+        for (int r = 0; r < mr; r++) {
+            const void * xr = (const char *) x + r * bx;
+            for (int c = 0; c < nc; c += 4) {
+                const float * y4[4];
+                float s4[4];
+                for (int u = 0; u < 4; u++) y4[u] = y[PG_MIN(c + u, nc - 1)];
+                if (tx == PG_ROW_F16) pg_rvv_dot4_f16_f32(n, (const pg_fp16_t *) xr, y4, s4);
+                else if (tx == PG_ROW_BF16) pg_rvv_dot4_bf16_f32(n, (const pg_bf16_t *) xr, y4, s4);
+                else pg_rvv_dot4_f32(n, (const float *) xr, y4, s4);
+                for (int u = 0; u < 4 && c + u < nc; u++) s[(size_t) (c + u) * lds + r] = s4[u];
+            }
+        }
+        return;
+    }
+#endif
+    if (mr == PG_DOT_TILE_MR) {
+        pg_dot_tile_nc(n, x, bx, tx, PG_DOT_TILE_MR, y, nc, s, lds, pf);
+        return;
+    }
+    for (int r = 0; r < mr; r++) pg_dot_tile_nc(n, (const char *) x + r * bx, bx, tx, 1, y, nc, s + r, lds, pf);
+}
+
+static inline void pg_vec_dot_tile_f32(int64_t n, const float * x, size_t bx, int mr, const float * const * y, int nc,
+                                       float * s, size_t lds, bool pf) {
+    pg_dot_tile(n, x, bx, PG_ROW_F32, mr, y, nc, s, lds, pf);
+}
+static inline void pg_vec_dot_tile_f16_f32(int64_t n, const pg_fp16_t * x, size_t bx, int mr, const float * const * y,
+                                           int nc, float * s, size_t lds, bool pf) {
+    pg_dot_tile(n, x, bx, PG_ROW_F16, mr, y, nc, s, lds, pf);
+}
+static inline void pg_vec_dot_tile_bf16_f32(int64_t n, const pg_bf16_t * x, size_t bx, int mr, const float * const * y,
+                                            int nc, float * s, size_t lds, bool pf) {
+    pg_dot_tile(n, x, bx, PG_ROW_BF16, mr, y, nc, s, lds, pf);
 }

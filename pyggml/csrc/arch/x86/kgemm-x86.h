@@ -289,7 +289,7 @@ PG_ALWAYS_INLINE void pg_kgemm_tile(const int T, const size_t size, const int nc
 
 #if defined(PG_X86_GEMV)
 /* Q4_K on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one lane per row, as Q4_0's
- * (isa/qgemm-x86.h, pg_q4p_*), and its own arithmetic. Per (row, column) and super-block the exact
+ * (arch/x86/qgemm-x86.h, pg_q4p_*), and its own arithmetic. Per (row, column) and super-block the exact
  * integers sumi = sum_j scale_j * sum_{i in sub-block j} q_i y_i and summ = sum_j min_j * (sum of y
  * over sub-block j, from Q8_K's bsums), then acc = fma(d_x*d_y, sumi, acc) and acc = fma(-dmin_x*d_y,
  * summ, acc), super-block by super-block from 0 (vec_dot_tile and vec_dot_rows alike, so a GEMM
