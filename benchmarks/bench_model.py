@@ -31,6 +31,9 @@ Weight-stream limit: the bytes a decode step reads (Model.weight_bytes: every we
 embedding table) over the read bandwidth of a streaming pass over those same weights
 (pyggml._vec.stream_read_f32 on the same threads, one pass before each decode round; the ratio pass by pass, median and quartiles).
 Python work: a decode step's wall time minus CGraph.run_seconds (the C parallel region), median.
+Mixture-of-experts models (--arch qwen3moe) keep their router's choices (ffn_moe_topk-<il>) and a note
+gives the bytes a decode step reads by them (Model.step_read_bytes: the dense weights plus the chosen
+experts' matrices, median over the steps) against all the weights the weight-stream limit reads.
 """
 import argparse
 import gc
@@ -135,8 +138,13 @@ def type_list(text):
 class PyggmlRun:
     def __init__(self, path, nth, ctx):
         self.m = models.load(path, n_ctx=ctx, n_threads=nth)
+        self.moe = getattr(self.m.hparams, "n_expert", 0) > 0
+        if self.moe:            # the router's choices kept, for the bytes each decode step read
+            keep = [f"ffn_moe_topk-{il}" for il in range(self.m.hparams.n_layer)]
+            self.m = models.load(path, n_ctx=ctx, n_threads=nth, keep=keep)
         self.nth = nth
         self.x, self.pos = np.zeros(1, np.int32), np.zeros((1, 1), np.int32)
+        self.step_bytes = []    # MoE: Model.step_read_bytes() of each decode step
 
     def pp(self, prompt):
         self.m.reset()
@@ -151,7 +159,10 @@ class PyggmlRun:
         t0 = time.perf_counter()
         self.x[0], self.pos[:] = tok, m.n_past
         nxt = int(np.argmax(m._step(self.x, self.pos, 1)[0]))
-        return time.perf_counter() - t0, nxt, m.last_graph.run_seconds
+        dt = time.perf_counter() - t0
+        if self.moe:
+            self.step_bytes.append(m.step_read_bytes())
+        return dt, nxt, m.last_graph.run_seconds
 
 
 # ---- llama.cpp ----
@@ -313,6 +324,8 @@ def bench(path, typ, nth, args, prompt, rows, notes, hf=True):
         x["pp_ratio"] = quartiles(pp["llama.cpp"] / pp["pyggml"])
         x["tg_ratio"] = quartiles(tg["llama.cpp"] / steps)
     rows.append((typ, nth, x))
+    if engines["pyggml"].moe:
+        notes.append(moe_note(typ, nth, engines["pyggml"], x))
     last = args.tg + 1          # the ids of the last run
     if "llama.cpp" in ids:
         a, b = ids["pyggml"][-last:], ids["llama.cpp"][-last:]
@@ -327,6 +340,17 @@ def bench(path, typ, nth, args, prompt, rows, notes, hf=True):
         notes.append(f"{typ} {nth} threads: greedy tokens of pyggml and HF (float32) equal for {same} of {last}")
     del engines
     gc.collect()
+
+
+def moe_note(typ, nth, run, x):
+    """A MoE model's decode bytes: what its steps read by their router choices (Model.step_read_bytes:
+    the dense weights and the chosen experts' matrices), median over the steps, against all its weights
+    (what the weight-stream limit reads), and the limit at those bytes."""
+    b = {k: float(np.median([s[k] for s in run.step_bytes])) for k in ("dense", "experts", "total")}
+    return (f"{typ} {nth} threads: a decode step reads {b['total'] / 1e9:.3f} GB by its router's choices (median of "
+            f"{len(run.step_bytes)} steps: dense {b['dense'] / 1e9:.3f} GB + chosen experts {b['experts'] / 1e9:.3f} "
+            f"GB) of the {x['bytes'] / 1e9:.3f} GB of weights; at the streaming read rate "
+            f"{x['bytes'] / b['total'] / x['read']:.2f} tok/s")
 
 
 def cell(q):

@@ -381,12 +381,14 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .tile_nc = PG_QGEMM_NC,
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },
-    /* MXFP4 (gpt-oss's experts): dotted against Q8_0 as ggml; no tile or rows kernels (mul_mat takes
-     * vec_dot_n), no KV cache type in ggml */
+    /* MXFP4 (gpt-oss's experts): dotted against Q8_0 as ggml, in the legacy types' tiles; no KV
+     * cache type in ggml */
     [PG_TYPE_MXFP4] = {
         .name = "mxfp4", .blck = PG_QK, .size = sizeof(pg_block_mxfp4), .kind = PG_KIND_QUANT,
         .to_float = pg_row_mxfp4_to_f32, .from_float = pg_row_mxfp4_from_f32,
         .vec_dot = pg_type_dot_mxfp4, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_mxfp4_n,
+        .vec_dot_tile = PG_QTILE_FN(mxfp4), .vec_dot_rows = PG_QROWS_FN(mxfp4),
+        .tile_nc = PG_QGEMM_NC,
     },
     /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h, dot-k.h); no KV cache type in ggml */
     [PG_TYPE_IQ4_XS] = {

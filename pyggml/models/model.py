@@ -192,6 +192,37 @@ class Model:
             used.pop(id(embd), None)
         return sum(t.nbytes for t in used.values())
 
+    def expert_read_bytes(self, chosen):
+        """Bytes of the weights a step reads when it chose the experts `chosen` ({layer: expert ids}),
+        as {"dense", "experts", "total"}: dense, every weight of weight_bytes but the experts'
+        (blk.N.*_exps.*); experts, for each layer the share of each of its expert tensors (its bytes
+        over its last dim, n_expert) times the distinct experts chosen there (mul_mat_id and add_id
+        read a chosen expert once per step, the others not at all); total, their sum."""
+        total, experts = self.weight_bytes, 0
+        for name, (shape, _) in self._expected().items():
+            t = self.tensors.get(name)
+            if t is None or "_exps." not in name:
+                continue
+            il = int(name.split(".")[1])
+            ids = {int(e) for e in chosen.get(il, ())}
+            total -= t.nbytes
+            experts += t.nbytes // shape[-1] * len(ids)
+        return {"dense": total, "experts": experts, "total": total + experts}
+
+    def step_read_bytes(self):
+        """expert_read_bytes of the last step (a decode step: one token's experts), its experts read
+        from the step's router choices, the intermediates ffn_moe_topk-<il>: the model must keep them
+        (load it with keep=[f"ffn_moe_topk-{il}" for il in range(n_layer)])."""
+        if self.last_graph is None:
+            raise ValueError("pyggml.models: step_read_bytes: no step has run yet")
+        missing = [il for il in range(self.l0, self.l1) if f"ffn_moe_topk-{il}" not in self.keep]
+        if missing:
+            raise ValueError(f"pyggml.models: step_read_bytes: the model does not keep ffn_moe_topk-{missing[0]} (load "
+                             f"it with keep=[f'ffn_moe_topk-{{il}}' for il in range(n_layer)]; a model without "
+                             f"experts has none)")
+        return self.expert_read_bytes({il: self.last_graph.get_tensor(f"ffn_moe_topk-{il}").numpy().ravel()
+                                       for il in range(self.l0, self.l1)})
+
     # ---- graphs ----
 
     def graph_for(self, n_tokens, n_out, embd=False):

@@ -72,7 +72,7 @@ def test_level_matches_cpu():
         assert os.path.basename(importlib.import_module(f"pyggml.{mod}").__file__).startswith(f"{mod}_{want}.")
 
 
-# the child: F16 and quantized weights (the 32-element blocks and IQ4_XS's 256) at one column (the
+# the child: F16 and quantized weights (the 32-element blocks, MXFP4's among them, and IQ4_XS's 256) at one column (the
 # GEMV kernels) and 20 (the GEMM tiles), written to an .npz for the parent to check
 CHILD = """
 import sys
@@ -81,7 +81,7 @@ import pyggml as gg
 rng = np.random.default_rng(7)
 ctx = gg.Context()
 out = {"simd": np.array(gg.build_info()["simd"])}
-for typ in ("F16", "Q8_0", "Q4_0", "IQ4_XS"):
+for typ in ("F16", "Q8_0", "Q4_0", "MXFP4", "IQ4_XS"):
     w = rng.standard_normal((33, 256)).astype(np.float32)
     for n in (1, 20):
         x = rng.standard_normal((n, 256)).astype(np.float32)
@@ -110,7 +110,7 @@ def test_forced_level(tmp_path, level):
     assert p.returncode == 0, p.stderr
     got = np.load(tmp_path / "out.npz")
     assert str(got["simd"]) == level
-    for typ in ("F16", "Q8_0", "Q4_0", "IQ4_XS"):
+    for typ in ("F16", "Q8_0", "Q4_0", "MXFP4", "IQ4_XS"):
         for n in (1, 20):
             w, x = got[f"{typ}_{n}_w"], got[f"{typ}_{n}_x"]
             err = ref.nmse(got[f"{typ}_{n}"], ref.mul_mat(ref.roundtrip(w, typ), x, typ))

@@ -307,6 +307,29 @@ def test_decode_reads_only_the_chosen_experts(gguf_dir, tmp_path):
     assert r.returncode == -11, (r.returncode, r.stderr[-2000:])            # SIGSEGV
 
 
+def test_step_read_bytes(gguf_dir):
+    """a decode step's weight bytes: every weight but the experts', plus each layer's chosen experts'
+    matrices (a slice of nb[2] bytes per expert and tensor), each distinct expert once"""
+    path = converted("qwen3moe", "f32", gguf_dir)
+    keep = [f"ffn_moe_topk-{il}" for il in range(N_LAYER)]
+    m = models.load(path, n_ctx=16, kv_type=gg.Type.F32, n_threads=2, keep=keep)
+    ids = tokens()
+    m.eval(ids[:5])
+    m.eval(ids[5:6])
+    got = m.step_read_bytes()
+    exps = {il: [m.weight(f"blk.{il}.ffn_{k}_exps.weight") for k in ("gate", "up", "down")] for il in range(N_LAYER)}
+    chosen = {il: set(m.last_graph.get_tensor(k).numpy().ravel().tolist()) for il, k in enumerate(keep)}
+    assert all(len(c) == N_USED for c in chosen.values())
+    want = sum(w.nb[2] * len(chosen[il]) for il in exps for w in exps[il])
+    dense = m.weight_bytes - sum(w.nbytes for ws in exps.values() for w in ws)
+    assert got == {"dense": dense, "experts": want, "total": dense + want}
+    assert m.expert_read_bytes({})["total"] == dense
+    plain = models.load(path, n_ctx=16, kv_type=gg.Type.F32, n_threads=2)
+    plain.eval(ids[:2])
+    with pytest.raises(ValueError, match="step_read_bytes: the model does not keep ffn_moe_topk-0"):
+        plain.step_read_bytes()
+
+
 # ---- against llama.cpp ----
 
 N_VOCAB = 320

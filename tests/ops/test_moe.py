@@ -233,7 +233,7 @@ def test_mul_mat_id(ctx, rng, typ, case, nth):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("typ", ["Q8_0", "Q4_K", "IQ4_NL"])
+@pytest.mark.parametrize("typ", ["Q8_0", "Q4_K", "IQ4_NL", "MXFP4"])
 def test_mul_mat_id_prefill_groups(ctx, rng, typ):
     """> PG_MM_IC (64) columns for one expert (two column groups), uneven experts, 2 threads"""
     n_tok, n_expert, M, K = 90, 3, 35, 256

@@ -232,7 +232,7 @@ def test_q4_0_panels(ctx, rng, n_threads):
         np.testing.assert_array_equal(got.view(np.uint32), alone[:len(got)].view(np.uint32), err_msg=f"N={len(got)}")
 
 
-@pytest.mark.parametrize("typ", ["Q8_0", "Q4_0", "Q5_0", "Q4_1"])
+@pytest.mark.parametrize("typ", ["Q8_0", "Q4_0", "Q5_0", "Q4_1", "MXFP4"])
 def test_quant_gemv_long_rows(ctx, rng, typ):
     """the one-column GEMV of the 32-element block types prepares the column once for all rows up
     to rows of 32K elements (AVX2: its scales) or 16K (AVX-512: its blocks, corrections and
@@ -250,7 +250,7 @@ def test_quant_gemv_long_rows(ctx, rng, typ):
         np.testing.assert_array_equal(one.to_numpy()[0], full.to_numpy()[0])
 
 
-@pytest.mark.parametrize("typ", ["Q8_0", "IQ4_NL", "Q5_1"])
+@pytest.mark.parametrize("typ", ["Q8_0", "IQ4_NL", "Q5_1", "MXFP4"])
 def test_quant_gemm_decoded_rows_limit(ctx, rng, typ):
     """the AVX2 tile decodes its weight rows once for calls of more than 4 columns when a row has at
     most 128 steps of two blocks (K <= 8192), and decodes them per group of 4 columns past that:

@@ -40,7 +40,7 @@ EXAMPLES = int(os.environ.get("PYGGML_HYPOTHESIS_EXAMPLES", "0")) or settings().
 
 # (elements per block, bytes per block): the storage facts of ggml's types
 TS = {"F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "I32": (1, 4),
-      "I64": (1, 8)}
+      "I64": (1, 8), "MXFP4": (32, 17), "Q4_K": (256, 144)}
 FLOATS, QUANTS, INTS = ("F32", "F16", "BF16"), ("Q8_0", "Q4_0"), ("I32", "I64")
 DIMS = (0, 1, 1, 2, 3, 5, 7, 32, 33)
 BAD_FLOATS = (float("nan"), float("inf"), -float("inf"), 1e39, "x", None)
@@ -107,13 +107,22 @@ def base_values(spec):
     return (rng.standard_normal(shape) * spec.scale).astype(np.float32)
 
 
+def stored(x, typ):
+    """x as a tensor of typ stores it, float64; the K-quants (no encoder in tests/reference.py) decoded
+    by the reference from the bytes pyggml's quantiser writes"""
+    if typ in R.K_LAYOUT:
+        raw = np.frombuffer(gg.Context().from_numpy(x, type=gg.Type[typ]).tobytes(), np.uint8)
+        return R.dequantize_k(raw, typ).reshape(x.shape)
+    return R.roundtrip(x, typ).astype(np.float64)
+
+
 def values(spec):
     """The values the tensor holds, as stored (float64, int64 for integers), numpy order 4-d."""
     x = base_values(spec)
     if spec.type in INTS:
         s = x.astype(np.int64)
     else:
-        s = (R.roundtrip(x, spec.type) if x.size else x).astype(np.float64)
+        s = (stored(x, spec.type) if x.size else x).astype(np.float64)
     if spec.layout[0] == "permute":
         perm = [0] * 4
         for i, ax in enumerate(spec.layout[1]):
@@ -394,7 +403,7 @@ op("permute", ("permute", "transpose", "cont"))((_permute_build, _permuted))
 
 @st.composite
 def get_rows_case(draw):
-    a = draw(specs(FLOATS + QUANTS + ("I32",), layouts=("packed", "rows")))
+    a = draw(specs(FLOATS + QUANTS + ("MXFP4", "I32"), layouts=("packed", "rows")))
     _, Rn, B1, B2 = geometry(a)[0]
     n = draw(st.sampled_from((0, 1, 3, 5)))
     idx_t = "I32"
@@ -734,6 +743,172 @@ op("flash_attn_ext", ("flash_attn_ext", "flash_attn_ext_set_path", "flash_attn_e
                       "flash_attn_ext_set_prec"))((_fa_build, _fa_ref))
 
 
+# mixture of experts: sum_rows, div, argsort, argsort_top_k, top_k, add_id, swiglu_oai, mul_mat_id
+
+@st.composite
+def logits_spec(draw, ne):
+    """F32 values of shape ne for the routing ops: a plain spec (any layout), or router logits on a
+    grid of halves (ties) with a NaN now and then (kind "logits", packed)"""
+    if draw(st.booleans()):
+        return draw(specs(("F32",), ne))
+    return Spec("F32", tuple(ne) + (1,) * (4 - len(ne)), ("logits", draw(st.booleans())), draw(st.integers(0, 2**16)))
+
+
+def bad_id(draw, top):
+    """None, or now and then an id outside [0, top) that one of the drawn ids becomes (kind "ids": the
+    others drawn in [0, top), repeats and all): an IndexError from compute"""
+    return draw(st.sampled_from((None,) * 5 + (-1, top, 2**31 - 1)))
+
+
+def _packed_rows(spec):
+    return spec.layout[0] in ("logits", "ids") or packed0(spec)
+
+
+@st.composite
+def sort_case(draw):
+    name = draw(st.sampled_from(("argsort", "argsort_top_k", "top_k", "sum_rows")))
+    ne = draw(shapes(ne0=draw(st.sampled_from((8, 1, 2, 3, 17, 0)))))
+    a = draw(logits_spec(ne))
+    P = {"order": draw(st.sampled_from((gg.SortOrder.ASC, gg.SortOrder.DESC, 0, 1))),
+         "k": draw(st.sampled_from(range(1, ne[0] + 1))) if ne[0] else 1}
+    valid = _packed_rows(a) and (name in ("argsort", "sum_rows") or ne[0] > 0)
+    nonsense = draw(st.sampled_from((None,) * 8 + ("type", "param")))
+    if nonsense == "type":
+        a, valid = Spec(draw(st.sampled_from(("F16", "I32"))), a.base, ("packed",), a.seed), False
+    elif nonsense == "param" and name == "argsort":
+        P["order"], valid = draw(st.sampled_from((2, -1, "DESC", None))), False
+    elif nonsense == "param" and name != "sum_rows":
+        P["k"], valid = draw(st.sampled_from((0, -1, ne[0] + 1, 1.5))), False
+    return Case(name, {"a": a}, P, valid)
+
+
+def _sort_build(T, P):
+    name = P["_name"]
+    if name == "argsort":
+        return _node(gg.argsort(T["a"], P["order"]))
+    if name == "sum_rows":
+        return _node(gg.sum_rows(T["a"]))
+    return _node(getattr(gg, name)(T["a"], P["k"]))
+
+
+def _sort_ref(V, case):
+    a, P = V["a"], case.params
+    if case.op == "sum_rows":
+        return Expect(rounded(R.sum_rows(a), "F32"), 1e-14)
+    if case.op == "argsort":
+        return Expect(R.argsort(a, int(P["order"]) == int(gg.SortOrder.DESC)))
+    if case.op == "top_k":
+        return Expect(R.top_k(a, P["k"]))
+    return Expect(R.argsort(a, desc=True)[..., :P["k"]])
+
+
+for _k in ("argsort", "argsort_top_k", "top_k", "sum_rows"):
+    op(_k)((_sort_build, _sort_ref))
+op("div")((lambda T, P: _node(gg.div(T["a"], T["b"])), _binary_ref(np.divide)))
+
+
+@st.composite
+def add_id_case(draw):
+    ne = (draw(st.sampled_from((0, 1, 5, 32, 33))), draw(st.sampled_from((1, 2, 3))), draw(st.sampled_from((0, 1, 4))),
+          draw(st.sampled_from((1, 2))))
+    n_b = draw(st.sampled_from((1, 3, 8)))
+    a = draw(specs(("F32",), ne))
+    b = draw(specs(("F32",), (ne[0], n_b), layouts=("packed", "rows")))
+    ids = Spec("I32", (ne[1], ne[2], 1, 1), ("ids", n_b, bad_id(draw, n_b)), draw(st.integers(0, 2**16)))
+    valid = packed0(a) and packed0(b)
+    nonsense = draw(st.sampled_from((None,) * 8 + ("ids", "b", "type")))
+    if nonsense == "ids":
+        ids, valid = ids._replace(base=(ne[1] + 1, ne[2], 1, 1)), False
+    elif nonsense == "b":
+        b, valid = draw(specs(("F32",), (ne[0] + 1, n_b))), False
+    elif nonsense == "type":
+        ids, valid = Spec("F32", ids.base, ("packed",), ids.seed), False
+    return Case("add_id", {"a": a, "b": b, "ids": ids}, {}, valid)
+
+
+def _add_id_ref(V, case):
+    ids, n_b = V["ids"][0, 0], geometry(case.tensors["b"])[0][1]
+    if V["a"].size == 0:                          # rows of no elements: nothing read, no id checked
+        return Expect(V["a"])
+    if ids.min() < 0 or ids.max() >= n_b:
+        return Expect(raises=IndexError)
+    return Expect(R.add_id(V["a"], V["b"][0, 0], ids), 1e-14)
+
+
+op("add_id")((lambda T, P: _node(gg.add_id(T["a"], T["b"], T["ids"])), _add_id_ref))
+
+
+@st.composite
+def swiglu_oai_case(draw):
+    a = draw(specs(("F32",), scale=draw(st.sampled_from((1.0, 8.0)))))
+    ne = geometry(a)[0]
+    P = {"alpha": draw(st.sampled_from((1.702, 0.5, 0.0, -1.0))), "limit": draw(st.sampled_from((7.0, 1.0, 0.0, 1e30)))}
+    T = {"a": a, "b": None}
+    valid = packed0(a)
+    if draw(st.booleans()):
+        T["b"] = draw(specs(("F32",), ne, layouts=("packed", "rows"), scale=4.0))
+        valid = valid and packed0(T["b"])
+    else:
+        valid = valid and ne[0] >= 2
+    nonsense = draw(st.sampled_from((None,) * 8 + ("alpha", "limit", "type")))
+    if nonsense in ("alpha", "limit"):
+        P[nonsense], valid = draw(st.sampled_from(BAD_FLOATS + ((-1.0,) if nonsense == "limit" else ()))), False
+    elif nonsense == "type":
+        T["a"], valid = a._replace(type="F16"), False
+    return Case("swiglu_oai", T, P, valid)
+
+
+def _swiglu_oai_ref(V, case):
+    a, P = V["a"], case.params
+    alpha, limit = float(np.float32(P["alpha"])), float(np.float32(P["limit"]))   # op_params are f32
+    if V["b"] is None:
+        nc = a.shape[-1] // 2
+        x, g = a[..., :nc], a[..., nc:2 * nc]
+    else:
+        x, g = a, V["b"]
+    return Expect(R.swiglu_oai(x, g, alpha, limit), 1e-12)
+
+
+op("swiglu_oai")((lambda T, P: _node(gg.swiglu_oai(T["a"], T["b"], P["alpha"], P["limit"])), _swiglu_oai_ref))
+
+MMID_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "MXFP4", "Q4_K")
+
+
+@st.composite
+def mul_mat_id_case(draw):
+    """experts [K, M, n_expert] of every weight family, ids [n_used, n_tokens] drawn with repeats (an
+    expert twice in one token, one expert for many tokens), b [K, nb1, n_tokens] with nb1 1 or n_used"""
+    wt = draw(st.sampled_from(MMID_TYPES))
+    blck = TS[wt][0]
+    K = draw(st.sampled_from((256,) if blck == 256 else (32, 96) if blck > 1 else (1, 5, 32, 33)))
+    M, n_expert, n_used = (draw(st.sampled_from(c)) for c in ((1, 2, 5), (1, 2, 3, 8), (1, 2, 4)))
+    nb1, n_tok = draw(st.sampled_from((1, n_used))), draw(st.sampled_from((0, 1, 3, 9)))
+    a = draw(specs((wt,), (K, M, n_expert), layouts=("packed",), scale=0.5))
+    b = draw(specs(("F32",), (K, nb1, n_tok), layouts=("packed", "rows")))
+    ids = Spec("I32", (n_used, n_tok, 1, 1), ("ids", n_expert, bad_id(draw, n_expert)), draw(st.integers(0, 2**16)))
+    valid = True
+    nonsense = draw(st.sampled_from((None,) * 8 + ("K", "tokens", "nb1", "type")))
+    if nonsense == "K":
+        b, valid = draw(specs(("F32",), (K + blck, nb1, n_tok))), False
+    elif nonsense == "tokens":
+        ids, valid = ids._replace(base=(n_used, n_tok + 1, 1, 1)), False
+    elif nonsense == "nb1" and n_used > 1:
+        b, valid = draw(specs(("F32",), (K, n_used + 1, n_tok))), False
+    elif nonsense == "type":
+        ids, valid = Spec(draw(st.sampled_from(("F32", "I64"))), ids.base, ("packed",), ids.seed), False
+    return Case("mul_mat_id", {"a": a, "b": b, "ids": ids}, {}, valid)
+
+
+def _mul_mat_id_ref(V, case):
+    ids, n_expert = V["ids"][0, 0], geometry(case.tensors["a"])[0][2]
+    if ids.size and (ids.min() < 0 or ids.max() >= n_expert):
+        return Expect(raises=IndexError)
+    return Expect(R.mul_mat_id(V["a"][0], V["b"][0].astype(np.float32), ids, case.tensors["a"].type), 1e-10)
+
+
+op("mul_mat_id")((lambda T, P: _node(gg.mul_mat_id(T["a"], T["b"], T["ids"])), _mul_mat_id_ref))
+
+
 # concat, im2col, conv_2d
 
 @st.composite
@@ -926,6 +1101,17 @@ def input_values(spec):
         return rng.integers(0, 1000, shape)
     if kind == "factors":
         return rng.uniform(0.5, 4.0, shape).astype(np.float32).astype(np.float64)
+    if kind == "logits":
+        x = np.round(rng.standard_normal(shape) * 2) / 2
+        if spec.layout[1]:
+            x[rng.random(shape) < 0.1] = np.nan
+        return x
+    if kind == "ids":
+        _, top, bad = spec.layout
+        x = rng.integers(0, top, shape)
+        if bad is not None and x.size:
+            x.flat[rng.integers(x.size)] = bad
+        return x
     return values(spec)
 
 
@@ -933,7 +1119,7 @@ def make_input(ctx, name, spec, case):
     if spec is None:
         return None
     kind = spec.layout[0]
-    if kind in ("mask", "positions", "factors"):
+    if kind in ("mask", "positions", "factors", "logits", "ids"):
         x = input_values(spec)
         if kind == "factors" and case.params.get("ff_bad"):
             x = x.copy()
@@ -1025,7 +1211,9 @@ def check(case, outcome):
 CASES = {"binary": st.one_of(binary_case("add"), binary_case("mul")), "scale": scale_case(),
          "copy": st.one_of(cpy_case(), dup_case(), cont_nd_case(), reshape_case(), permute_case()), "rows": st.one_of(get_rows_case(), set_rows_case()),
          "soft_max": soft_max_case(), "glu": glu_case(), "mul_mat": mul_mat_case(), "norm": norm_case(),
-         "rope": rope_case(), "flash_attn": flash_attn_case(), "concat": concat_case(), "conv": conv_case()}
+         "rope": rope_case(), "flash_attn": flash_attn_case(), "concat": concat_case(), "conv": conv_case(),
+         "routing": st.one_of(sort_case(), binary_case("div"), add_id_case()), "swiglu_oai": swiglu_oai_case(),
+         "mul_mat_id": mul_mat_id_case()}
 
 
 @pytest.mark.parametrize("family", sorted(CASES))
@@ -1041,10 +1229,6 @@ def test_builder_property(family):
 # what pyggml._ops exports that no family draws, and why
 NOT_DRAWN = {"flash_attn_ext_get_path": "reads a computed node, builds none (tests/ops/test_flash_attn.py)",
              "FA_PATHS": "a constant"}
-# the mixture-of-experts builders (issue 28): fixed grids in tests/ops/test_moe.py against float64
-# references, no property family yet (a gap, not a choice: each entry goes when its family lands)
-NOT_DRAWN.update(dict.fromkeys(("add_id", "argsort", "argsort_top_k", "div", "mul_mat_id", "sum_rows", "swiglu_oai",
-                                "top_k"), "no family yet: tests/ops/test_moe.py's grids only (issue 28)"))
 
 
 def test_every_builder_is_drawn():

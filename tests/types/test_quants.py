@@ -147,3 +147,25 @@ def test_mxfp4_scales_and_codes(ctx):
     q = ctx.from_numpy(x, type=T.MXFP4)
     np.testing.assert_array_equal(np.frombuffer(q.tobytes(), np.uint8), ref.encode_mxfp4(x).ravel())
     assert q.tobytes()[0] == 255
+
+
+@pytest.mark.parametrize("nth", THREADS)
+def test_mxfp4_dot_extreme_scales(ctx, rng, nth):
+    """MXFP4's E8M0 scales that fp16 cannot hold (2^-128 to 2^72 here, subnormal d_x*d_y included)
+    through the integer tile and the one-column GEMV: each column the same bits whatever N (an odd
+    last block, rows past a tile's), and the float64 dot of the decoded blocks"""
+    m, nb, n = 5, 9, 6
+    k = 32 * nb
+    e = rng.choice(np.array([0, 1, 2, 40, 127, 128, 200], np.uint8), (m, nb))
+    raw = np.concatenate([e[..., None], rng.integers(0, 256, (m, nb, 16), dtype=np.uint8)], axis=-1)
+    a = ctx.from_bytes(T.MXFP4, (k, m), raw.tobytes())
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    full = gg.mul_mat(a, ctx.from_numpy(x))
+    cols = [gg.mul_mat(a, ctx.from_numpy(x[j:j + 1])) for j in range(n)]
+    run([full] + cols, nth)
+    got = full.to_numpy()
+    np.testing.assert_array_equal(got.view(np.uint32), np.concatenate([c.to_numpy() for c in cols]).view(np.uint32))
+    wv = ref.dequantize_mxfp4(raw.reshape(-1, 17), k)
+    yv = ref.dequantize_q8_0(ref.quantize_q8_0(x), k).astype(np.float64)
+    tol = 1e-5 * (np.abs(yv) @ np.abs(wv).T) + 1e-38
+    assert (np.abs(got - yv @ wv.T) <= tol).all()

@@ -23,9 +23,10 @@
  *
  * The products are unsigned x signed with the weights the unsigned side, so the activations need no
  * per-pair sign transfer: Q4_1/Q5_1 codes are >= 0; Q4_0/Q5_0 codes are q + 8 / q + 16, and with VNNI
- * Q8_0/IQ4_NL values are taken xor 0x80 (q + 128), so x.y = u.y - off*sum(y), the correction (lane by
- * lane, exact) made once per activation block and the dot's starting value. maddubs would saturate
- * on q + 128, so without VNNI those two types multiply |x| by sign(x)*y, as the one-column kernel does.
+ * Q8_0/IQ4_NL/MXFP4 values are taken xor 0x80 (q + 128), so x.y = u.y - off*sum(y), the correction
+ * (lane by lane, exact) made once per activation block and the dot's starting value. maddubs would
+ * saturate on q + 128, so without VNNI those types multiply |x| by sign(x)*y, as the one-column
+ * kernel does. MXFP4's E8M0 scales, which fp16 cannot hold, enter as f32 (pg_qgemm_scales_f32).
  *
  * Q4_0 with VNNI and GFNI (PG_X86_GEMV) has a tile of its own instead: panels of 16 rows, one lane
  * per row, with exact per-block sums (pg_q4p_*, at the end of this file).
@@ -87,6 +88,10 @@ static inline pg_qgemm_i pg_qgemm_lut16(pg_qgemm_i v, const int8_t * table) {
 /* the fp16 scales of two blocks, each in its block's 8 lanes */
 static inline pg_qgemm_f pg_qgemm_scales(pg_fp16_t h0, pg_fp16_t h1) {
     return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short) h1), _mm_set1_epi16((short) h0)));
+}
+/* two blocks' f32 scales, each in its block's 8 lanes (MXFP4's E8M0 scales, which fp16 cannot hold) */
+static inline pg_qgemm_f pg_qgemm_scales_f32(float d0, float d1) {
+    return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
 }
 /* the same in the first lane of each block only (a term added once per block) */
 static inline pg_qgemm_f pg_qgemm_scales1(pg_fp16_t h0, pg_fp16_t h1) {
@@ -184,6 +189,10 @@ static inline pg_qgemm_i pg_qgemm_lut16(pg_qgemm_i v, const int8_t * table) {
 static inline pg_qgemm_f pg_qgemm_scales(pg_fp16_t h0, pg_fp16_t h1) {
     return _mm256_cvtph_ps(_mm_blend_epi16(_mm_set1_epi16((short) h0), _mm_set1_epi16((short) h1), 0xcc));
 }
+/* two blocks' f32 scales in their lanes (MXFP4's E8M0 scales, which fp16 cannot hold) */
+static inline pg_qgemm_f pg_qgemm_scales_f32(float d0, float d1) {
+    return _mm256_blend_ps(_mm256_set1_ps(d0), _mm256_set1_ps(d1), 0xcc);
+}
 static inline pg_qgemm_f pg_qgemm_zero_f(void) { return _mm256_setzero_ps(); }
 static inline pg_qgemm_f pg_qgemm_mul(pg_qgemm_f a, pg_qgemm_f b) { return _mm256_mul_ps(a, b); }
 static inline pg_qgemm_f pg_qgemm_fma(pg_qgemm_f a, pg_qgemm_f b, pg_qgemm_f c) { return _mm256_fmadd_ps(a, b, c); }
@@ -235,7 +244,7 @@ static inline float pg_qgemm_sum(pg_qgemm_f acc) { return pg_avx2_hsum(acc); }
 #endif
 
 /* how a type's decoded lanes enter the unsigned side: codes >= 0 as they are (Q4_1, Q5_1), codes
- * q + off (Q4_0, Q5_0), signed values (Q8_0, IQ4_NL) */
+ * q + off (Q4_0, Q5_0), signed values (Q8_0, IQ4_NL, MXFP4) */
 enum { PG_QGEMM_UNS, PG_QGEMM_OFF, PG_QGEMM_SIGNED };
 /* calls of more than 4 columns with rows of up to this many steps decode the weights once */
 #define PG_QGEMM_PRE_STEPS 128
@@ -299,7 +308,7 @@ static inline __attribute__((always_inline)) pg_qgemm_f pg_qgemm_pair(const pg_q
 }
 
 /* How a weight type's lanes enter the tile's unsigned side (mode, off: the enum above), t its pyggml.h
- * type id (PG_TYPE_Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1 or _IQ4_NL), a compile-time constant in every
+ * type id (PG_TYPE_Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1, _IQ4_NL or _MXFP4), a compile-time constant in every
  * caller, so the switches fold away where the tile is inlined; the rest of its description (block
  * bytes, whether it has a minimum and so Q8_1 activations) is quants-legacy.h's pg_qblock_* */
 typedef struct { int mode, off; } pg_qgemm_desc;
@@ -308,7 +317,7 @@ PG_ALWAYS_INLINE pg_qgemm_desc pg_qgemm_desc_of(const int t) {
     case PG_TYPE_Q4_0: return (pg_qgemm_desc) {PG_QGEMM_OFF, 8};
     case PG_TYPE_Q5_0: return (pg_qgemm_desc) {PG_QGEMM_OFF, 16};
     case PG_TYPE_Q4_1: case PG_TYPE_Q5_1: return (pg_qgemm_desc) {PG_QGEMM_UNS, 0};
-    default: return (pg_qgemm_desc) {PG_QGEMM_SIGNED, 0};     /* Q8_0, IQ4_NL */
+    default: return (pg_qgemm_desc) {PG_QGEMM_SIGNED, 0};     /* Q8_0, IQ4_NL, MXFP4 */
     }
 }
 /* the lanes of blocks b0 and b1 of type t (b1 unused with one block per vector) */
@@ -327,6 +336,9 @@ PG_ALWAYS_INLINE pg_qgemm_i pg_qgemm_decode(const int t, const void * b0, const 
     case PG_TYPE_IQ4_NL:
         return pg_qgemm_lut16(pg_qgemm_nibbles(((const pg_block_iq4_nl *) b0)->qs, ((const pg_block_iq4_nl *) b1)->qs),
                            pg_iq4nl_values);
+    case PG_TYPE_MXFP4:
+        return pg_qgemm_lut16(pg_qgemm_nibbles(((const pg_block_mxfp4 *) b0)->qs, ((const pg_block_mxfp4 *) b1)->qs),
+                           pg_mxfp4_values);
     default: return pg_qgemm_load(((const pg_block_q8_0 *) b0)->qs, ((const pg_block_q8_0 *) b1)->qs);
     }
 }
@@ -348,7 +360,8 @@ PG_ALWAYS_INLINE pg_qgemm_w pg_qgemm_tile_w(const int t, const char * x, int64_t
                                             const int MR) {
     const char * b0 = x + ib * pg_qblock_size(t), * b1 = x + i1 * pg_qblock_size(t);
     pg_qgemm_w w = pg_qgemm_weights(pg_qgemm_decode(t, b0, b1), pg_qgemm_desc_of(t).mode, MR > 1);
-    pg_qgemm_block_scales(pg_qblock_min(t), b0, b1, two, &w.d, &w.m);
+    if (t == PG_TYPE_MXFP4) w.d = pg_qgemm_scales_f32(pg_qblock_d(t, b0), two ? pg_qblock_d(t, b1) : 0.0f);
+    else pg_qgemm_block_scales(pg_qblock_min(t), b0, b1, two, &w.d, &w.m);
     return w;
 }
 /* step ib (blocks ib and ib + 1, or ib alone when !two) of MR weight rows x[r] against nc activation
@@ -478,6 +491,10 @@ static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * x, size_t bx, 
                                           int nc, float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds);
 }
+static inline void pg_vec_dot_mxfp4_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                         int nc, float * s, size_t lds) {
+    pg_qgemm_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds);
+}
 
 #if !defined(PG_SIMD_AVX512)
 /* vec_dot_rows of type t on AVX2 (mul_mat's one-column GEMV): s[r] = x_r . y for r < nr, x_r = vx +
@@ -524,6 +541,9 @@ static inline void pg_vec_dot_q5_1_rows(int64_t n, const void * x, size_t bx, in
 }
 static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemm_rows(PG_TYPE_IQ4_NL, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qgemm_rows(PG_TYPE_MXFP4, n, x, bx, nr, y, s);
 }
 #endif
 

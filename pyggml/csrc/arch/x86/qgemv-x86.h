@@ -18,9 +18,10 @@
  *    times 1);
  *  - the nibbles of the 4- and 5-bit types are split by one affine byte transform (GFNI) of the two
  *    blocks' bytes placed in the four 128-bit lanes by a broadcast load and a masked one; IQ4_NL's
- *    table lookup gives its values xor 0x80 directly.
+ *    and MXFP4's table lookups give their values xor 0x80 directly (MXFP4's E8M0 scales converted
+ *    to f32 one by one, fp16 cannot hold them).
  * The codes enter dpbusd's unsigned side as in the tile: Q4_0's nibbles are q + 8 (correction
- * -8*sum(y)), Q5_0's codes q + 16, Q8_0's and IQ4_NL's values xor 0x80 are q + 128 (correction
+ * -8*sum(y)), Q5_0's codes q + 16, Q8_0's, IQ4_NL's and MXFP4's values xor 0x80 are q + 128 (correction
  * -128*sum(y)), Q4_1/Q5_1's codes are >= 0 (none).
  */
 #pragma once
@@ -76,6 +77,17 @@ static inline __m128i pg_qgemv_heads(const void * a0, const void * a1, const voi
     return _mm_set_epi64x((long long) hi, (long long) lo);
 }
 
+/* the f32 scales d_x of blocks a0, a1 (row 0) and b0, b1 (row 1) of a type without m, in that order:
+ * the fp16 d converted, MXFP4's E8M0 one by one (pg_qblock_d: fp16 cannot hold them); !two: a1's
+ * and b1's zero */
+PG_ALWAYS_INLINE __m128 pg_qgemv_scales(const int t, const void * a0, const void * a1, const void * b0,
+                                        const void * b1, int two) {
+    if (t == PG_TYPE_MXFP4)
+        return _mm_setr_ps(pg_qblock_d(t, a0), two ? pg_qblock_d(t, a1) : 0.0f, pg_qblock_d(t, b0),
+                           two ? pg_qblock_d(t, b1) : 0.0f);
+    return _mm_cvtph_ps(pg_qgemv_heads(a0, a1, b0, b1, two, 2));
+}
+
 /* the 16 code bytes q0, q1 of two blocks in 128-bit lanes: low nibbles of q0, high of q0, low of q1,
  * high of q1 (pg_qgemm_nibbles' lanes) */
 static inline __m512i pg_qgemv_nibbles(const uint8_t * q0, const uint8_t * q1) {
@@ -87,7 +99,7 @@ static inline __m512i pg_qgemv_nibbles(const uint8_t * q0, const uint8_t * q1) {
     return _mm512_gf2p8affine_epi64_epi8(z, m, 0);
 }
 /* the unsigned lanes of blocks b0, b1 of type t (as pg_qgemm_desc_of: a compile-time constant): the
- * codes, Q8_0's values xor 0x80, IQ4_NL's table values xor 0x80 looked up (q + 128) */
+ * codes, Q8_0's values xor 0x80, IQ4_NL's and MXFP4's table values xor 0x80 looked up (q + 128) */
 PG_ALWAYS_INLINE __m512i pg_qgemv_u(const int t, const void * b0, const void * b1) {
     switch (t) {
     case PG_TYPE_Q4_0: return pg_qgemv_nibbles(((const pg_block_q4_0 *) b0)->qs, ((const pg_block_q4_0 *) b1)->qs);
@@ -106,6 +118,12 @@ PG_ALWAYS_INLINE __m512i pg_qgemv_u(const int t, const void * b0, const void * b
         return _mm512_shuffle_epi8(lut, pg_qgemv_nibbles(((const pg_block_iq4_nl *) b0)->qs,
                                                        ((const pg_block_iq4_nl *) b1)->qs));
     }
+    case PG_TYPE_MXFP4: {
+        const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *) pg_mxfp4_values),
+                                                                 _mm_set1_epi8((char) 0x80)));
+        return _mm512_shuffle_epi8(lut, pg_qgemv_nibbles(((const pg_block_mxfp4 *) b0)->qs,
+                                                       ((const pg_block_mxfp4 *) b1)->qs));
+    }
     default: return pg_qgemm_xor80(pg_qgemm_load(((const pg_block_q8_0 *) b0)->qs, ((const pg_block_q8_0 *) b1)->qs));
     }
 }
@@ -123,8 +141,7 @@ PG_ALWAYS_INLINE void pg_qgemv_step(const int t, const char * const * x, int64_t
     const __m512 dd = min ? _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(pg_qgemv_heads(a[0][0], a[0][1],
                                                                                                 b[0], b[1], two, 4)),
                                                                  col->d[k]))
-                          : _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(pg_qgemv_heads(a[0][0], a[0][1], b[0],
-                                                                                          b[1], two, 2)),
+                          : _mm512_castps128_ps512(_mm_mul_ps(pg_qgemv_scales(t, a[0][0], a[0][1], b[0], b[1], two),
                                                               _mm256_castps256_ps128(col->d[k])));
     for (int r = 0; r < R; r++) {
         const int l0 = min ? 4 * r : 2 * r, l1 = min ? 4 * r + 2 : 2 * r + 1;
@@ -178,6 +195,9 @@ static inline void pg_vec_dot_q5_0_rows(int64_t n, const void * x, size_t bx, in
 }
 static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemv_rows(PG_TYPE_IQ4_NL, n, x, bx, nr, y, s);
+}
+static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qgemv_rows(PG_TYPE_MXFP4, n, x, bx, nr, y, s);
 }
 static inline void pg_vec_dot_q4_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemv_rows(PG_TYPE_Q4_1, n, x, bx, nr, y, s);
