@@ -468,8 +468,12 @@ static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t
             for (int p = 0; p < np; p++) {
                 const char * xr[PG_Q4P_R];
                 pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+                const int64_t ra = (p + PG_X16_AHEAD) * PG_Q4P_R;    /* the first row of the panel prefetched */
+                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * sizeof(pg_block_q4_K), bx, nr - i0 - ra,
+                                                       (size_t) kb * sizeof(pg_block_q4_K), kb);
                 __m512 a = acc[p];
                 for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
                     const size_t bo = (size_t) (b0 + k) * sizeof(pg_block_q4_K);
                     const int8_t * yq = ((const pg_block_q8_K *) y)[k].qs;
                     pg_k4p_blk w;

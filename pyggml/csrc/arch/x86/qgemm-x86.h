@@ -612,6 +612,29 @@ PG_ALWAYS_INLINE pg_q4p_blk pg_q4p_block(const char * const * p, size_t bo) {
 static inline void pg_q4p_rows(const char * x, size_t bx, int mr, const char ** p) {
     for (int r = 0; r < PG_Q4P_R; r++) p[r] = x + (size_t) PG_MIN(r, mr - 1) * bx;
 }
+/* The GEMV's prefetch of the panel after next while one runs. A panel reads its 16 rows side by
+ * side, 16 streams that restart at every panel; over rows of a few KB the hardware prefetcher has not
+ * caught up with them before the panel ends, and a GEMV from DRAM ran at about half the bandwidth of
+ * the one-row kernels (docs/bench/journal.md). So each step of a panel also prefetches, into L2 (a
+ * panel of long rows does not fit L1 beside the running one), its share of the bytes of the panel
+ * two ahead, row after row. */
+typedef struct { const char * x; size_t bx; int nrow, lines, per, row, line; } pg_x16_ahead;
+/* the rows x + r*bx (r < nrow, at most 16) over the bytes [0, len) from x, spread over kb steps */
+PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_init(const char * x, size_t bx, int64_t nrow, size_t len, int kb) {
+    const int lines = (int) ((len + 127) / 64);      /* one more line than len needs: x may not be aligned */
+    const int n = (int) PG_MAX(0, PG_MIN(nrow, PG_Q4P_R));
+    return (pg_x16_ahead) {x, bx, n, lines, (n * lines + kb - 1) / kb, 0, 0};
+}
+PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
+    for (int j = 0; j < a->per && a->row < a->nrow; j++) {
+        __builtin_prefetch(a->x + (size_t) a->row * a->bx + (size_t) a->line * 64, 0, 2);
+        if (++a->line == a->lines) {
+            a->line = 0;
+            a->row++;
+        }
+    }
+}
+#define PG_X16_AHEAD 2                /* panels ahead */
 /* blocks [b0, b0 + kb) of a Q8_0 column y */
 static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col * out) {
     const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
@@ -729,8 +752,12 @@ static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, i
             for (int p = 0; p < np; p++) {
                 const char * xr[PG_Q4P_R];
                 pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+                const int64_t ra = (p + PG_X16_AHEAD) * PG_Q4P_R;    /* the first row of the panel prefetched */
+                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * sizeof(pg_block_q4_0), bx, nr - i0 - ra,
+                                                       (size_t) kb * sizeof(pg_block_q4_0), kb);
                 __m512 a = acc[p];
                 for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
                     const pg_q4p_blk w = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
                     __m512i lo[4], hi[4];
                     pg_q4p_nibbles(&w, lo, hi);
