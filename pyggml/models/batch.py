@@ -19,12 +19,14 @@ see nothing), n_kv to the cache's pad.
 A sequence's result does not depend on what else is in the batch: the same request alone or with
 any companions, joining at any step, gives the same logits to the bit and so the same tokens.
 pyggml's mul_mat gives each column's bits independently of the other columns on its integer
-paths (quantized weights, whatever the column count) and within its float GEMM (F32/F16/BF16
-weights from gemm_min_cols() columns on: below that the dot-product path sums in another order),
-so with float weights a step carries at least gemm_min_cols() tokens and rows out (exact=True;
-the padding costs compute on small batches, exact=False drops it and the bits, then the tokens
-may differ in rare near-ties); attention
-runs flash_attn_ext's one_chunk path (key by key, hidden keys skipped), which meets a sequence's
+paths (quantized weights, whatever the column count), and with F32/F16/BF16 weights within each of
+its float paths: the dot tiles (from FLOAT_TILE_MIN_COLS columns to gemm_min_cols() - 1) and the
+GEMM (from gemm_min_cols() on); fewer columns take the one-column kernels, which sum in another
+order. So with float weights a step carries FLOAT_TILE_MIN_COLS to gemm_min_cols() - 1 tokens and
+rows out (the tiles: padding tokens below, n_batch capped above), or, with more slots than that
+holds, at least gemm_min_cols() (the GEMM). That is exact=True; the padding costs compute on
+small batches, exact=False drops it and the bits (the tokens may then differ in rare near-ties).
+Attention runs flash_attn_ext's one_chunk path (key by key, hidden keys skipped), which meets a sequence's
 keys in position order (KVCache keeps each sequence's cells in position order, defrag included);
 each request samples with its own seeded Sampler. (Without flash attention the soft_max and the
 V product sum over all n_kv cells, so the bits depend on the cell layout; the tokens usually agree.)
@@ -56,6 +58,10 @@ from pyggml.models.speculative import check_draft_max, lookup_drafter
 __all__ = ["BatchEngine", "EngineThread", "Request", "agenerate", "generate_batch"]
 
 _MAX_GRAPHS = 24
+
+
+# matmul.h's PG_MM_TILE_MIN_N: float weights take the dot tiles from this many columns
+FLOAT_TILE_MIN_COLS = 4
 
 
 def gemm_min_cols():
@@ -145,7 +151,12 @@ class BatchEngine:
         self.model, self.cache, self.n_seq = model, model.cache, n_seq
         self.n_batch = max(n_seq, int(model.n_batch if n_batch is None else n_batch))
         self.n_ctx_seq = (model.n_ctx - 1) // n_seq
-        self.min_cols = gemm_min_cols() if exact and _float_matmuls(model) else 1
+        self.min_cols = 1
+        if exact and _float_matmuls(model):       # one float path for every step (module docstring)
+            if n_seq < gemm_min_cols():
+                self.min_cols, self.n_batch = FLOAT_TILE_MIN_COLS, min(self.n_batch, gemm_min_cols() - 1)
+            else:
+                self.min_cols = gemm_min_cols()
         self.cache.clear()
         model.n_past = 0
         self.slots = [_Slot(i) for i in range(n_seq)]

@@ -17,7 +17,7 @@ from hf_models import converted
 
 from pyggml import models
 from pyggml.kvcache import _bytes
-from pyggml.models.batch import BatchEngine, EngineThread, agenerate, gemm_min_cols
+from pyggml.models.batch import FLOAT_TILE_MIN_COLS, BatchEngine, EngineThread, agenerate, gemm_min_cols
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +86,16 @@ def test_batched_equals_alone(gguf_dir, kind, outtype):
         nan_cache(m)
         assert_same(run(eng, reqs, joins), want)
     # the engine's logits are the model's (another attention path: close, not equal); the model
-    # evaluates at least gemm_min_cols() tokens, as the engine's steps do, so that its float
-    # matmuls sum in the engine's order (the rows past the request's are dropped: causal): with
-    # F16 activations, rounded at every matmul, another order's ulps grow to ~1e-3 in the logits
+    # evaluates the ids in chunks of FLOAT_TILE_MIN_COLS to gemm_min_cols() - 1 tokens, as the
+    # engine's steps carry them, so that its float matmuls sum in the engine's order: with F16
+    # activations, rounded at every matmul, another order's ulps grow to ~1e-3 in the logits
     m.reset()
     q = reqs[1]
     ids = q["prompt"] + want[1].tokens[:-1]
-    pad = [1] * max(0, gemm_min_cols() - len(ids))
-    full = m.eval(ids + pad)[len(q["prompt"]) - 1:len(ids)]
+    n = -(-len(ids) // (gemm_min_cols() - 1))
+    cuts = np.linspace(0, len(ids), n + 1).round().astype(int)
+    assert len(ids) >= FLOAT_TILE_MIN_COLS * n
+    full = np.concatenate([m.eval(ids[a:b]) for a, b in zip(cuts[:-1], cuts[1:])])[len(q["prompt"]) - 1:]
     np.testing.assert_allclose(np.array(want[1].logits), full, rtol=0, atol=1e-4 * np.abs(full).max())
 
 
