@@ -150,6 +150,8 @@ def write_random_model(path, arch, keys, type="f16", seed=0, optional=()):
 
     metadata, tensors = random_weights(arch, keys, type, seed, optional)
     metadata.update(_spm_vocab(int(metadata[f"{arch}.vocab_size"])))
+    if arch == "phi3":      # llama.cpp sets phi3's token attributes by name and needs this one
+        metadata["tokenizer.ggml.tokens"][-1], metadata["tokenizer.ggml.token_type"][-1] = "<|endoftext|>", 3
     save(path, tensors, metadata)
     return metadata
 
