@@ -195,10 +195,6 @@ static inline void pg_vec_dot_q3_K_q8_K_rows(int64_t n, const void * x, size_t b
                                              float * s) {
     pg_kgemv_rows(PG_TYPE_Q3_K, n, x, bx, nr, y, s);
 }
-static inline void pg_vec_dot_q4_K_q8_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
-                                             float * s) {
-    pg_kgemv_rows(PG_TYPE_Q4_K, n, x, bx, nr, y, s);
-}
 static inline void pg_vec_dot_q5_K_q8_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
                                              float * s) {
     pg_kgemv_rows(PG_TYPE_Q5_K, n, x, bx, nr, y, s);
