@@ -328,6 +328,19 @@ class BatchEngine:
                 budget -= k
         return rows
 
+    def _next_waiting(self):
+        """The next queued request that wants tokens, or None; the cancelled ones and those asking
+        for none end on the way."""
+        while self.waiting:
+            req = self.waiting.popleft()
+            if req.cancelled:
+                self._finish(req, "cancelled")
+            elif req.n_predict == 0:
+                self._finish(req, "length")
+            else:
+                return req
+        return None
+
     def step(self):
         """Admit queued requests into free slots, drop cancelled ones, run one graph over the next
         tokens of every running request and sample where a request needs an id. Returns the
@@ -336,14 +349,8 @@ class BatchEngine:
             self.waiting.append(self._inbox.popleft())
         for req in [r for r in self.running if r.cancelled]:
             self._finish(req, "cancelled")
-        while self.waiting and len(self.running) < self.n_seq:
-            req = self.waiting.popleft()
-            if req.cancelled:
-                self._finish(req, "cancelled")
-            elif req.n_predict == 0:
-                self._finish(req, "length")
-            else:
-                self._admit(req)
+        while len(self.running) < self.n_seq and (req := self._next_waiting()) is not None:
+            self._admit(req)
         rows = self._plan()
         if not rows:
             return 0

@@ -85,16 +85,10 @@ class PipelineEngine(BatchEngine):
         for req in [r for r in self.running if r.cancelled]:
             self._finish(req, "cancelled")
         slot = self.slots[0]
-        while not self.running and self.waiting:
-            req = self.waiting.popleft()
-            if req.cancelled:
-                self._finish(req, "cancelled")
-            elif req.n_predict == 0:
-                self._finish(req, "length")
-            else:
-                self.model.pipeline.reset()         # also restarts a stage that failed
-                slot.cached, slot.req, req.slot = [], req, 0
-                self.running.append(req)
+        if not self.running and (req := self._next_waiting()) is not None:
+            self.model.pipeline.reset()             # also restarts a stage that failed
+            slot.cached, slot.req, req.slot = [], req, 0
+            self.running.append(req)
         if not self.running:
             return 0
         req = self.running[0]
