@@ -633,7 +633,20 @@ CONVERTERS = {hf: cls for cls in (LlamaConverter, Qwen2Converter, Qwen2VLConvert
            for hf in cls.hf_archs}
 
 
-class Qwen2VLVisionConverter:
+# Qwen2VLImageProcessor's defaults (OpenAI CLIP's mean and std), for a folder without preprocessor_config.json
+_CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+class _VisionConverter:
+    """What the mmproj converters share: the image processor's defaults (image_defaults: the (key,
+    value) pairs _preprocessor starts from) and no per-tensor keys."""
+    image_defaults = ()
+
+    def add_tensor_keys(self, w):
+        """None: every key of the vision tower comes from the config."""
+
+
+class Qwen2VLVisionConverter(_VisionConverter):
     """The vision tower and merger of Qwen2-VL as an mmproj GGUF: MmprojModel and Qwen2VLVisionModel
     of convert_hf_to_gguf.py. clip.vision.* keys from the vision config (llama.cpp's renames: depth ->
     block_count, num_heads -> head_count, embed_dim -> embedding_length, and the config's hidden_size,
@@ -641,6 +654,7 @@ class Qwen2VLVisionConverter:
     config; the fused QKV split into attn_q/k/v, the Conv3D patch embedding into one Conv2D kernel per
     temporal step (v.patch_embd.weight and v.patch_embd.weight.1)."""
     hf_archs = ("Qwen2VLForConditionalGeneration",)
+    image_defaults = (("image_mean", _CLIP_MEAN), ("image_std", _CLIP_STD))          # OpenAI CLIP's
 
     def __init__(self, hparams, preprocessor):
         self.global_hp = hparams
@@ -672,9 +686,6 @@ class Qwen2VLVisionConverter:
             return Type.F16 if outtype == Type.F16 else Type.F32
         return _stored_type(gguf_name, shape, outtype)
 
-    def add_tensor_keys(self, w):
-        """None: every key of the vision tower comes from the config."""
-
     def set_parameters(self, w, ftype):
         vhp = self.vhp
         w.add_file_type(ftype)
@@ -692,7 +703,7 @@ class Qwen2VLVisionConverter:
         w.add_vision_attention_layernorm_eps(self.global_hp.get("rms_norm_eps", 1e-6))
 
 
-class Gemma3VisionConverter:
+class Gemma3VisionConverter(_VisionConverter):
     """The SigLIP vision tower and multimodal projector of Gemma3ForConditionalGeneration as an mmproj
     GGUF: MmprojModel and Gemma3VisionModel of convert_hf_to_gguf.py. Tensors under the released
     checkpoints' prefixes (`vision_tower.vision_model.`, `multi_modal_projector.`; also `vision_tower.`
@@ -740,9 +751,6 @@ class Gemma3VisionConverter:
             if gguf_name.startswith(("v.patch_embd.", "v.position_embd.")):
                 return Type.F32
         return _stored_type(gguf_name, shape, outtype)
-
-    def add_tensor_keys(self, w):
-        """None: every key of the vision tower comes from the config."""
 
     def set_parameters(self, w, ftype):
         vhp = self.vhp
@@ -1074,15 +1082,13 @@ def _convert_dir(model_dir, out_path, outtype, tokenizer_pre):
     _write_converted(out_path, conv.arch, conv, model_dir, gguf.GGUFType.MODEL, ftype, tensors, vocab)
 
 
-# Qwen2VLImageProcessor's defaults (OpenAI CLIP's mean and std), for a folder without preprocessor_config.json
-_CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 
-def _preprocessor(model_dir, defaults=None):
-    """The image processor's config as llama.cpp merges it: `defaults` ((key, value) pairs; default:
-    Qwen2-VL's mean and std), then preprocessor_config.json, then processor_config.json (its
+def _preprocessor(model_dir, defaults):
+    """The image processor's config as llama.cpp merges it: `defaults` ((key, value) pairs, the
+    converter's image_defaults), then preprocessor_config.json, then processor_config.json (its
     image_processor section lifted)."""
-    cfg = dict(defaults or {"image_mean": _CLIP_MEAN, "image_std": _CLIP_STD})
+    cfg = dict(defaults)
     for name, section in (("preprocessor_config.json", "media_proc_cfg"), ("processor_config.json", "image_processor")):
         f = model_dir / name
         if f.is_file():
@@ -1099,7 +1105,7 @@ def _convert_mmproj(model_dir, out_path, outtype):
         raise ValueError(f"convert_hf: mmproj: architecture {hf_arch!r} of {model_dir} has no vision tower pyggml "
                          f"converts; supported: {', '.join(sorted(MMPROJ_CONVERTERS))}")
     cls = MMPROJ_CONVERTERS[hf_arch]
-    conv = cls(hparams, _preprocessor(model_dir, getattr(cls, "image_defaults", None)))
+    conv = cls(hparams, _preprocessor(model_dir, cls.image_defaults))
     qtype, ftype = _OUTTYPE[outtype]
     # the map's mm.{bid} entries are block-numbered: llama.cpp's (n_block = depth) names mm.2 only for a
     # depth above 2; a map of at least 3 blocks names it at any depth
