@@ -16,8 +16,10 @@ pytest.importorskip("gguf")
 from hf_models import converted
 
 from pyggml import models
+from pyggml._enums import Op
+from pyggml._ops import flash_attn_ext_set_path
 from pyggml.kvcache import _bytes
-from pyggml.models.batch import FLOAT_TILE_MIN_COLS, BatchEngine, EngineThread, agenerate, gemm_min_cols
+from pyggml.models.batch import BatchEngine, EngineThread, agenerate
 
 
 @pytest.fixture(scope="module")
@@ -85,18 +87,29 @@ def test_batched_equals_alone(gguf_dir, kind, outtype):
         eng = BatchEngine(m, n_seq=n_seq, n_batch=n_batch)
         nan_cache(m)
         assert_same(run(eng, reqs, joins), want)
-    # the engine's logits are the model's (another attention path: close, not equal); the model
-    # evaluates the ids in chunks of FLOAT_TILE_MIN_COLS to gemm_min_cols() - 1 tokens, as the
-    # engine's steps carry them, so that its float matmuls sum in the engine's order: with F16
-    # activations, rounded at every matmul, another order's ulps grow to ~1e-3 in the logits
-    m.reset()
+    # the engine's logits are the model's, to the bit, when the model replays the engine's steps
+    # for the request alone (the prompt in chunks of n_batch, then one id per step, each padded to
+    # min_cols ids: the same matmul paths) on the engine's attention path
+    eng = BatchEngine(m, n_seq=1)
     q = reqs[1]
-    ids = q["prompt"] + want[1].tokens[:-1]
-    n = -(-len(ids) // (gemm_min_cols() - 1))
-    cuts = np.linspace(0, len(ids), n + 1).round().astype(int)
-    assert len(ids) >= FLOAT_TILE_MIN_COLS * n
-    full = np.concatenate([m.eval(ids[a:b]) for a, b in zip(cuts[:-1], cuts[1:])])[len(q["prompt"]) - 1:]
-    np.testing.assert_allclose(np.array(want[1].logits), full, rtol=0, atol=1e-4 * np.abs(full).max())
+    ids, n_prompt = q["prompt"] + want[1].tokens[:-1], len(q["prompt"])
+    build = m.graph_class
+
+    def one_chunk(*args):
+        sg = build(*args)
+        for node in sg.graph.nodes:
+            if node.op == Op.FLASH_ATTN_EXT:
+                flash_attn_ext_set_path(node, "one_chunk")
+        return sg
+
+    m.graph_class = one_chunk
+    m.reset()
+    cuts = [*range(0, n_prompt, eng.n_batch), *range(n_prompt, len(ids) + 1)]
+    rows = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        rows.append(m.eval(ids[a:b] + [1] * max(0, eng.min_cols - (b - a)))[:b - a])
+        m.truncate(b)
+    assert np.array_equal(np.array(want[1].logits), np.concatenate(rows)[n_prompt - 1:])
 
 
 def test_prefix_reuse_keeps_the_bits(gguf_dir):
