@@ -114,7 +114,7 @@ def test_from_buffer_mmap_cannot_be_closed_while_used(ctx, tmp_path):
 
 
 @pytest.mark.parametrize("typ", [gg.Type.Q8_0, gg.Type.Q4_0, gg.Type.Q4_1, gg.Type.Q5_0, gg.Type.Q5_1, gg.Type.IQ4_NL,
-                                 gg.Type.F16, gg.Type.BF16])
+                                 gg.Type.MXFP4, gg.Type.F16, gg.Type.BF16])
 def test_from_buffer_quantized_computes(ctx, rng, typ):
     w = rng.standard_normal((8, 64)).astype(np.float32)
     ref = ctx.from_numpy(w, type=typ)

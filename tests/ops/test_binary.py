@@ -78,7 +78,7 @@ def test_scale(ctx, rng, nth):
         gg.scale(ctx.from_numpy(x), float("nan"))
 
 
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_1", "IQ4_NL"]
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "MXFP4"]
 
 
 @pytest.mark.parametrize("src", TYPES)

@@ -150,16 +150,20 @@ def test_mxfp4_scales_and_codes(ctx):
 
 
 @pytest.mark.parametrize("nth", THREADS)
-def test_mxfp4_dot_extreme_scales(ctx, rng, nth):
-    """MXFP4's E8M0 scales that fp16 cannot hold (2^-128 to 2^72 here, subnormal d_x*d_y included)
-    through the integer tile and the one-column GEMV: each column the same bits whatever N (an odd
-    last block, rows past a tile's), and the float64 dot of the decoded blocks"""
+@pytest.mark.parametrize("exps,xscale", [((0, 1, 2, 40, 127, 128, 200), 1.0),
+                                         ((0, 1, 127, 200, 254, 255), 2.0 ** -40)])
+def test_mxfp4_dot_extreme_scales(ctx, rng, exps, xscale, nth):
+    """MXFP4's E8M0 scales that fp16 cannot hold (2^-128 to 2^127, subnormal d_x*d_y included;
+    activations scaled down beside the largest so that no block's product overflows f32) through
+    the integer tile and the one-column GEMV (vec_dot_n where there is neither: NEON, RVV): each
+    column the same bits whatever N (an odd last block, rows past a tile's), and the float64 dot
+    of the decoded blocks"""
     m, nb, n = 5, 9, 6
     k = 32 * nb
-    e = rng.choice(np.array([0, 1, 2, 40, 127, 128, 200], np.uint8), (m, nb))
+    e = rng.choice(np.array(exps, np.uint8), (m, nb))
     raw = np.concatenate([e[..., None], rng.integers(0, 256, (m, nb, 16), dtype=np.uint8)], axis=-1)
     a = ctx.from_bytes(T.MXFP4, (k, m), raw.tobytes())
-    x = rng.standard_normal((n, k)).astype(np.float32)
+    x = (rng.standard_normal((n, k)) * xscale).astype(np.float32)
     full = gg.mul_mat(a, ctx.from_numpy(x))
     cols = [gg.mul_mat(a, ctx.from_numpy(x[j:j + 1])) for j in range(n)]
     run([full] + cols, nth)

@@ -32,8 +32,10 @@ static inline void pg_vec_dot_iq4_nl_n(int64_t n, const void * x, const void * y
     PG_RVV_DO(pg_rvv_dot_n_iq4_nl(n, x, y, by, nc, s))
     pg_qdot_n(PG_TYPE_IQ4_NL, n, x, y, by, nc, s);
 }
-/* MXFP4 against Q8_0 as ggml_vec_dot_mxfp4_q8_0: integer sums of the code points, times e8m0_half * d_y */
+/* MXFP4 against Q8_0 as ggml_vec_dot_mxfp4_q8_0: integer sums of the code points, times e8m0_half * d_y
+ * (on riscv64 with V IQ4_NL's kernel with MXFP4's table and scale) */
 static inline void pg_vec_dot_mxfp4_n(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    PG_RVV_DO(pg_rvv_dot_n_mxfp4(n, x, y, by, nc, s))
     pg_qdot_n(PG_TYPE_MXFP4, n, x, y, by, nc, s);
 }
 

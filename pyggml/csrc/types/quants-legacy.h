@@ -205,15 +205,16 @@ PG_ALWAYS_INLINE void pg_qdot_n(const int t, int64_t n, const void * x, const vo
 
 /* ---- to_float: the decoded integers times d (plus m) ---- */
 
-/* a row of n elements of type t (Q4_1, Q5_0, Q5_1 or IQ4_NL) to f32: q*d, then + m for the types
- * with a minimum (no + 0.0f for the others: it would turn ggml's -0.0 into +0.0) */
+/* a row of n elements of type t (Q4_1, Q5_0, Q5_1, IQ4_NL or MXFP4) to f32: q*d (d the block's
+ * pg_qblock_d), then + m for the types with a minimum (no + 0.0f for the others: it would turn
+ * ggml's -0.0 into +0.0) */
 PG_ALWAYS_INLINE PG_NO_CONTRACT void pg_qblock_row_to_f32(const int t, const void * vx, float * y, int64_t n) {
     const char * x = (const char *) vx;
     int8_t q[PG_QK];
     for (int64_t ib = 0; ib < n / PG_QK; ib++) {
         const char * xb = x + ib * pg_qblock_size(t);
         pg_q8x32_store(pg_qblock_decode(t, xb), q);
-        const float d = pg_fp16_to_fp32(*(const pg_fp16_t *) xb);
+        const float d = pg_qblock_d(t, xb);
         for (int j = 0; j < PG_QK; j++) {
             const float v = (float) q[j] * d;
             y[ib * PG_QK + j] = pg_qblock_min(t) ? v + pg_fp16_to_fp32(((const pg_fp16_t *) xb)[1]) : v;
@@ -233,16 +234,9 @@ static PG_NO_CONTRACT void pg_row_iq4_nl_to_f32(const void * x, float * y, int64
     pg_qblock_row_to_f32(PG_TYPE_IQ4_NL, x, y, n);
 }
 
-/* ggml's dequantize_row_mxfp4: the code point (an int) times the scale */
-static inline void pg_row_mxfp4_to_f32(const void * vx, float * y, int64_t n) {
-    const pg_block_mxfp4 * x = (const pg_block_mxfp4 *) vx;
-    for (int64_t ib = 0; ib < n / PG_QK; ib++) {
-        const float d = pg_e8m0_to_fp32_half(x[ib].e);
-        for (int j = 0; j < PG_QK / 2; j++) {
-            y[ib * PG_QK + j] = (float) pg_mxfp4_values[x[ib].qs[j] & 0x0f] * d;
-            y[ib * PG_QK + j + PG_QK / 2] = (float) pg_mxfp4_values[x[ib].qs[j] >> 4] * d;
-        }
-    }
+/* ggml's dequantize_row_mxfp4: the code point (an int) times the E8M0 scale */
+static PG_NO_CONTRACT void pg_row_mxfp4_to_f32(const void * x, float * y, int64_t n) {
+    pg_qblock_row_to_f32(PG_TYPE_MXFP4, x, y, n);
 }
 
 static inline void pg_row_q8_1_to_f32(const void * vx, float * y, int64_t n) {

@@ -52,7 +52,8 @@ PG_ALWAYS_INLINE int32_t pg_rvv_qsum_halves(vint8m1_t lo, vint8m1_t hi, const in
  * the chains acc of the nc columns y_c = vy + c*by, pg_qdot_step's f32 operations. The block is
  * decoded once into int8 registers: Q8_0 into one e8 m2 register q; the nibble types into lo/hi
  * (codes minus the type's offset, plus 16 where the element's bit of qh is set, qh read as a 32-bit
- * mask register, or IQ4_NL's table through vrgather) */
+ * mask register, or IQ4_NL's or MXFP4's table through vrgather). The block's scale is pg_qblock_d's: the
+ * fp16 d, or MXFP4's E8M0 byte as ggml_e8m0_to_fp32_half */
 PG_ALWAYS_INLINE void pg_rvv_qstep(const int t, const char * x, int64_t ib, const void * vy, size_t by, int nc,
                                    float * acc, float * summ) {
     const int min = pg_qblock_min(t);
@@ -71,11 +72,12 @@ PG_ALWAYS_INLINE void pg_rvv_qstep(const int t, const char * x, int64_t ib, cons
         }
         return;
     }
-    const uint8_t * qs = t == PG_TYPE_Q4_0   ? ((const pg_block_q4_0 *) xb)->qs
-                         : t == PG_TYPE_Q4_1 ? ((const pg_block_q4_1 *) xb)->qs
-                         : t == PG_TYPE_Q5_0 ? ((const pg_block_q5_0 *) xb)->qs
-                         : t == PG_TYPE_Q5_1 ? ((const pg_block_q5_1 *) xb)->qs
-                                             : ((const pg_block_iq4_nl *) xb)->qs;
+    const uint8_t * qs = t == PG_TYPE_Q4_0    ? ((const pg_block_q4_0 *) xb)->qs
+                         : t == PG_TYPE_Q4_1  ? ((const pg_block_q4_1 *) xb)->qs
+                         : t == PG_TYPE_Q5_0  ? ((const pg_block_q5_0 *) xb)->qs
+                         : t == PG_TYPE_Q5_1  ? ((const pg_block_q5_1 *) xb)->qs
+                         : t == PG_TYPE_MXFP4 ? ((const pg_block_mxfp4 *) xb)->qs
+                                              : ((const pg_block_iq4_nl *) xb)->qs;
     const int off = t == PG_TYPE_Q4_0 ? 8 : t == PG_TYPE_Q5_0 ? 16 : 0;
     const size_t vl = __riscv_vsetvl_e8m1(PG_QK / 2);
     const vuint8m1_t raw = __riscv_vle8_v_u8m1(qs, vl);
@@ -87,12 +89,12 @@ PG_ALWAYS_INLINE void pg_rvv_qstep(const int t, const char * x, int64_t ib, cons
     }
     vint8m1_t lo = __riscv_vsub_vx_i8m1(PG_RVV_I8(ulo), (int8_t) off, vl);
     vint8m1_t hi = __riscv_vsub_vx_i8m1(PG_RVV_I8(uhi), (int8_t) off, vl);
-    if (t == PG_TYPE_IQ4_NL) {
-        const vint8m1_t tab = __riscv_vle8_v_i8m1(pg_iq4nl_values, vl);
+    if (t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
+        const vint8m1_t tab = __riscv_vle8_v_i8m1(t == PG_TYPE_IQ4_NL ? pg_iq4nl_values : pg_mxfp4_values, vl);
         lo = __riscv_vrgather_vv_i8m1(tab, ulo, vl);
         hi = __riscv_vrgather_vv_i8m1(tab, uhi, vl);
     }
-    const float dx = pg_fp16_to_fp32(*(const pg_fp16_t *) xb);
+    const float dx = pg_qblock_d(t, xb);
     for (int c = 0; c < nc; c++) {
         const char * yc = (const char *) vy + (size_t) c * by;
         if (min) {
@@ -139,6 +141,9 @@ void pg_rvv_dot_n_q5_1(int64_t n, const void * x, const void * y, size_t by, int
 }
 void pg_rvv_dot_n_iq4_nl(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
     pg_rvv_qdot_n(PG_TYPE_IQ4_NL, n, x, y, by, nc, s);
+}
+void pg_rvv_dot_n_mxfp4(int64_t n, const void * x, const void * y, size_t by, int nc, float * s) {
+    pg_rvv_qdot_n(PG_TYPE_MXFP4, n, x, y, by, nc, s);
 }
 
 void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s) { pg_rvv_dot_rows(PG_ROW_F32, 4, n, x, y, s, 1); }

@@ -59,6 +59,7 @@ void pg_rvv_dot_n_q4_1(int64_t n, const void * x, const void * y, size_t by, int
 void pg_rvv_dot_n_q5_0(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 void pg_rvv_dot_n_q5_1(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 void pg_rvv_dot_n_iq4_nl(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
+void pg_rvv_dot_n_mxfp4(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 void pg_rvv_dot4_f32(int64_t n, const float * x, const float * const * y, float * s);
 void pg_rvv_dot4_f16_f32(int64_t n, const pg_fp16_t * x, const float * const * y, float * s);
 void pg_rvv_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const float * const * y, float * s);
