@@ -134,7 +134,7 @@ def _cmd_serve(args):
         return _serve_pipeline(args, serve)
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
                     n_batch=args.batch)
-    server = serve.Server(m, n_seq=args.parallel, api_key=args.api_key, name=args.alias)
+    server = serve.Server(m, n_seq=args.parallel, api_key=args.api_key, name=args.alias, warmup=not args.no_warmup)
     print(f"pyggml serve: {args.model} on http://{args.host}:{args.port} ({args.parallel} sequences of "
           f"{server.engine.n_ctx_seq} tokens)", file=sys.stderr)
     serve.run(server, args.host, args.port)
@@ -316,6 +316,8 @@ def parser():
     sv.add_argument("--api-key", default=os.environ.get("PYGGML_API_KEY"),
                     help="require Authorization: Bearer KEY (default $PYGGML_API_KEY; none: open)")
     sv.add_argument("--alias", help="the model name /v1/models reports (default the file name)")
+    sv.add_argument("--no-warmup", action="store_true",
+                    help="skip the one-token step run at start (it reads the weights in and builds the decode graph)")
     sv.add_argument("--ray", action="store_true",
                     help="run as a Ray Serve deployment (needs pyggml[ray]; joins the Ray cluster of $RAY_ADDRESS "
                          "or this machine's, else starts a local one)")

@@ -220,6 +220,23 @@ class BatchEngine:
         self.wake.set()
         return req
 
+    def warmup(self):
+        """Run one step of a one-token request and forget it, as llama-server does when it starts: the
+        weights are read once (a mapped file's pages come in) and the one-token graph is built, so
+        the first request pays for neither. The cache, the slots and the stats are left empty.
+        RuntimeError on an engine with requests."""
+        if self.busy:
+            raise RuntimeError("BatchEngine.warmup: the engine has requests; warm it up before submitting any")
+        bos = self.model.hparams.bos_id
+        req = self.submit([0 if bos is None else bos], 1, stop=())
+        while not req.done:
+            self.step()
+        if req.error is not None:
+            raise req.error
+        self.cache.clear()
+        self.slots = [_Slot(i) for i in range(self.n_seq)]
+        self.stats = dict.fromkeys(self.stats, 0)
+
     @property
     def busy(self):
         """Requests are waiting or running."""

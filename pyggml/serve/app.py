@@ -74,11 +74,17 @@ class Server:
     """The server's state: model (a whole pyggml.models.Model; its KV cache belongs to the server),
     n_seq parallel sequences, api_key (None: open), name (what /v1/models lists), max_body (bytes
     of a request body). app is the ASGI application; close() stops the engine thread. engine: None
-    (a BatchEngine(model, n_seq, n_batch)) or an engine with its interface (pyggml.serve.pipeline's)."""
+    (a BatchEngine(model, n_seq, n_batch), warmed up first unless warmup=False: see
+    BatchEngine.warmup) or an engine with its interface (pyggml.serve.pipeline's)."""
 
-    def __init__(self, model, n_seq=4, api_key=None, name=None, max_body=1 << 20, n_batch=None, engine=None):
+    def __init__(self, model, n_seq=4, api_key=None, name=None, max_body=1 << 20, n_batch=None, engine=None,
+                 warmup=True):
         self.model = model
-        self.engine = BatchEngine(model, n_seq, n_batch) if engine is None else engine
+        if engine is None:
+            engine = BatchEngine(model, n_seq, n_batch)
+            if warmup:
+                engine.warmup()
+        self.engine = engine
         self.runner = EngineThread(self.engine)
         self.api_key = api_key.encode() if api_key else None
         self.name = name or os.path.basename(model.source) or model.arch

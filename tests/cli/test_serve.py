@@ -374,6 +374,18 @@ def test_structured_output_without_engine(srv, monkeypatch):
     assert httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
 
 
+def test_server_warms_up_unless_told_not_to(model_path):
+    """Server runs BatchEngine.warmup before it serves (the decode graph built, nothing left in the
+    cache); warmup=False (pyggml serve --no-warmup) skips it."""
+    for warm in (True, False):
+        server = serve.Server(models.load(model_path, n_ctx=256, n_threads=2), n_seq=2, warmup=warm)
+        try:
+            assert server.engine.n_graph_builds == int(warm)
+            assert server.model.cache.n_used == 0 and server.engine.stats["steps"] == 0
+        finally:
+            server.close()
+
+
 def test_api_key(model_path):
     r = Running(model_path, n_ctx=128, n_seq=2, api_key="s3cret")
     try:

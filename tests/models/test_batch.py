@@ -129,6 +129,24 @@ def test_prefix_reuse_keeps_the_bits(gguf_dir):
     assert eng.stats["tokens_reused"] == got[2].n_reused + got[4].n_reused
 
 
+def test_warmup_builds_the_graph_and_leaves_nothing(gguf_dir):
+    """warmup() runs one step and forgets it: the one-token graph stays built, the cache, the slots
+    and the stats are empty, and what comes next is what a cold engine gives, to the bit."""
+    m = load(gguf_dir, "llama-gqa", "q8_0")
+    reqs = requests(2)[:3]
+    want = run(BatchEngine(m, n_seq=3), reqs)
+    eng = BatchEngine(m, n_seq=3)
+    eng.warmup()
+    assert eng.n_graph_builds == 1 and not eng.busy
+    assert m.cache.n_used == 0 and all(not s.cached for s in eng.slots)
+    assert set(eng.stats.values()) == {0}
+    nan_cache(m)
+    assert_same(run(eng, reqs), want)
+    eng.submit(prompt=[1, 2], n_predict=1)
+    with pytest.raises(RuntimeError, match="warm it up before"):
+        eng.warmup()
+
+
 def test_defrag_keeps_the_bits(gguf_dir):
     """The cache compacted between steps (holes left by ended requests closed, every sequence's
     cells moved): the bits stay those of each request alone."""
