@@ -75,7 +75,8 @@ class Server:
     n_seq parallel sequences, api_key (None: open), name (what /v1/models lists), max_body (bytes
     of a request body). app is the ASGI application; close() stops the engine thread. engine: None
     (a BatchEngine(model, n_seq, n_batch), warmed up first unless warmup=False: see
-    BatchEngine.warmup) or an engine with its interface (pyggml.serve.pipeline's)."""
+    BatchEngine.warmup; the model's tokenizer is built then too) or an engine with its interface
+    (pyggml.serve.pipeline's)."""
 
     def __init__(self, model, n_seq=4, api_key=None, name=None, max_body=1 << 20, n_batch=None, engine=None,
                  warmup=True):
@@ -84,6 +85,7 @@ class Server:
             engine = BatchEngine(model, n_seq, n_batch)
             if warmup:
                 engine.warmup()
+                _ = model.tokenizer     # built now (its vocabulary read, its libraries imported), not on a request
         self.engine = engine
         self.runner = EngineThread(self.engine)
         self.api_key = api_key.encode() if api_key else None
