@@ -167,7 +167,7 @@ class Server:
             raise ApiError(400, f"{p['structured_param']}: {e}", p["structured_param"]) from None
 
     async def _sampler(self, p, ids):
-        """The request's own Sampler: temperature, top_k, top_p, seed and the DRY, XTC and mirostat
+        """The request's own Sampler: temperature, top_k, top_p, seed and the other sampling
         fields, with the prompt ids accepted into its windows (as llama-server: DRY sees the
         prompt). Options Sampler refuses are a 400; DRY's sequence breakers are matched against the
         vocabulary in a worker thread (the first time it reads every token's text)."""

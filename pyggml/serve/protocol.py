@@ -89,13 +89,41 @@ def _check_keys(body, allowed):
 
 
 # fields every generation endpoint takes; those OpenAI defines that the server does not implement
-# are accepted only at their no-op values (n = 1, penalties 0, ...)
+# are accepted only at their no-op values (n = 1)
 _SAMPLING = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stream", "stream_options",
-             "n", "presence_penalty", "frequency_penalty", "user"}
-# llama-server's fields for DRY, XTC and mirostat (pyggml.models.sampling.Sampler's options)
-_CHAIN = {"dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
-          "xtc_probability", "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta"}
+             "n", "presence_penalty", "frequency_penalty", "logit_bias", "user"}
+# llama-server's fields for min-p, the repetition penalty, DRY, XTC and mirostat (pyggml.models.
+# sampling.Sampler's options)
+_CHAIN = {"min_p", "repeat_penalty", "repeat_last_n", "dry_multiplier", "dry_base", "dry_allowed_length",
+          "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_tau",
+          "mirostat_eta"}
 _INT32_MAX = (1 << 31) - 1
+
+
+def _logit_bias(body, n_vocab):
+    """logit_bias as Sampler takes it ({id: bias}): OpenAI's object of token ids (JSON keys are
+    strings) to numbers, or llama-server's list of [id, bias] pairs; a bias of false bans the id."""
+    v = body.get("logit_bias")
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        pairs = list(v.items())
+    elif isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 for p in v):
+        pairs = v
+    else:
+        raise _bad("logit_bias", "expected an object of token ids to numbers, or a list of [id, bias] pairs")
+    out = {}
+    for t, b in pairs:
+        if isinstance(t, str) and t.strip().lstrip("-").isdigit():
+            t = int(t)
+        if not _is_int(t) or not 0 <= t < n_vocab:
+            raise _bad("logit_bias", f"token ids must be integers in [0, {n_vocab}), got {t!r}")
+        if b is False:
+            b = -math.inf
+        elif not _is_num(b) or not -math.inf < b < math.inf:
+            raise _bad("logit_bias", f"the bias of token {t} must be a finite number or false, got {b!r}")
+        out[t] = float(b)
+    return out
 
 
 def _breakers(body):
@@ -109,10 +137,17 @@ def _breakers(body):
     return v
 
 
-def _chain(body):
-    """Sampler's keyword options for the DRY, XTC and mirostat fields given (llama-server's names and
-    defaults; dry_penalty_last_n -1: the whole sequence, as older llama-servers took it)."""
+def _chain(body, n_vocab):
+    """Sampler's keyword options for the min-p, penalty, logit bias, DRY, XTC and mirostat fields
+    given (OpenAI's and llama-server's names and ranges; repeat_last_n and dry_penalty_last_n -1:
+    the whole sequence, as older llama-servers took it)."""
     out = {
+        "min_p": _num(body, "min_p", None, 0.0, 1.0),
+        "repeat_penalty": _num(body, "repeat_penalty", None, 0.0, None),
+        "penalty_last_n": _int(body, "repeat_last_n", None, -1, _INT32_MAX),
+        "frequency_penalty": _num(body, "frequency_penalty", None, -2.0, 2.0),
+        "presence_penalty": _num(body, "presence_penalty", None, -2.0, 2.0),
+        "logit_bias": _logit_bias(body, n_vocab),
         "dry_multiplier": _num(body, "dry_multiplier", None, 0.0, None),
         "dry_base": _num(body, "dry_base", None, 1.0, None),
         "dry_allowed_length": _int(body, "dry_allowed_length", None, 0, _INT32_MAX),
@@ -136,13 +171,13 @@ def _sampling(body, n_vocab):
         "seed": _int(body, "seed", None, -(1 << 63), (1 << 64) - 1),
         "stop": _stop(body),
         "stream": _bool(body, "stream", False),
-        "sampling": _chain(body),
+        "sampling": _chain(body, n_vocab),
     }
     if out["seed"] is not None and out["seed"] < 0:
         out["seed"] &= (1 << 64) - 1
     _int(body, "n", 1, 1, 1)
-    for key in ("presence_penalty", "frequency_penalty"):
-        _num(body, key, 0.0, 0.0, 0.0)
+    if out["sampling"].get("repeat_penalty") == 0.0:
+        raise _bad("repeat_penalty", "must be > 0 (1: off), got 0")
     opts = body.get("stream_options")
     if opts is not None:
         if not isinstance(opts, dict) or set(opts) - {"include_usage"}:
@@ -173,7 +208,8 @@ def _token_list(v):
 
 def parse_completion(body, n_vocab):
     """/v1/completions: prompt (a string, token ids, or a list of one of them), the sampling
-    fields (with DRY, XTC and mirostat's), logprobs (0..20), echo (false), grammar / json_schema (structured output)."""
+    fields (with the penalties, logit bias, min-p, DRY, XTC and mirostat's), logprobs (0..20), echo (false),
+    grammar / json_schema (structured output)."""
     _check_keys(body, _SAMPLING | _CHAIN | {"prompt", "logprobs", "echo", "best_of", "suffix", "grammar",
                                             "json_schema"})
     out = _sampling(body, n_vocab)

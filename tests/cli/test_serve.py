@@ -187,6 +187,16 @@ BAD = [
     (json.dumps({"prompt": "hi", "dry_base": 0.5}).encode(), 400, "dry_base"),
     (json.dumps({"prompt": "hi", "dry_allowed_length": -1}).encode(), 400, "dry_allowed_length"),
     (json.dumps({"prompt": "hi", "dry_penalty_last_n": -2}).encode(), 400, "dry_penalty_last_n"),
+    (json.dumps({"prompt": "hi", "repeat_penalty": 0}).encode(), 400, "repeat_penalty"),
+    (json.dumps({"prompt": "hi", "repeat_last_n": -2}).encode(), 400, "repeat_last_n"),
+    (json.dumps({"prompt": "hi", "frequency_penalty": 2.5}).encode(), 400, "frequency_penalty"),
+    (json.dumps({"prompt": "hi", "presence_penalty": "x"}).encode(), 400, "presence_penalty"),
+    (json.dumps({"prompt": "hi", "min_p": 1.5}).encode(), 400, "min_p"),
+    (json.dumps({"prompt": "hi", "logit_bias": {"x": 1}}).encode(), 400, "logit_bias"),
+    (json.dumps({"prompt": "hi", "logit_bias": {"320": 1}}).encode(), 400, "logit_bias"),
+    (json.dumps({"prompt": "hi", "logit_bias": {"3": "big"}}).encode(), 400, "logit_bias"),
+    (json.dumps({"prompt": "hi", "logit_bias": [[1]]}).encode(), 400, "logit_bias"),
+    (json.dumps({"prompt": "hi", "logit_bias": 5}).encode(), 400, "logit_bias"),
     (json.dumps({"prompt": "hi", "dry_penalty_last_n": 1 << 40}).encode(), 400, "dry_penalty_last_n"),
     (json.dumps({"prompt": "hi", "dry_sequence_breakers": "\n"}).encode(), 400, "dry_sequence_breakers"),
     (json.dumps({"prompt": "hi", "dry_sequence_breakers": []}).encode(), 400, "dry_sequence_breakers"),
@@ -210,7 +220,12 @@ CHAIN = [{"temperature": 0, "dry_multiplier": 3.0, "dry_allowed_length": 1},
           "dry_sequence_breakers": ["\n", " the"]},
          {"temperature": 1.0, "seed": 6, "xtc_probability": 0.7, "xtc_threshold": 0.01},
          {"temperature": 0.8, "seed": 7, "mirostat": 1, "mirostat_tau": 2.0},
-         {"temperature": 0.8, "seed": 8, "mirostat": 2, "mirostat_tau": 1.5, "mirostat_eta": 0.3}]
+         {"temperature": 0.8, "seed": 8, "mirostat": 2, "mirostat_tau": 1.5, "mirostat_eta": 0.3},
+         {"temperature": 0, "repeat_penalty": 1.6, "repeat_last_n": 16, "frequency_penalty": 0.5,
+          "presence_penalty": 0.4},
+         {"temperature": 0.9, "seed": 9, "min_p": 0.05, "repeat_last_n": -1, "repeat_penalty": 1.3,
+          "logit_bias": {"5": -100, "17": False, "42": 3.5}},
+         {"temperature": 0, "logit_bias": [[7, 50.0], [8, False]]}]
 
 
 def sampled_alone(model, ids, n, q, n_ctx_seq):
@@ -220,8 +235,10 @@ def sampled_alone(model, ids, n, q, n_ctx_seq):
     replayed over those logits."""
     from pyggml.models.batch import BatchEngine
     from pyggml.models.sampling import Sampler
-    names = {"mirostat": "mirostat_mode"}
+    names = {"mirostat": "mirostat_mode", "repeat_last_n": "penalty_last_n"}
     opts = {names.get(k, k): v for k, v in q.items() if k not in ("temperature", "seed")}
+    bias = opts.get("logit_bias", {})
+    opts["logit_bias"] = {int(t): -np.inf if b is False else b for t, b in (bias.items() if isinstance(bias, dict) else bias)}
     if opts.get("dry_penalty_last_n") == -1:
         opts["dry_penalty_last_n"] = n_ctx_seq
 
@@ -237,9 +254,10 @@ def sampled_alone(model, ids, n, q, n_ctx_seq):
     return r.tokens
 
 
-def test_dry_xtc_mirostat(srv):
-    """Requests with DRY, XTC or mirostat give the ids of a Sampler with the same settings and seed
-    alone, sent one by one, together (each its own sampler state), streamed; the settings change them."""
+def test_sampling_fields(srv):
+    """Requests with min-p, repetition penalties, logit bias, DRY, XTC or mirostat give the ids of a
+    Sampler with the same settings and seed alone, sent one by one, together (each its own sampler
+    state), streamed; the settings change them."""
     m = srv.server.model
     ref = models.load(m.source, n_ctx=128, n_threads=2)
     ids = [5, 17, 42, 99, 5, 17, 42]
@@ -251,7 +269,8 @@ def test_dry_xtc_mirostat(srv):
         assert t == m.tokenizer.decode([x for x in want if x != m.hparams.eos_id]), q
     plain = [httpx.post(srv.url + "/v1/completions", json={k: v for k, v in q.items() if k in (
         "prompt", "max_tokens", "temperature", "seed")}, timeout=60).json()["choices"][0]["text"] for q in reqs]
-    assert sum(a != b for a, b in zip(text, plain)) >= 4
+    assert sum(a != b for a, b in zip(text, plain)) >= 6
+    assert text[7] == m.tokenizer.decode([7] * 10)          # +50 on id 7 takes every greedy step
 
     async def together():
         async with httpx.AsyncClient(timeout=60) as cl:
