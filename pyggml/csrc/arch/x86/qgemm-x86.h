@@ -618,19 +618,25 @@ static inline void pg_q4p_rows(const char * x, size_t bx, int mr, const char ** 
  * the one-row kernels (docs/bench/journal.md). So each step of a panel also prefetches, into L2 (a
  * panel of long rows does not fit L1 beside the running one), its share of the bytes of the panel
  * two ahead, row after row. */
-typedef struct { const char * x; size_t bx; int nrow, lines, per, row, line; } pg_x16_ahead;
-/* the rows x + r*bx (r < nrow, at most 16) over the bytes [0, len) from x, spread over kb steps */
+typedef struct { const char * p; size_t bx; int nrow, lines, per, row, line; } pg_x16_ahead;
+/* the rows x + r*bx (r < nrow, at most 16) over the bytes [0, len) from x, spread over kb steps;
+ * rows read whole (len == bx) are one run of bytes */
 PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_init(const char * x, size_t bx, int64_t nrow, size_t len, int kb) {
+    int n = (int) PG_MAX(0, PG_MIN(nrow, PG_Q4P_R));
+    if (len == bx && n > 0) {
+        len *= (size_t) n;
+        n = 1;
+    }
     const int lines = (int) ((len + 127) / 64);      /* one more line than len needs: x may not be aligned */
-    const int n = (int) PG_MAX(0, PG_MIN(nrow, PG_Q4P_R));
     return (pg_x16_ahead) {x, bx, n, lines, (n * lines + kb - 1) / kb, 0, 0};
 }
 PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
     for (int j = 0; j < a->per && a->row < a->nrow; j++) {
-        __builtin_prefetch(a->x + (size_t) a->row * a->bx + (size_t) a->line * 64, 0, 2);
+        __builtin_prefetch(a->p + (size_t) a->line * 64, 0, 2);
         if (++a->line == a->lines) {
             a->line = 0;
             a->row++;
+            a->p += a->bx;
         }
     }
 }
@@ -661,18 +667,24 @@ PG_ALWAYS_INLINE void pg_q4p_nibbles(const pg_q4p_blk * w, __m512i * lo, __m512i
     }
 }
 /* acc + d_x*d_y * (exact block sums) of a panel's block (nibbles lo, hi, scales d) and a column's
- * block (codes q, cb) */
+ * block (codes q, cb); split: the sums in two dpbusd chains (for few columns: more in flight; the
+ * integer sums are exact either way) */
 PG_ALWAYS_INLINE __m512 pg_q4p_dot(const __m512i * lo, const __m512i * hi, __m512 d, const int8_t * q, pg_q4p_col cb,
-                                   __m512 acc) {
-    __m512i s = _mm512_set1_epi32(cb.c);
+                                   __m512 acc, const int split) {
+    __m512i s = _mm512_set1_epi32(cb.c), t = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         int32_t a, b;
         memcpy(&a, q + 4 * g, 4);
         memcpy(&b, q + 16 + 4 * g, 4);
         s = _mm512_dpbusd_epi32(s, lo[g], _mm512_set1_epi32(a));
-        s = _mm512_dpbusd_epi32(s, hi[g], _mm512_set1_epi32(b));
+        if (split)
+            t = _mm512_dpbusd_epi32(t, hi[g], _mm512_set1_epi32(b));
+        else
+            s = _mm512_dpbusd_epi32(s, hi[g], _mm512_set1_epi32(b));
     }
+    if (split)
+        s = _mm512_add_epi32(s, t);
     return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(cb.d)), _mm512_cvtepi32_ps(s), acc);
 }
 /* NC (a constant, <= PG_Q4P_NCR) columns y[c] (Q8_0 rows from block b0 on, their blocks' col[c*PG_Q4P_KB
@@ -684,7 +696,8 @@ PG_ALWAYS_INLINE void pg_q4p_run(const pg_q4p_blk * w, int kb, const char * cons
         pg_q4p_nibbles(&w[k], lo, hi);
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++)
-            acc[c] = pg_q4p_dot(lo, hi, w[k].d, ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_Q4P_KB + k], acc[c]);
+            acc[c] = pg_q4p_dot(lo, hi, w[k].d, ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_Q4P_KB + k], acc[c],
+                                NC < 4);
     }
 }
 /* pg_q4p_run for nc (<= PG_Q4P_NCR) columns, a constant in each case */
@@ -761,7 +774,7 @@ static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, i
                     const pg_q4p_blk w = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
                     __m512i lo[4], hi[4];
                     pg_q4p_nibbles(&w, lo, hi);
-                    a = pg_q4p_dot(lo, hi, w.d, yb[k].qs, col[k], a);
+                    a = pg_q4p_dot(lo, hi, w.d, yb[k].qs, col[k], a, 1);
                 }
                 acc[p] = a;
             }
