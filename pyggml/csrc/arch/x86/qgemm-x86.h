@@ -631,9 +631,12 @@ PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_init(const char * x, size_t bx, int64
     return (pg_x16_ahead) {x, bx, n, lines, (n * lines + kb - 1) / kb, 0, 0};
 }
 PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
-    for (int j = 0; j < a->per && a->row < a->nrow; j++) {
-        __builtin_prefetch(a->p + (size_t) a->line * 64, 0, 2);
-        if (++a->line == a->lines) {
+    for (int todo = a->per; todo > 0 && a->row < a->nrow;) {
+        const int end = PG_MIN(a->lines, a->line + todo);
+        for (int l = a->line; l < end; l++) __builtin_prefetch(a->p + (size_t) l * 64, 0, 2);
+        todo -= end - a->line;
+        a->line = end;
+        if (end == a->lines) {
             a->line = 0;
             a->row++;
             a->p += a->bx;
