@@ -242,37 +242,45 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     }
 }
 
-/* phase 2, float weights and few columns: the matrices' tiles of PG_DOT_TILE_MR weight rows in one
- * contiguous range per thread, each tile against all N columns in groups of at most PG_DOT_TILE_NC
- * (sizes balanced: 16 columns are 6 + 5 + 5, not 6 + 6 + 4); the tile's rows stay in cache from
- * one group to the next. The activations: f32 rows, b itself for F32 weights, else the rows of
- * vec_dot_type widened back to f32 (exact) when converted. */
+/* phase 2, float weights and few columns: a contiguous range of weight rows per thread, taken as
+ * PG_DOT_TILE_MR quarters side by side (a tile's rows far apart: as many read streams, which a GEMV
+ * from DRAM needs; rows close together read slower), each tile against all N columns in groups of at
+ * most PG_DOT_TILE_NC (sizes balanced: 16 columns are 6 + 5 + 5, not 6 + 6 + 4); the tile's rows stay
+ * in cache from one group to the next. Which rows share a tile does not change a sum. The
+ * activations: f32 rows, b itself for F32 weights, else the rows of vec_dot_type widened back to
+ * f32 (exact) when converted. */
 static inline void pg_mm_dot_tiles(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv,
                                    const float * wide) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t ntile = (M + PG_DOT_TILE_MR - 1) / PG_DOT_TILE_MR, ngroup = (N + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
+    const int64_t ngroup = (N + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
     const pg_dot_tile_f32_fn tile_fn = pg_traits[a->type].dot_tile_f32;
     const size_t lds = dst->nb[1] / sizeof(float);
     const float * y[PG_MM_NR_MAX];
-    int64_t u0, u1, ybatch = -1;
-    pg_split_rows(ntile * b->ne[2] * b->ne[3], p->ith, p->nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t batch = u / ntile, i0 = u % ntile * PG_DOT_TILE_MR;
+    float s[PG_DOT_TILE_NC * PG_DOT_TILE_MR];
+    int64_t r0, r1;
+    pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
+    while (r0 < r1) {
+        const int64_t batch = r0 / M, i0 = r0 % M, i1 = PG_MIN(M, i0 + (r1 - r0));
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
-        if (batch != ybatch) {
-            for (int64_t j = 0; j < N; j++)
-                y[j] = l->conv_row ? wide + (batch * N + j) * l->ldw : (const float *) pg_mm_brow(b, l, conv, j, i12, i13);
-            ybatch = batch;
-        }
-        const char * arow = pg_row(a, i0, i12 / r2, i13 / r3);
-        float * d = (float *) pg_row(dst, 0, i12, i13) + i0;
-        const int mr = (int) PG_MIN(PG_DOT_TILE_MR, M - i0);
-        for (int64_t g = 0; g < ngroup; g++) {
-            const int64_t j0 = g * N / ngroup, j1 = (g + 1) * N / ngroup;
-            tile_fn(K, arow, a->nb[1], mr, y + j0, (int) (j1 - j0), d + j0 * lds, lds, g == 0);
+        r0 += i1 - i0;
+        for (int64_t j = 0; j < N; j++)
+            y[j] = l->conv_row ? wide + (batch * N + j) * l->ldw : (const float *) pg_mm_brow(b, l, conv, j, i12, i13);
+        float * d = (float *) pg_row(dst, 0, i12, i13);
+        /* tile t < q: rows i0 + t + r*q; then the rest (fewer than PG_DOT_TILE_MR rows) as one tile */
+        const int64_t q = (i1 - i0) / PG_DOT_TILE_MR, rest = (i1 - i0) % PG_DOT_TILE_MR;
+        for (int64_t t = 0; t < q + (rest > 0); t++) {
+            const int64_t first = t < q ? i0 + t : i1 - rest, dist = t < q ? q : 1;
+            const int mr = t < q ? PG_DOT_TILE_MR : (int) rest;
+            for (int64_t g = 0; g < ngroup; g++) {
+                const int64_t j0 = g * N / ngroup, j1 = (g + 1) * N / ngroup;
+                tile_fn(K, pg_row(a, first, i12 / r2, i13 / r3), (size_t) dist * a->nb[1], mr, y + j0, (int) (j1 - j0),
+                        s, PG_DOT_TILE_MR, g == 0);
+                for (int64_t c = 0; c < j1 - j0; c++)
+                    for (int r = 0; r < mr; r++) d[(j0 + c) * lds + first + r * dist] = s[c * PG_DOT_TILE_MR + r];
+            }
         }
     }
 }
