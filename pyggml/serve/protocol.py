@@ -46,16 +46,18 @@ def _int(body, key, default, lo, hi):
 
 
 def _num(body, key, default, lo, hi, lo_open=False):
-    """body[key] as a float in [lo, hi] ((lo, hi] with lo_open; hi None: any finite number >= lo)."""
+    """body[key] as a float in [lo, hi] ((lo, hi] with lo_open; hi None: any finite number >= lo, or > lo
+    with lo_open)."""
     v = body.get(key, default)
     if v is None:
         return default
     if not _is_num(v):
         raise _bad(key, f"expected a number, got {type(v).__name__}")
+    above = lo < v if lo_open else lo <= v          # False for NaN
     if hi is None:
-        if not lo <= v < math.inf:          # NaN and Infinity (which json.loads accepts) fail too
-            raise _bad(key, f"must be a finite number >= {lo}, got {v}")
-    elif not (lo < v if lo_open else lo <= v) or v > hi:
+        if not above or v == math.inf:                 # Infinity (which json.loads accepts) fails too
+            raise _bad(key, f"must be a finite number {'>' if lo_open else '>='} {lo}, got {v}")
+    elif not above or v > hi:
         raise _bad(key, f"must be in {'(' if lo_open else '['}{lo}, {hi}], got {v}")
     return float(v)
 
@@ -143,7 +145,7 @@ def _chain(body, n_vocab):
     the whole sequence, as older llama-servers took it)."""
     out = {
         "min_p": _num(body, "min_p", None, 0.0, 1.0),
-        "repeat_penalty": _num(body, "repeat_penalty", None, 0.0, None),
+        "repeat_penalty": _num(body, "repeat_penalty", None, 0.0, None, lo_open=True),
         "penalty_last_n": _int(body, "repeat_last_n", None, -1, _INT32_MAX),
         "frequency_penalty": _num(body, "frequency_penalty", None, -2.0, 2.0),
         "presence_penalty": _num(body, "presence_penalty", None, -2.0, 2.0),
@@ -176,8 +178,6 @@ def _sampling(body, n_vocab):
     if out["seed"] is not None and out["seed"] < 0:
         out["seed"] &= (1 << 64) - 1
     _int(body, "n", 1, 1, 1)
-    if out["sampling"].get("repeat_penalty") == 0.0:
-        raise _bad("repeat_penalty", "must be > 0 (1: off), got 0")
     opts = body.get("stream_options")
     if opts is not None:
         if not isinstance(opts, dict) or set(opts) - {"include_usage"}:

@@ -188,6 +188,8 @@ BAD = [
     (json.dumps({"prompt": "hi", "dry_allowed_length": -1}).encode(), 400, "dry_allowed_length"),
     (json.dumps({"prompt": "hi", "dry_penalty_last_n": -2}).encode(), 400, "dry_penalty_last_n"),
     (json.dumps({"prompt": "hi", "repeat_penalty": 0}).encode(), 400, "repeat_penalty"),
+    (b'{"prompt": "hi", "repeat_penalty": NaN}', 400, "repeat_penalty"),
+    (b'{"prompt": "hi", "repeat_penalty": Infinity}', 400, "repeat_penalty"),
     (json.dumps({"prompt": "hi", "repeat_last_n": -2}).encode(), 400, "repeat_last_n"),
     (json.dumps({"prompt": "hi", "frequency_penalty": 2.5}).encode(), 400, "frequency_penalty"),
     (json.dumps({"prompt": "hi", "presence_penalty": "x"}).encode(), 400, "presence_penalty"),
