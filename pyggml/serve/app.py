@@ -166,8 +166,8 @@ class Server:
         except ValueError as e:
             raise ApiError(400, f"{p['structured_param']}: {e}", p["structured_param"]) from None
 
-    async def _sampler(self, p, ids):
-        """The request's own Sampler: temperature, top_k, top_p, seed and the other sampling
+    async def _sampler(self, p, ids, seed):
+        """A choice's own Sampler: temperature, top_k, top_p, seed and the other sampling
         fields, with the prompt ids accepted into its windows (as llama-server: DRY sees the
         prompt). Options Sampler refuses are a 400; DRY's sequence breakers are matched against the
         vocabulary in a worker thread (the first time it reads every token's text)."""
@@ -179,7 +179,7 @@ class Server:
             opts["tokenizer"] = self.model.tokenizer
             if self.model.tokenizer is None and "dry_sequence_breakers" not in p["sampling"]:
                 opts["dry_sequence_breakers"] = ()          # no text to match breakers against
-        make = functools.partial(Sampler, p["temperature"], p["top_k"], p["top_p"], p["seed"], **opts)
+        make = functools.partial(Sampler, p["temperature"], p["top_k"], p["top_p"], seed, **opts)
         try:
             sampler = await asyncio.to_thread(make) if dry else make()
         except (TypeError, ValueError) as e:
@@ -188,15 +188,22 @@ class Server:
         sampler.accept(ids)
         return sampler
 
+    async def _choices(self, p, ids, stop_ids):
+        """p["choices"]: a (Sampler, Grammar or None) per completion asked for (n). With a seed,
+        choice i samples with seed + i (mod 2^64), so the choices differ and each is what the same
+        request with that seed and n = 1 gives."""
+        seeds = [None if p["seed"] is None else (p["seed"] + i) % (1 << 64) for i in range(p["n"])]
+        p["choices"] = [(await self._sampler(p, ids, seed), await self._grammar(p, stop_ids)) for seed in seeds]
+
     # ---- generation ----
 
-    async def _generate(self, request, ids, p, stop_ids, watch):
-        """Yield {"text", "token", "logprob"} per new id, then {"finish_reason", "n_tokens"}."""
+    async def _generate(self, request, ids, p, stop_ids, watch, choice=0):
+        """Yield {"text", "token", "logprob"} per new id of choice number choice, then
+        {"finish_reason", "n_tokens"}."""
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         n_max = self.engine.n_ctx_seq if p["max_tokens"] is None else p["max_tokens"]
-        sampler = p["sampler"]
-        sampler.grammar = p.get("grammar")
+        sampler, sampler.grammar = p["choices"][choice]
         req = self.engine.submit(ids, n_max, stop=stop_ids, sampler=sampler, logprobs=p.get("logprobs"),
                                  on_update=lambda r: loop.call_soon_threadsafe(changed.set))
         tok = self.model.tokenizer
@@ -273,8 +280,8 @@ class Server:
         lp_of = lp_text if kind == "text" else lp_chat
         want_lp = p.get("logprobs") is not None
 
-        def choice(text, evs, reason):
-            c = {"index": 0, "finish_reason": reason, "logprobs": lp_of(evs) if want_lp else None}
+        def choice(i, text, evs, reason):
+            c = {"index": i, "finish_reason": reason, "logprobs": lp_of(evs) if want_lp else None}
             if kind == "text":
                 c["text"] = text
             else:
@@ -282,40 +289,72 @@ class Server:
             return c
 
         if not p["stream"]:
-            evs, text = [], ""
-            async for e in self._generate(request, ids, p, stop_ids, watch=True):
-                if "finish_reason" in e:
-                    return JSONResponse({**base, "choices": [choice(text, evs, e["finish_reason"])],
-                                         "usage": self._usage(len(ids), e["n_tokens"])})
-                evs.append(e)
-                text += e["text"]
-            return JSONResponse({"error": {"message": "client gone"}}, status_code=499)
+            async def whole(i):
+                evs, text = [], ""
+                async for e in self._generate(request, ids, p, stop_ids, watch=True, choice=i):
+                    if "finish_reason" in e:
+                        return choice(i, text, evs, e["finish_reason"]), e["n_tokens"]
+                    evs.append(e)
+                    text += e["text"]
+                return None                         # the client went away
+
+            tasks = [asyncio.ensure_future(whole(i)) for i in range(p["n"])]
+            try:
+                done = await asyncio.gather(*tasks)
+            finally:                                # one choice failed: the others stop too
+                for t in tasks:
+                    t.cancel()
+            if any(d is None for d in done):
+                return JSONResponse({"error": {"message": "client gone"}}, status_code=499)
+            return JSONResponse({**base, "choices": [c for c, _ in done],
+                                 "usage": self._usage(len(ids), sum(n for _, n in done))})
 
         base["object"] = "text_completion" if kind == "text" else "chat.completion.chunk"
 
+        def chunk(choices, **extra):
+            return f"data: {json.dumps({**base, 'choices': choices, **extra})}\n\n"
+
         async def events():
+            """The choices' events as they come, each chunk naming its choice's index; a choice's
+            generation runs in a task of its own, cancelled (with its engine request) when the
+            client goes away."""
+            queue = asyncio.Queue()
+
+            async def feed(i):
+                try:
+                    async for e in self._generate(request, ids, p, stop_ids, watch=False, choice=i):
+                        await queue.put((i, e))
+                except ApiError as err:
+                    await queue.put((i, err))
+
             if kind == "chat":
-                first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                              "finish_reason": None, "logprobs": None}]}
-                yield f"data: {json.dumps(first)}\n\n"
+                yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None,
+                              "logprobs": None} for i in range(p["n"])])
+            tasks = [asyncio.create_task(feed(i)) for i in range(p["n"])]
+            n_gen, left = 0, p["n"]
             try:
-                async for e in self._generate(request, ids, p, stop_ids, watch=False):
+                while left:
+                    i, e = await queue.get()
+                    if isinstance(e, ApiError):
+                        yield f"data: {json.dumps(e.body())}\n\n"
+                        break
                     if "finish_reason" in e:
-                        c = choice("", [], e["finish_reason"])
+                        c = choice(i, "", [], e["finish_reason"])
                         if kind == "chat":
                             c["delta"] = {}
-                        yield f"data: {json.dumps({**base, 'choices': [c]})}\n\n"
-                        if p["include_usage"]:
-                            yield f"data: {json.dumps({**base, 'choices': [], 'usage': self._usage(len(ids), e['n_tokens'])})}\n\n"
-                        break
-                    if e["text"] or (want_lp and e["logprob"] is not None):
-                        c = choice(e["text"], [e], None)
+                        yield chunk([c])
+                        n_gen, left = n_gen + e["n_tokens"], left - 1
+                    elif e["text"] or (want_lp and e["logprob"] is not None):
+                        c = choice(i, e["text"], [e], None)
                         if kind == "chat":
                             c["delta"] = {"content": e["text"]}
-                        yield f"data: {json.dumps({**base, 'choices': [c]})}\n\n"
-            except ApiError as err:
-                yield f"data: {json.dumps(err.body())}\n\n"
-            yield "data: [DONE]\n\n"
+                        yield chunk([c])
+                if not left and p["include_usage"]:
+                    yield chunk([], usage=self._usage(len(ids), n_gen))
+                yield "data: [DONE]\n\n"
+            finally:
+                for t in tasks:
+                    t.cancel()
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -337,8 +376,7 @@ class Server:
         self._check_prompt(ids, "prompt")
         eos = self.model.hparams.eos_id
         stop_ids = () if eos is None else (eos,)
-        p["sampler"] = await self._sampler(p, ids)
-        p["grammar"] = await self._grammar(p, stop_ids)
+        await self._choices(p, ids, stop_ids)
         self.counts["completions"] += 1
         return await self._respond(request, ids, p, stop_ids, "text")
 
@@ -356,8 +394,7 @@ class Server:
         if self.model.hparams.eos_id is not None:
             stop_ids.add(self.model.hparams.eos_id)
         stop_ids = tuple(sorted(stop_ids))
-        p["sampler"] = await self._sampler(p, ids)
-        p["grammar"] = await self._grammar(p, stop_ids)
+        await self._choices(p, ids, stop_ids)
         self.counts["chat"] += 1
         return await self._respond(request, ids, p, stop_ids, "chat")
 

@@ -9,6 +9,7 @@ from pyggml.models.grammar import grammar_spec
 __all__ = ["ApiError", "parse_chat", "parse_completion", "parse_embeddings"]
 
 MAX_TOKENS_LIMIT = 1 << 20
+MAX_CHOICES = 16          # n: completions of one request, each a request of the engine
 
 
 class ApiError(Exception):
@@ -177,7 +178,7 @@ def _sampling(body, n_vocab):
     }
     if out["seed"] is not None and out["seed"] < 0:
         out["seed"] &= (1 << 64) - 1
-    _int(body, "n", 1, 1, 1)
+    out["n"] = _int(body, "n", 1, 1, MAX_CHOICES)
     opts = body.get("stream_options")
     if opts is not None:
         if not isinstance(opts, dict) or set(opts) - {"include_usage"}:

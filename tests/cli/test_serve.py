@@ -170,7 +170,9 @@ BAD = [
     (json.dumps({"prompt": 12}).encode(), 400, "prompt"),
     (json.dumps({"prompt": ""}).encode(), 400, "prompt"),
     (json.dumps({"prompt": "hi", "bogus": 1}).encode(), 400, "bogus"),
-    (json.dumps({"prompt": "hi", "n": 2}).encode(), 400, "n"),
+    (json.dumps({"prompt": "hi", "n": 0}).encode(), 400, "n"),
+    (json.dumps({"prompt": "hi", "n": 17}).encode(), 400, "n"),
+    (json.dumps({"prompt": "hi", "n": 1.5}).encode(), 400, "n"),
     (json.dumps({"prompt": "hi", "stop": 3}).encode(), 400, "stop"),
     (json.dumps({"prompt": "hi", "stream": "yes"}).encode(), 400, "stream"),
     (json.dumps({"prompt": "hi " * 400}).encode(), 400, "prompt"),
@@ -439,6 +441,41 @@ def test_concurrent_requests_equal_alone(srv):
         assert got["usage"] == want["usage"]
 
 
+def test_n_choices_are_the_requests_with_seed_plus_i(srv):
+    """n completions of one request: choice i is the same request with n = 1 and seed + i, in the
+    body, streamed (chunks tagged by index) and in chat; usage counts the prompt once."""
+    c = srv.client()
+    q = dict(model="m", prompt="hello world, this", max_tokens=10, temperature=0.9, logprobs=1)
+    one = [c.completions.create(seed=7 + i, **q) for i in range(3)]
+    got = c.completions.create(seed=7, n=3, **q)
+    assert [ch.index for ch in got.choices] == [0, 1, 2]
+    assert [ch.text for ch in got.choices] == [o.choices[0].text for o in one]
+    assert [ch.logprobs.token_logprobs for ch in got.choices] == [o.choices[0].logprobs.token_logprobs for o in one]
+    assert len({ch.text for ch in got.choices}) > 1
+    assert got.usage.prompt_tokens == one[0].usage.prompt_tokens
+    assert got.usage.completion_tokens == sum(o.usage.completion_tokens for o in one)
+    text, ends = ["", "", ""], [None] * 3
+    chunks = list(c.completions.create(seed=7, n=3, stream=True, stream_options={"include_usage": True}, **q))
+    for ch in chunks:
+        for x in ch.choices:
+            text[x.index] += x.text
+            ends[x.index] = x.finish_reason or ends[x.index]
+    assert text == [ch.text for ch in got.choices] and ends == [ch.finish_reason for ch in got.choices]
+    assert chunks[-1].usage.completion_tokens == got.usage.completion_tokens
+    msgs = [{"role": "user", "content": "hello world"}]
+    chat = c.chat.completions.create(model="m", messages=msgs, max_tokens=8, temperature=0.9, seed=3, n=2)
+    assert [x.message.content for x in chat.choices] == [
+        c.chat.completions.create(model="m", messages=msgs, max_tokens=8, temperature=0.9, seed=3 + i).choices[0]
+        .message.content for i in range(2)]
+    parts = ["", ""]
+    for ch in c.chat.completions.create(model="m", messages=msgs, max_tokens=8, temperature=0.9, seed=3, n=2,
+                                        stream=True):
+        for x in ch.choices:
+            parts[x.index] += x.delta.content or ""
+    assert parts == [x.message.content for x in chat.choices]
+    assert wait_idle(srv.server.engine)
+
+
 def test_disconnect_frees_the_sequence(srv):
     eng = srv.server.engine
     before = eng.stats["tokens_generated"]
@@ -449,6 +486,14 @@ def test_disconnect_frees_the_sequence(srv):
         assert eng.n_running == 1 and any(x.startswith("data: ") for x in got)
     assert wait_idle(eng, 5.0)
     assert eng.stats["tokens_generated"] - before < 400
+    before = eng.stats["tokens_generated"]
+    with httpx.stream("POST", srv.url + "/v1/completions", timeout=60,
+                      json={"prompt": "hello", "max_tokens": 100000, "stream": True, "n": 3}) as r:
+        lines = r.iter_lines()
+        got = [next(lines) for _ in range(12)]
+        assert eng.n_running == 3
+    assert wait_idle(eng, 5.0)                      # every choice's request cancelled
+    assert eng.stats["tokens_generated"] - before < 1200
 
 
 @pytest.mark.slow
