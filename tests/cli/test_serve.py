@@ -445,7 +445,7 @@ def test_n_choices_are_the_requests_with_seed_plus_i(srv):
     """n completions of one request: choice i is the same request with n = 1 and seed + i, in the
     body, streamed (chunks tagged by index) and in chat; usage counts the prompt once."""
     c = srv.client()
-    q = dict(model="m", prompt="hello world, this", max_tokens=10, temperature=0.9, logprobs=1)
+    q = {"model": "m", "prompt": "hello world, this", "max_tokens": 10, "temperature": 0.9, "logprobs": 1}
     one = [c.completions.create(seed=7 + i, **q) for i in range(3)]
     got = c.completions.create(seed=7, n=3, **q)
     assert [ch.index for ch in got.choices] == [0, 1, 2]
