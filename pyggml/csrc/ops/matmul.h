@@ -31,9 +31,10 @@
  *     product sums int8 products per block and scales them as ggml does, the same bits whatever N is.
  *     Float weights from PG_MM_TILE_MIN_N columns to pg_mm_float_gemm_min_n (a full GEMM panel):
  *     the activations widened to f32 rows once, shared (phase 1 does it as it converts), then
- *     each thread's contiguous range of tiles of PG_DOT_TILE_MR weight rows against all columns,
- *     up to PG_DOT_TILE_NC at a time, every sum in a register (vec/dot.h pg_dot_tile: each weight
- *     vector widened once per group of columns, in pg_vec_dot4_*'s order whatever the neighbours).
+ *     each thread's contiguous range of weight rows in tiles of PG_DOT_TILE_MR rows, one from each
+ *     quarter of the range, against all columns, up to PG_DOT_TILE_NC at a time, every sum in a
+ *     register (vec/dot.h pg_dot_tile: each weight vector widened once per group of columns, in
+ *     pg_vec_dot4_*'s order whatever the neighbours).
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels of nr
  *     columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the chunk
  *     counter. A thread widens its tile of weight rows to f32 once, into its scratch, and runs the
