@@ -189,22 +189,24 @@ class Server:
         return sampler
 
     async def _choices(self, p, ids, stop_ids):
-        """p["choices"]: a (Sampler, Grammar or None) per completion asked for (n). With a seed,
-        choice i samples with seed + i (mod 2^64), so the choices differ and each is what the same
-        request with that seed and n = 1 gives."""
-        seeds = [None if p["seed"] is None else (p["seed"] + i) % (1 << 64) for i in range(p["n"])]
-        p["choices"] = [(await self._sampler(p, ids, seed), await self._grammar(p, stop_ids)) for seed in seeds]
+        """p["samplers"]: a Sampler (with its own Grammar, if any) per completion asked for (n).
+        With a seed, choice i samples with seed + i (mod 2^64), so the choices differ and each is
+        what the same request with that seed and n = 1 gives."""
+        p["samplers"] = []
+        for i in range(p["n"]):
+            sampler = await self._sampler(p, ids, None if p["seed"] is None else (p["seed"] + i) % (1 << 64))
+            sampler.grammar = await self._grammar(p, stop_ids)
+            p["samplers"].append(sampler)
 
     # ---- generation ----
 
-    async def _generate(self, request, ids, p, stop_ids, watch, choice=0):
+    async def _generate(self, request, ids, p, stop_ids, watch, choice):
         """Yield {"text", "token", "logprob"} per new id of choice number choice, then
         {"finish_reason", "n_tokens"}."""
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         n_max = self.engine.n_ctx_seq if p["max_tokens"] is None else p["max_tokens"]
-        sampler, sampler.grammar = p["choices"][choice]
-        req = self.engine.submit(ids, n_max, stop=stop_ids, sampler=sampler, logprobs=p.get("logprobs"),
+        req = self.engine.submit(ids, n_max, stop=stop_ids, sampler=p["samplers"][choice], logprobs=p.get("logprobs"),
                                  on_update=lambda r: loop.call_soon_threadsafe(changed.set))
         tok = self.model.tokenizer
         dec = tok.stream() if tok is not None else None
