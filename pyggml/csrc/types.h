@@ -14,7 +14,7 @@
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
  *                      Q4_0 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
  *                      (64) columns, in panels of 16 rows with sums of their own (arch/x86/qgemm-x86.h's
- *                      pg_q4p_*, arch/x86/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
+ *                      pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
  *                      their vec_dot / vec_dot_n (one row: the attention path) do not
  *   dot_f32            one row of this type against one f32 row: mul_mat's GEMV with float weights
  *                      widens the vec_dot_type activations back to f32 once per thread (exact) and
@@ -99,6 +99,8 @@ typedef struct pg_type_traits {
 #if !defined(PG_Q4_0_TILE_MR)
 #define PG_Q4_0_TILE_MR 0
 #define PG_Q4_0_TILE_NC PG_QGEMM_NC
+#define PG_Q8_0_TILE_MR 0
+#define PG_Q8_0_TILE_NC PG_QGEMM_NC
 #endif
 /* Q4_K's: the same panels there (arch/x86/kgemm-x86.h), else the other K-quants' */
 #if !defined(PG_Q4_K_TILE_MR)
@@ -292,7 +294,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q8_0_to_f32, .from_float = pg_row_q8_0_from_f32,
         .vec_dot = pg_type_dot_q8_0, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_q8_0_n,
         .vec_dot_tile = PG_QTILE_FN(q8_0), .vec_dot_rows = PG_QROWS_FN(q8_0),
-        .tile_nc = PG_QGEMM_NC,
+        .tile_nc = PG_Q8_0_TILE_NC, .tile_mr = PG_Q8_0_TILE_MR,
         .attn_dot = pg_type_attn_dot_q8_0, .attn_acc = pg_type_attn_acc_q8_0,
     },
     [PG_TYPE_Q4_0] = {

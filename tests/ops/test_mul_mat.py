@@ -210,23 +210,26 @@ def test_quant_columns_independent_of_n(ctx, rng, typ, n_threads):
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
-def test_q4_0_panels(ctx, rng, n_threads):
-    """Q4_0 on AVX-512 (VNNI, GFNI) takes weight rows in panels of 16, up to 64 rows and 64 columns a
-    call (8 columns at a time in registers), K in passes of 32 blocks (the GEMV: 256): every column
-    bit for bit the column alone, with a last panel of 3 rows, a last register group of 6 columns,
-    two column groups, and an odd last pass; near the reference elsewhere too"""
+@pytest.mark.parametrize("typ", ["Q4_0", "Q8_0"])
+def test_quant_panels(ctx, rng, typ, n_threads):
+    """Q4_0 and Q8_0 on AVX-512 (VNNI, GFNI) take weight rows in panels of 16, up to 64 rows and 64
+    columns a call: up to 16 columns with each panel's blocks in registers (as the one-column GEMV),
+    more 8 at a time against blocks made once per pass of 32, the GEMV and the few columns in
+    passes of 256: every column bit for bit the column alone, with a last panel of 3 rows, a last
+    register group of 6 columns, a call of 6 columns after one of 64, and an odd last pass; near
+    the reference elsewhere too"""
     m, k = 16 * 5 + 3, 32 * (256 + 33)
     w = rng.standard_normal((m, k)).astype(np.float32)
-    a, av = weights(ctx, w, "Q4_0")
+    a, av = weights(ctx, w, typ)
     x = rng.standard_normal((70, k)).astype(np.float32)
-    outs = [gg.mul_mat(a, ctx.from_numpy(x[:n])) for n in (3, 14, 70)]
+    outs = [gg.mul_mat(a, ctx.from_numpy(x[:n])) for n in (3, 14, 16, 17, 30, 70)]
     cols = [gg.mul_mat(a, ctx.from_numpy(x[j:j + 1])) for j in range(70)]
     g = gg.CGraph()
     for t in outs + cols:
         g.build_forward_expand(t)
     g.compute(n_threads=n_threads)
     alone = np.concatenate([c.to_numpy() for c in cols])
-    check(outs[-1], ref.mul_mat(av, x, "Q4_0"), "Q4_0")
+    check(outs[-1], ref.mul_mat(av, x, typ), typ)
     for out in outs:
         got = out.to_numpy()
         np.testing.assert_array_equal(got.view(np.uint32), alone[:len(got)].view(np.uint32), err_msg=f"N={len(got)}")

@@ -17,7 +17,7 @@
  */
 #pragma once
 #include "arch/x86/kquants-x86.h"
-#include "arch/x86/qgemm-x86.h"     /* the panels of 16 rows Q4_K shares with Q4_0 (pg_q4p_*, pg_x16_*) */
+#include "arch/x86/qgemm-x86.h"     /* the panels of 16 rows Q4_K shares with Q4_0 (pg_qp_*, pg_x16_*) */
 
 #define PG_KGEMM_MR 2              /* rows per pass: 2 x 8 int32 sums + 2 x 4 f32 accumulators + codes */
 #define PG_KGEMM_NC 8              /* columns per pass, at most */
@@ -289,7 +289,7 @@ PG_ALWAYS_INLINE void pg_kgemm_tile(const int T, const size_t size, const int nc
 
 #if defined(PG_X86_GEMV)
 /* Q4_K on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one lane per row, as Q4_0's
- * (arch/x86/qgemm-x86.h, pg_q4p_*), and its own arithmetic. Per (row, column) and super-block the exact
+ * (arch/x86/qgemm-x86.h, pg_qp_*), and its own arithmetic. Per (row, column) and super-block the exact
  * integers sumi = sum_j scale_j * sum_{i in sub-block j} q_i y_i and summ = sum_j min_j * (sum of y
  * over sub-block j, from Q8_K's bsums), then acc = fma(d_x*d_y, sumi, acc) and acc = fma(-dmin_x*d_y,
  * summ, acc), super-block by super-block from 0 (vec_dot_tile and vec_dot_rows alike, so a GEMM
@@ -382,12 +382,12 @@ static inline void pg_k4p_column(const char * y, int64_t b0, int kb, pg_k4p_col 
         out[k].d = yb[k].d;
     }
 }
-/* NC (a constant, <= PG_Q4P_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K4P_KB
+/* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K4P_KB
  * + k]; cs: col's stride per column) against kb super-blocks of a panel w, into acc[c] */
 PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col,
                                  const int cs, const int NC, __m512 * acc) {
     for (int k = 0; k < kb; k++) {
-        __m512i sumi[PG_Q4P_NCR];
+        __m512i sumi[PG_QP_NCR];
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
         for (int j = 0; j < 8; j++) {
@@ -404,7 +404,7 @@ PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * cons
         for (int c = 0; c < NC; c++) acc[c] = pg_k4p_acc(&w[k], sumi[c], col[c * cs + k], acc[c]);
     }
 }
-/* pg_k4p_run for nc (<= PG_Q4P_NCR) columns, a constant in each case */
+/* pg_k4p_run for nc (<= PG_QP_NCR) columns, a constant in each case */
 static inline void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col, int cs,
                                 int nc, __m512 * acc) {
     switch (nc) {
@@ -418,57 +418,57 @@ static inline void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const
     default: pg_k4p_run(w, kb, y, col, cs, 8, acc); break;
     }
 }
-/* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_Q4P_MR), c < nc (<= PG_Q4P_NC) */
+/* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
 static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK_K;
-    const int np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
-    pg_k4p_col col[PG_Q4P_NC * PG_K4P_KB];
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
+    pg_k4p_col col[PG_QP_NC * PG_K4P_KB];
     pg_k4p_blk w[PG_K4P_KB];
-    __m512 acc[PG_Q4P_MR / PG_Q4P_R][PG_Q4P_NC];
+    __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
     for (int p = 0; p < np; p++)
         for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_KB) {
         const int kb = (int) PG_MIN(PG_K4P_KB, nb - b0);
-        const char * y[PG_Q4P_NC];
+        const char * y[PG_QP_NC];
         for (int c = 0; c < nc; c++) {
             y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
             pg_k4p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K4P_KB);
         }
         for (int p = 0; p < np; p++) {
-            const char * xr[PG_Q4P_R];
-            pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
+            const char * xr[PG_QP_R];
+            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
             for (int k = 0; k < kb; k++) pg_k4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_K), &w[k]);
-            for (int c0 = 0; c0 < nc; c0 += PG_Q4P_NCR)
-                pg_k4p_run_n(w, kb, y + c0, col + c0 * PG_K4P_KB, PG_K4P_KB, PG_MIN(PG_Q4P_NCR, nc - c0),
+            for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
+                pg_k4p_run_n(w, kb, y + c0, col + c0 * PG_K4P_KB, PG_K4P_KB, PG_MIN(PG_QP_NCR, nc - c0),
                              acc[p] + c0);
         }
     }
     for (int p = 0; p < np; p++) {
-        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1);
-        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_Q4P_R, m, acc[p][c]);
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
     }
 }
 /* vec_dot_rows of Q4_K (the one-column GEMV): the tile's sums, a panel's super-block made and used
- * at once; the column prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_Q4P_GEMV_MR rows */
+ * at once; the column prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR rows */
 static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                               float * s) {
     const int64_t nb = n / PG_QK_K;
     pg_k4p_col col[PG_K4P_GEMV_KB];
-    __m512 acc[PG_Q4P_GEMV_MR / PG_Q4P_R];
-    for (int64_t i0 = 0; i0 < nr; i0 += PG_Q4P_GEMV_MR) {
+    __m512 acc[PG_QP_GEMV_MR / PG_QP_R];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
         const char * x = (const char *) vx + (size_t) i0 * bx;
-        const int mr = (int) PG_MIN(PG_Q4P_GEMV_MR, nr - i0), np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
+        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
         for (int p = 0; p < np; p++) acc[p] = _mm512_setzero_ps();
         for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_GEMV_KB) {
             const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
             const char * y = (const char *) vy + (size_t) b0 * sizeof(pg_block_q8_K);
             pg_k4p_column((const char *) vy, b0, kb, col);
             for (int p = 0; p < np; p++) {
-                const char * xr[PG_Q4P_R];
-                pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
-                const int64_t ra = (p + PG_X16_AHEAD) * PG_Q4P_R;    /* the first row of the panel prefetched */
+                const char * xr[PG_QP_R];
+                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
                 pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * sizeof(pg_block_q4_K), bx, nr - i0 - ra,
                                                        (size_t) kb * sizeof(pg_block_q4_K), kb);
                 __m512 a = acc[p];
@@ -496,12 +496,12 @@ static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t
             }
         }
         for (int p = 0; p < np; p++)
-            _mm512_mask_storeu_ps(s + i0 + p * PG_Q4P_R, (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1),
+            _mm512_mask_storeu_ps(s + i0 + p * PG_QP_R, (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1),
                                   acc[p]);
     }
 }
 #define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
 #define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
-#define PG_Q4_K_TILE_NC PG_Q4P_NC
-#define PG_Q4_K_TILE_MR PG_Q4P_MR
+#define PG_Q4_K_TILE_NC PG_QP_NC
+#define PG_Q4_K_TILE_MR PG_QP_MR
 #endif

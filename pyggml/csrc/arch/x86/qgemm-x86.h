@@ -29,7 +29,7 @@
  * kernel does. MXFP4's E8M0 scales, which fp16 cannot hold, enter as f32 (pg_qgemm_scales_f32).
  *
  * Q4_0 with VNNI and GFNI (PG_X86_GEMV) has a tile of its own instead: panels of 16 rows, one lane
- * per row, with exact per-block sums (pg_q4p_*, at the end of this file).
+ * per row, with exact per-block sums (pg_qp_*, at the end of this file).
  */
 #pragma once
 #include "types/quants-legacy.h"
@@ -465,11 +465,11 @@ PG_ALWAYS_INLINE void pg_qgemm_tile(const int t, int64_t n, const void * x, size
 }
 
 /* the named entry points (types.h's vec_dot_tile), one per type */
+#if !defined(PG_X86_GEMV)          /* Q8_0 and Q4_0 there: panels of 16 rows, below */
 static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds);
 }
-#if !defined(PG_X86_GEMV)          /* Q4_0 there: panels of 16 rows, below */
 static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds);
@@ -548,30 +548,34 @@ static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * x, size_t bx, i
 #endif
 
 #if defined(PG_X86_GEMV)
-/* Q4_0 on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one 32-bit lane per row, and
- * another arithmetic than the other types' tiles. Per (row, column) and block b the exact integer
- * sum_b = sum_j (q_j - 8) y_j, then acc = fma(d_x*d_y, (float) sum_b, acc) in block order from 0
- * (vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for bit).
+/* Q4_0 and Q8_0 on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one 32-bit lane per row,
+ * and another arithmetic than the other types' tiles. Per (row, column) and block b the exact integer
+ * sum_b = sum_j x_j y_j (Q4_0: x_j = q_j - 8), then acc = fma(d_x*d_y, (float) sum_b, acc) in block
+ * order from 0 (vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for
+ * bit).
  *
- * A panel's block is made from the rows as they are stored (no repacked copy): the 16 code bytes of
- * each row, four dwords, transposed so that vector g holds dword g of every row (lane r: row r), and
- * the rows' 16 fp16 d_x as f32. One affine byte transform (GFNI) then gives the low nibbles
- * (elements 4g..4g+3) or the high ones (16+4g..) of all 16 rows, and a column's 8 dword broadcasts of
- * y, dpbusd'd against them in one chain that starts at -8*sum(y), leave each lane its row's exact
- * block sum: about 11 vector operations per 16 rows, column and block. A call takes up to
- * PG_Q4P_MR rows and PG_Q4P_NC columns: the columns' d_y and -8*sum(y) are made once for all its
- * panels, each panel's blocks once for all its columns (PG_Q4P_NCR of them at a time in registers),
- * K in passes of PG_Q4P_KB blocks (the accumulators kept between passes). */
-#define PG_Q4P_R 16                   /* rows per panel: one lane each */
-#define PG_Q4P_MR 64                  /* rows per call (types.h's tile_mr) */
-#define PG_Q4P_NC 64                  /* columns per call (tile_nc) */
-#define PG_Q4P_KB 32                  /* blocks per pass */
-#define PG_Q4P_NCR 8                  /* columns in registers */
+ * A panel's block is made from the rows as they are stored (no repacked copy): the code bytes of each
+ * row as dwords, transposed so that vector g holds dword g of every row (lane r: row r), and the rows'
+ * 16 fp16 d_x as f32. For Q4_0 (16 bytes, four dwords) one affine byte transform (GFNI) then gives the
+ * low nibbles (elements 4g..4g+3) or the high ones (16+4g..) of all 16 rows; Q8_0's eight dwords
+ * (elements 4g..4g+3) are taken xor 0x80 (x + 128) once per panel block. A column's 8 dword broadcasts
+ * of y, dpbusd'd against them in one chain that starts at -off*sum(y) (off: 8 for Q4_0, 128 for
+ * Q8_0), leave each lane its row's exact block sum: about 11 vector operations per 16 rows, column and
+ * block. A call takes up to
+ * PG_QP_MR rows and PG_QP_NC columns: the columns' d_y and -8*sum(y) are made once for all its
+ * panels, each panel's blocks once for all its columns (PG_QP_NCR of them at a time in registers),
+ * K in passes of PG_QP_KB blocks (the accumulators kept between passes). */
+#define PG_QP_R 16                   /* rows per panel: one lane each */
+#define PG_QP_MR 64                  /* rows per call (types.h's tile_mr) */
+#define PG_QP_NC 64                  /* columns per call (tile_nc) */
+#define PG_QP_KB 32                  /* blocks per pass */
+#define PG_QP_NCR 8                  /* columns in registers */
 
-/* block b of a panel: q[g] lane r = dword g of row r's codes; d lane r = row r's d_x */
-typedef struct { __m512i q[4]; __m512 d; } pg_q4p_blk;
-/* block b of a column: d_y and -8*sum(y) */
-typedef struct { float d; int32_t c; } pg_q4p_col;
+/* block b of a panel: q[g] lane r = dword g of row r's codes (Q4_0: g < 4; Q8_0: g < 8, + 128);
+ * d lane r = row r's d_x */
+typedef struct { __m512i q[8]; __m512 d; } pg_qp_blk;
+/* block b of a column: d_y and -off*sum(y) */
+typedef struct { float d; int32_t c; } pg_qp_col;
 
 /* the 16 bytes at p[r] + off of 16 rows as four dword vectors: out[g] lane r = dword g of row r */
 PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i * out) {
@@ -592,10 +596,15 @@ PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i 
     out[2] = _mm512_unpacklo_epi64(t1, t3);
     out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
-/* the block at byte bo of the 16 rows p[r] */
-PG_ALWAYS_INLINE pg_q4p_blk pg_q4p_block(const char * const * p, size_t bo) {
-    pg_q4p_blk w;
+/* the block at byte bo of the 16 rows p[r]; q8: Q8_0's (else Q4_0's) */
+PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const int q8) {
+    pg_qp_blk w;
     pg_x16_dwords(p, bo + 2, w.q);
+    if (q8) {
+        pg_x16_dwords(p, bo + 18, w.q + 4);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) w.q[g] = _mm512_xor_si512(w.q[g], _mm512_set1_epi8((char) 0x80));
+    }
     /* the d_x, four rows' fp16 packed in a 64-bit word by the scalar units (idle here; a gather
      * costs the vector ports more) */
     uint64_t h[4];
@@ -609,8 +618,8 @@ PG_ALWAYS_INLINE pg_q4p_blk pg_q4p_block(const char * const * p, size_t bo) {
     return w;
 }
 /* the row pointers of the panel of rows x + r*bx, r < mr (rows past mr repeat row mr - 1) */
-static inline void pg_q4p_rows(const char * x, size_t bx, int mr, const char ** p) {
-    for (int r = 0; r < PG_Q4P_R; r++) p[r] = x + (size_t) PG_MIN(r, mr - 1) * bx;
+static inline void pg_qp_rows(const char * x, size_t bx, int mr, const char ** p) {
+    for (int r = 0; r < PG_QP_R; r++) p[r] = x + (size_t) PG_MIN(r, mr - 1) * bx;
 }
 /* The GEMV's prefetch of the panel after next while one runs. A panel reads its 16 rows side by
  * side, 16 streams that restart at every panel; over rows of a few KB the hardware prefetcher has not
@@ -622,7 +631,7 @@ typedef struct { const char * p; size_t bx; int nrow, lines, per, row, line; } p
 /* the rows x + r*bx (r < nrow, at most 16) over the bytes [0, len) from x, spread over kb steps;
  * rows read whole (len == bx) are one run of bytes */
 PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_init(const char * x, size_t bx, int64_t nrow, size_t len, int kb) {
-    int n = (int) PG_MAX(0, PG_MIN(nrow, PG_Q4P_R));
+    int n = (int) PG_MAX(0, PG_MIN(nrow, PG_QP_R));
     if (len == bx && n > 0) {
         len *= (size_t) n;
         n = 1;
@@ -644,8 +653,8 @@ PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
     }
 }
 #define PG_X16_AHEAD 2                /* panels ahead */
-/* blocks [b0, b0 + kb) of a Q8_0 column y */
-static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col * out) {
+/* blocks [b0, b0 + kb) of a Q8_0 column y against weights whose codes are off above their values */
+static inline void pg_qp_column(const char * y, int64_t b0, int kb, int off, pg_qp_col * out) {
     const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
     for (int k = 0; k < kb; k++) {
         /* sum(y) + 32*128: the bytes xor 0x80 summed in four qwords */
@@ -653,7 +662,7 @@ static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col 
         const __m256i q = _mm256_sad_epu8(v, _mm256_setzero_si256());
         __m128i t = _mm_add_epi64(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
         t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
-        out[k].c = -8 * (_mm_cvtsi128_si32(t) - 32 * 128);
+        out[k].c = -off * (_mm_cvtsi128_si32(t) - 32 * 128);
         out[k].d = pg_fp16_to_fp32(yb[k].d);
     }
 }
@@ -661,18 +670,19 @@ static inline void pg_q4p_column(const char * y, int64_t b0, int kb, pg_q4p_col 
 PG_ALWAYS_INLINE __m512i pg_x16_nibbles(__m512i v, const int hi) {
     return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(hi ? 0x1020408000000000 : 0x0102040800000000), 0);
 }
-/* the codes' low and high nibbles of a panel's block w (pg_q4p_run's lo, hi) */
-PG_ALWAYS_INLINE void pg_q4p_nibbles(const pg_q4p_blk * w, __m512i * lo, __m512i * hi) {
+/* a panel block's dpbusd operands: lo[g] for the column's elements 4g..4g+3, hi[g] for 16+4g..
+ * (Q4_0: the codes' low and high nibbles) */
+PG_ALWAYS_INLINE void pg_qp_operands(const pg_qp_blk * w, const int q8, __m512i * lo, __m512i * hi) {
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        lo[g] = pg_x16_nibbles(w->q[g], 0);
-        hi[g] = pg_x16_nibbles(w->q[g], 1);
+        lo[g] = q8 ? w->q[g] : pg_x16_nibbles(w->q[g], 0);
+        hi[g] = q8 ? w->q[4 + g] : pg_x16_nibbles(w->q[g], 1);
     }
 }
 /* acc + d_x*d_y * (exact block sums) of a panel's block (nibbles lo, hi, scales d) and a column's
  * block (codes q, cb); split: the sums in two dpbusd chains (for few columns: more in flight; the
  * integer sums are exact either way) */
-PG_ALWAYS_INLINE __m512 pg_q4p_dot(const __m512i * lo, const __m512i * hi, __m512 d, const int8_t * q, pg_q4p_col cb,
+PG_ALWAYS_INLINE __m512 pg_qp_dot(const __m512i * lo, const __m512i * hi, __m512 d, const int8_t * q, pg_qp_col cb,
                                    __m512 acc, const int split) {
     __m512i s = _mm512_set1_epi32(cb.c), t = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -690,103 +700,156 @@ PG_ALWAYS_INLINE __m512 pg_q4p_dot(const __m512i * lo, const __m512i * hi, __m51
         s = _mm512_add_epi32(s, t);
     return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(cb.d)), _mm512_cvtepi32_ps(s), acc);
 }
-/* NC (a constant, <= PG_Q4P_NCR) columns y[c] (Q8_0 rows from block b0 on, their blocks' col[c*PG_Q4P_KB
+/* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_0 rows from block b0 on, their blocks' col[c*PG_QP_KB
  * + k]) against kb blocks of a panel w, into acc[c] */
-PG_ALWAYS_INLINE void pg_q4p_run(const pg_q4p_blk * w, int kb, const char * const * y, const pg_q4p_col * col,
-                                 const int NC, __m512 * acc) {
+PG_ALWAYS_INLINE void pg_qp_run(const pg_qp_blk * w, int kb, const char * const * y, const pg_qp_col * col,
+                                const int NC, __m512 * acc, const int q8) {
     for (int k = 0; k < kb; k++) {
         __m512i lo[4], hi[4];
-        pg_q4p_nibbles(&w[k], lo, hi);
+        pg_qp_operands(&w[k], q8, lo, hi);
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++)
-            acc[c] = pg_q4p_dot(lo, hi, w[k].d, ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_Q4P_KB + k], acc[c],
+            acc[c] = pg_qp_dot(lo, hi, w[k].d, ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_QP_KB + k], acc[c],
                                 NC < 4);
     }
 }
-/* pg_q4p_run for nc (<= PG_Q4P_NCR) columns, a constant in each case */
-static inline void pg_q4p_run_n(const pg_q4p_blk * w, int kb, const char * const * y, const pg_q4p_col * col, int nc,
-                                __m512 * acc) {
+/* pg_qp_run for nc (<= PG_QP_NCR) columns, a constant in each case */
+PG_ALWAYS_INLINE void pg_qp_run_n(const pg_qp_blk * w, int kb, const char * const * y, const pg_qp_col * col, int nc,
+                                  __m512 * acc, const int q8) {
     switch (nc) {
-    case 1: pg_q4p_run(w, kb, y, col, 1, acc); break;
-    case 2: pg_q4p_run(w, kb, y, col, 2, acc); break;
-    case 3: pg_q4p_run(w, kb, y, col, 3, acc); break;
-    case 4: pg_q4p_run(w, kb, y, col, 4, acc); break;
-    case 5: pg_q4p_run(w, kb, y, col, 5, acc); break;
-    case 6: pg_q4p_run(w, kb, y, col, 6, acc); break;
-    case 7: pg_q4p_run(w, kb, y, col, 7, acc); break;
-    default: pg_q4p_run(w, kb, y, col, 8, acc); break;
+    case 1: pg_qp_run(w, kb, y, col, 1, acc, q8); break;
+    case 2: pg_qp_run(w, kb, y, col, 2, acc, q8); break;
+    case 3: pg_qp_run(w, kb, y, col, 3, acc, q8); break;
+    case 4: pg_qp_run(w, kb, y, col, 4, acc, q8); break;
+    case 5: pg_qp_run(w, kb, y, col, 5, acc, q8); break;
+    case 6: pg_qp_run(w, kb, y, col, 6, acc, q8); break;
+    case 7: pg_qp_run(w, kb, y, col, 7, acc, q8); break;
+    default: pg_qp_run(w, kb, y, col, 8, acc, q8); break;
     }
 }
-/* vec_dot_tile of Q4_0: s[c*lds + r] = x_r . y_c for r < mr (<= PG_Q4P_MR), c < nc (<= PG_Q4P_NC) */
-static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                        int nc, float * s, size_t lds) {
-    const char * x = (const char *) vx;
-    const int64_t nb = n / PG_QK4_0;
-    const int np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
-    pg_q4p_col col[PG_Q4P_NC * PG_Q4P_KB];
-    pg_q4p_blk w[PG_Q4P_KB];
-    __m512 acc[PG_Q4P_MR / PG_Q4P_R][PG_Q4P_NC];
-    for (int p = 0; p < np; p++)
-        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += PG_Q4P_KB) {
-        const int kb = (int) PG_MIN(PG_Q4P_KB, nb - b0);
-        const char * y[PG_Q4P_NC];
-        for (int c = 0; c < nc; c++) {
-            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_0);
-            pg_q4p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_Q4P_KB);
+/* the weight type's block size and the offset of its codes above their values */
+#define PG_QP_BLOCK(q8) ((q8) ? sizeof(pg_block_q8_0) : sizeof(pg_block_q4_0))
+#define PG_QP_OFF(q8) ((q8) ? 128 : 8)
+/* nc (a constant, <= PG_QP_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's sums,
+ * each panel's blocks made and used in registers (the one-column GEMV and the tile's few columns); the
+ * columns' d_y and -off*sum(y) made once per PG_QP_GEMV_KB blocks for up to PG_QP_GEMV_MR rows, whose
+ * accumulators wait on the stack between passes. The panel two ahead is prefetched while one runs, up
+ * to row nahead (past nr when the caller's next rows follow: a prefetch reads nothing) */
+#define PG_QP_GEMV_KB 256
+#define PG_QP_GEMV_MR 512
+#define PG_QP_FEW 16
+PG_ALWAYS_INLINE void pg_qp_cols(const int q8, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds) {
+    const int64_t nb = n / PG_QK8_0;
+    const size_t bs = PG_QP_BLOCK(q8);
+    pg_qp_col col[PG_QP_FEW][PG_QP_GEMV_KB];
+    __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_QP_FEW];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
+        for (int p = 0; p < np; p++)
+            for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_QP_GEMV_KB, nb - b0);
+            const pg_block_q8_0 * yb[PG_QP_FEW];
+            for (int c = 0; c < nc; c++) {
+                yb[c] = (const pg_block_q8_0 *) ((const char *) vy + (size_t) c * by) + b0;
+                pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, PG_QP_OFF(q8), col[c]);
+            }
+            for (int p = 0; p < np; p++) {
+                const char * xr[PG_QP_R];
+                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
+                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * bs, bx, nahead - i0 - ra,
+                                                       (size_t) kb * bs, kb);
+                __m512 a[PG_QP_FEW];
+                for (int c = 0; c < nc; c++) a[c] = acc[p][c];
+                for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
+                    const pg_qp_blk w = pg_qp_block(xr, (size_t) (b0 + k) * bs, q8);
+                    __m512i lo[4], hi[4];
+                    pg_qp_operands(&w, q8, lo, hi);
+                    for (int c = 0; c < nc; c++) a[c] = pg_qp_dot(lo, hi, w.d, yb[c][k].qs, col[c][k], a[c], 1);
+                }
+                for (int c = 0; c < nc; c++) acc[p][c] = a[c];
+            }
         }
         for (int p = 0; p < np; p++) {
-            const char * xr[PG_Q4P_R];
-            pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
-            for (int k = 0; k < kb; k++) w[k] = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
-            for (int c0 = 0; c0 < nc; c0 += PG_Q4P_NCR)
-                pg_q4p_run_n(w, kb, y + c0, col + c0 * PG_Q4P_KB, PG_MIN(PG_Q4P_NCR, nc - c0), acc[p] + c0);
+            const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+            for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + i0 + p * PG_QP_R, m, acc[p][c]);
+        }
+    }
+}
+/* vec_dot_tile of Q4_0 or Q8_0 (q8): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc
+ * (<= PG_QP_NC) */
+PG_ALWAYS_INLINE void pg_qp_tile(const int q8, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                 size_t by, int nc, float * s, size_t lds) {
+    /* few columns: the panels' blocks in registers, as the GEMV; the two panels after the tile's are
+     * prefetched, the caller's next rows */
+    const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
+    switch (nc) {
+    case 1: pg_qp_cols(q8, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 2: pg_qp_cols(q8, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 3: pg_qp_cols(q8, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 4: pg_qp_cols(q8, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 5: pg_qp_cols(q8, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 6: pg_qp_cols(q8, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 7: pg_qp_cols(q8, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 8: pg_qp_cols(q8, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 9: pg_qp_cols(q8, 9, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 10: pg_qp_cols(q8, 10, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 11: pg_qp_cols(q8, 11, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 12: pg_qp_cols(q8, 12, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 13: pg_qp_cols(q8, 13, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 14: pg_qp_cols(q8, 14, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 15: pg_qp_cols(q8, 15, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 16: pg_qp_cols(q8, 16, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    default: break;
+    }
+    const char * x = (const char *) vx;
+    const int64_t nb = n / PG_QK8_0;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
+    pg_qp_col col[PG_QP_NC * PG_QP_KB];
+    pg_qp_blk w[PG_QP_KB];
+    __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_KB) {
+        const int kb = (int) PG_MIN(PG_QP_KB, nb - b0);
+        const char * y[PG_QP_NC];
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_0);
+            pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, PG_QP_OFF(q8), col + c * PG_QP_KB);
+        }
+        for (int p = 0; p < np; p++) {
+            const char * xr[PG_QP_R];
+            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+            for (int k = 0; k < kb; k++) w[k] = pg_qp_block(xr, (size_t) (b0 + k) * PG_QP_BLOCK(q8), q8);
+            for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
+                pg_qp_run_n(w, kb, y + c0, col + c0 * PG_QP_KB, PG_MIN(PG_QP_NCR, nc - c0), acc[p] + c0, q8);
         }
     }
     for (int p = 0; p < np; p++) {
-        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1);
-        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_Q4P_R, m, acc[p][c]);
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
     }
 }
-/* vec_dot_rows of Q4_0 (the one-column GEMV): the tile's sums, each panel's blocks made and used in
- * registers; the column's d_y and -8*sum(y) made once per PG_Q4P_GEMV_KB blocks for up to
- * PG_Q4P_GEMV_MR rows, whose accumulators wait on the stack between passes */
-#define PG_Q4P_GEMV_KB 256
-#define PG_Q4P_GEMV_MR 1024
+static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qp_tile(0, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qp_tile(1, n, vx, bx, mr, vy, by, nc, s, lds);
+}
 static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    const int64_t nb = n / PG_QK4_0;
-    pg_q4p_col col[PG_Q4P_GEMV_KB];
-    __m512 acc[PG_Q4P_GEMV_MR / PG_Q4P_R];
-    for (int64_t i0 = 0; i0 < nr; i0 += PG_Q4P_GEMV_MR) {
-        const char * x = (const char *) vx + (size_t) i0 * bx;
-        const int mr = (int) PG_MIN(PG_Q4P_GEMV_MR, nr - i0), np = (mr + PG_Q4P_R - 1) / PG_Q4P_R;
-        for (int p = 0; p < np; p++) acc[p] = _mm512_setzero_ps();
-        for (int64_t b0 = 0; b0 < nb; b0 += PG_Q4P_GEMV_KB) {
-            const int kb = (int) PG_MIN(PG_Q4P_GEMV_KB, nb - b0);
-            const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
-            pg_q4p_column((const char *) y, b0, kb, col);
-            for (int p = 0; p < np; p++) {
-                const char * xr[PG_Q4P_R];
-                pg_q4p_rows(x + (size_t) (p * PG_Q4P_R) * bx, bx, PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R), xr);
-                const int64_t ra = (p + PG_X16_AHEAD) * PG_Q4P_R;    /* the first row of the panel prefetched */
-                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * sizeof(pg_block_q4_0), bx, nr - i0 - ra,
-                                                       (size_t) kb * sizeof(pg_block_q4_0), kb);
-                __m512 a = acc[p];
-                for (int k = 0; k < kb; k++) {
-                    pg_x16_ahead_step(&ahead);
-                    const pg_q4p_blk w = pg_q4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_0));
-                    __m512i lo[4], hi[4];
-                    pg_q4p_nibbles(&w, lo, hi);
-                    a = pg_q4p_dot(lo, hi, w.d, yb[k].qs, col[k], a, 1);
-                }
-                acc[p] = a;
-            }
-        }
-        for (int p = 0; p < np; p++)
-            _mm512_mask_storeu_ps(s + i0 + p * PG_Q4P_R, (__mmask16) ((1u << PG_MIN(PG_Q4P_R, mr - p * PG_Q4P_R)) - 1),
-                                  acc[p]);
-    }
+    pg_qp_cols(0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
 }
-#define PG_Q4_0_TILE_MR PG_Q4P_MR
-#define PG_Q4_0_TILE_NC PG_Q4P_NC
+static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qp_cols(1, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+}
+#define PG_Q4_0_TILE_MR PG_QP_MR
+#define PG_Q4_0_TILE_NC PG_QP_NC
+#define PG_Q8_0_TILE_MR PG_QP_MR
+#define PG_Q8_0_TILE_NC PG_QP_NC
 #endif

@@ -187,9 +187,6 @@ PG_ALWAYS_INLINE void pg_qgemv_rows(const int t, int64_t n, const void * vx, siz
 }
 
 /* the named entry points (types.h's vec_dot_rows), one per type */
-static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemv_rows(PG_TYPE_Q8_0, n, x, bx, nr, y, s);
-}
 static inline void pg_vec_dot_q5_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemv_rows(PG_TYPE_Q5_0, n, x, bx, nr, y, s);
 }
