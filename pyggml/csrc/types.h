@@ -12,7 +12,7 @@
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
- *                      Q4_0 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
+ *                      Q8_0, Q4_0 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
  *                      (64) columns, in panels of 16 rows with sums of their own (arch/x86/qgemm-x86.h's
  *                      pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
  *                      their vec_dot / vec_dot_n (one row: the attention path) do not
@@ -94,8 +94,8 @@ typedef struct pg_type_traits {
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
 
-/* Q4_0's tile: panels of 16 rows on AVX-512 with VNNI and GFNI (arch/x86/qgemm-x86.h), else the other
- * 32-element block types' */
+/* Q4_0's and Q8_0's tiles: panels of 16 rows on AVX-512 with VNNI and GFNI (arch/x86/qgemm-x86.h), else
+ * the other 32-element block types' */
 #if !defined(PG_Q4_0_TILE_MR)
 #define PG_Q4_0_TILE_MR 0
 #define PG_Q4_0_TILE_NC PG_QGEMM_NC

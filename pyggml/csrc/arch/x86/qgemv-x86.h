@@ -1,6 +1,6 @@
 /* The one-column GEMV of the 32-element block types on AVX-512 with VNNI and GFNI: their vec_dot_rows
- * (mul_mat's GEMV, a thread's nr rows against one Q8_0 or Q8_1 row in one call), but Q4_0's (the
- * panels of arch/x86/qgemm-x86.h). Each (row, column)
+ * (mul_mat's GEMV, a thread's nr rows against one Q8_0 or Q8_1 row in one call), but Q4_0's and
+ * Q8_0's (the panels of arch/x86/qgemm-x86.h). Each (row, column)
  * pair gets exactly the integers and f32 steps of the one-row, one-column tile of arch/x86/qgemm-x86.h (so
  * the GEMV keeps the bits of the GEMM): per step of two blocks 16 int32 lanes (the even block in the low 8, the odd one
  * in the high 8, lane j the exact sum of elements 4j..4j+3 of x times y), converted to f32 and added
@@ -20,8 +20,8 @@
  *    blocks' bytes placed in the four 128-bit lanes by a broadcast load and a masked one; IQ4_NL's
  *    and MXFP4's table lookups give their values xor 0x80 directly (MXFP4's E8M0 scales converted
  *    to f32 one by one, fp16 cannot hold them).
- * The codes enter dpbusd's unsigned side as in the tile: Q4_0's nibbles are q + 8 (correction
- * -8*sum(y)), Q5_0's codes q + 16, Q8_0's, IQ4_NL's and MXFP4's values xor 0x80 are q + 128 (correction
+ * The codes enter dpbusd's unsigned side as in the tile: Q5_0's codes are q + 16 (correction
+ * -16*sum(y)), IQ4_NL's and MXFP4's values xor 0x80 are q + 128 (correction
  * -128*sum(y)), Q4_1/Q5_1's codes are >= 0 (none).
  */
 #pragma once
@@ -99,10 +99,9 @@ static inline __m512i pg_qgemv_nibbles(const uint8_t * q0, const uint8_t * q1) {
     return _mm512_gf2p8affine_epi64_epi8(z, m, 0);
 }
 /* the unsigned lanes of blocks b0, b1 of type t (as pg_qgemm_desc_of: a compile-time constant): the
- * codes, Q8_0's values xor 0x80, IQ4_NL's and MXFP4's table values xor 0x80 looked up (q + 128) */
+ * codes, IQ4_NL's and MXFP4's table values xor 0x80 looked up (q + 128) */
 PG_ALWAYS_INLINE __m512i pg_qgemv_u(const int t, const void * b0, const void * b1) {
     switch (t) {
-    case PG_TYPE_Q4_0: return pg_qgemv_nibbles(((const pg_block_q4_0 *) b0)->qs, ((const pg_block_q4_0 *) b1)->qs);
     case PG_TYPE_Q4_1: return pg_qgemv_nibbles(((const pg_block_q4_1 *) b0)->qs, ((const pg_block_q4_1 *) b1)->qs);
     case PG_TYPE_Q5_0: {
         const pg_block_q5_0 * x0 = (const pg_block_q5_0 *) b0, * x1 = (const pg_block_q5_0 *) b1;
@@ -118,13 +117,12 @@ PG_ALWAYS_INLINE __m512i pg_qgemv_u(const int t, const void * b0, const void * b
         return _mm512_shuffle_epi8(lut, pg_qgemv_nibbles(((const pg_block_iq4_nl *) b0)->qs,
                                                        ((const pg_block_iq4_nl *) b1)->qs));
     }
-    case PG_TYPE_MXFP4: {
+    default: {                        /* MXFP4 */
         const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *) pg_mxfp4_values),
                                                                  _mm_set1_epi8((char) 0x80)));
         return _mm512_shuffle_epi8(lut, pg_qgemv_nibbles(((const pg_block_mxfp4 *) b0)->qs,
                                                        ((const pg_block_mxfp4 *) b1)->qs));
     }
-    default: return pg_qgemm_xor80(pg_qgemm_load(((const pg_block_q8_0 *) b0)->qs, ((const pg_block_q8_0 *) b1)->qs));
     }
 }
 
@@ -168,7 +166,7 @@ PG_ALWAYS_INLINE void pg_qgemv_body(const int t, int64_t nb, const char * x0, co
 }
 /* vec_dot_rows of type t: s[r] = x_r . y for r < nr, x_r = vx + r*bx, y a Q8_0 row (Q8_1 for the
  * types with m); rows longer than the prepared column take the one-row tile. The
- * column's correction is for codes q + off: Q4_0's 8, Q5_0's 16, the signed types' 0x80 (their
+ * column's correction is for codes q + off: Q5_0's 16, the signed types' 0x80 (their
  * values xor 0x80, pg_qgemv_u) */
 PG_ALWAYS_INLINE void pg_qgemv_rows(const int t, int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                     float * s) {
