@@ -12,7 +12,7 @@
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
- *                      Q8_0, Q4_0 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
+ *                      Q8_0, Q4_0, IQ4_NL, MXFP4 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
  *                      (64) columns, in panels of 16 rows with sums of their own (arch/x86/qgemm-x86.h's
  *                      pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
  *                      their vec_dot / vec_dot_n (one row: the attention path) do not
@@ -94,13 +94,17 @@ typedef struct pg_type_traits {
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
 
-/* Q4_0's and Q8_0's tiles: panels of 16 rows on AVX-512 with VNNI and GFNI (arch/x86/qgemm-x86.h), else
+/* Q8_0's, Q4_0's, IQ4_NL's and MXFP4's tiles: panels of 16 rows on AVX-512 with VNNI and GFNI (arch/x86/qgemm-x86.h), else
  * the other 32-element block types' */
 #if !defined(PG_Q4_0_TILE_MR)
 #define PG_Q4_0_TILE_MR 0
 #define PG_Q4_0_TILE_NC PG_QGEMM_NC
 #define PG_Q8_0_TILE_MR 0
 #define PG_Q8_0_TILE_NC PG_QGEMM_NC
+#define PG_IQ4_NL_TILE_MR 0
+#define PG_IQ4_NL_TILE_NC PG_QGEMM_NC
+#define PG_MXFP4_TILE_MR 0
+#define PG_MXFP4_TILE_NC PG_QGEMM_NC
 #endif
 /* Q4_K's: the same panels there (arch/x86/kgemm-x86.h), else the other K-quants' */
 #if !defined(PG_Q4_K_TILE_MR)
@@ -380,17 +384,17 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_iq4_nl_to_f32, .from_float = pg_row_iq4_nl_from_f32,
         .vec_dot = pg_type_dot_iq4_nl, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_iq4_nl_n,
         .vec_dot_tile = PG_QTILE_FN(iq4_nl), .vec_dot_rows = PG_QROWS_FN(iq4_nl),
-        .tile_nc = PG_QGEMM_NC,
+        .tile_nc = PG_IQ4_NL_TILE_NC, .tile_mr = PG_IQ4_NL_TILE_MR,
         .attn_dot = pg_type_attn_dot_iq4_nl, .attn_acc = pg_type_attn_acc_iq4_nl,
     },
-    /* MXFP4 (gpt-oss's experts): dotted against Q8_0 as ggml, in the legacy types' tiles; no KV
+    /* MXFP4 (gpt-oss's experts): dotted against Q8_0 as ggml, in the 32-element types' tiles; no KV
      * cache type in ggml */
     [PG_TYPE_MXFP4] = {
         .name = "mxfp4", .blck = PG_QK, .size = sizeof(pg_block_mxfp4), .kind = PG_KIND_QUANT,
         .to_float = pg_row_mxfp4_to_f32, .from_float = pg_row_mxfp4_from_f32,
         .vec_dot = pg_type_dot_mxfp4, .vec_dot_type = PG_TYPE_Q8_0, .vec_dot_n = pg_vec_dot_mxfp4_n,
         .vec_dot_tile = PG_QTILE_FN(mxfp4), .vec_dot_rows = PG_QROWS_FN(mxfp4),
-        .tile_nc = PG_QGEMM_NC,
+        .tile_nc = PG_MXFP4_TILE_NC, .tile_mr = PG_MXFP4_TILE_MR,
     },
     /* IQ4_XS: dotted against Q8_K as the K-quants (quants-k.h, dot-k.h); no KV cache type in ggml */
     [PG_TYPE_IQ4_XS] = {

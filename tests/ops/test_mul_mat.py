@@ -210,9 +210,9 @@ def test_quant_columns_independent_of_n(ctx, rng, typ, n_threads):
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
-@pytest.mark.parametrize("typ", ["Q4_0", "Q8_0"])
+@pytest.mark.parametrize("typ", ["Q4_0", "Q8_0", "IQ4_NL", "MXFP4"])
 def test_quant_panels(ctx, rng, typ, n_threads):
-    """Q4_0 and Q8_0 on AVX-512 (VNNI, GFNI) take weight rows in panels of 16, up to 64 rows and 64
+    """Q8_0, Q4_0, IQ4_NL and MXFP4 on AVX-512 (VNNI, GFNI) take weight rows in panels of 16, up to 64 rows and 64
     columns a call: up to 16 columns with each panel's blocks in registers (as the one-column GEMV),
     more 8 at a time against blocks made once per pass of 32, the GEMV and the few columns in
     passes of 256: every column bit for bit the column alone, with a last panel of 3 rows, a last

@@ -465,7 +465,7 @@ PG_ALWAYS_INLINE void pg_qgemm_tile(const int t, int64_t n, const void * x, size
 }
 
 /* the named entry points (types.h's vec_dot_tile), one per type */
-#if !defined(PG_X86_GEMV)          /* Q8_0 and Q4_0 there: panels of 16 rows, below */
+#if !defined(PG_X86_GEMV)          /* Q8_0, Q4_0, IQ4_NL and MXFP4 there: panels of 16 rows, below */
 static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds);
@@ -473,6 +473,14 @@ static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * x, size_t bx, in
 static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                          int nc, float * s, size_t lds) {
+    pg_qgemm_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_mxfp4_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                         int nc, float * s, size_t lds) {
+    pg_qgemm_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds);
 }
 #endif
 static inline void pg_vec_dot_q4_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
@@ -486,14 +494,6 @@ static inline void pg_vec_dot_q5_0_tile(int64_t n, const void * x, size_t bx, in
 static inline void pg_vec_dot_q5_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                         float * s, size_t lds) {
     pg_qgemm_tile(PG_TYPE_Q5_1, n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                          int nc, float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_mxfp4_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                         int nc, float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds);
 }
 
 #if !defined(PG_SIMD_AVX512)
@@ -548,31 +548,34 @@ static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * x, size_t bx, i
 #endif
 
 #if defined(PG_X86_GEMV)
-/* Q4_0 and Q8_0 on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one 32-bit lane per row,
- * and another arithmetic than the other types' tiles. Per (row, column) and block b the exact integer
- * sum_b = sum_j x_j y_j (Q4_0: x_j = q_j - 8), then acc = fma(d_x*d_y, (float) sum_b, acc) in block
- * order from 0 (vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for
- * bit).
+/* Q8_0, Q4_0, IQ4_NL and MXFP4 on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one 32-bit
+ * lane per row, and another arithmetic than the other types' tiles. Per (row, column) and block b the
+ * exact integer sum_b = sum_j x_j y_j, then acc = fma(d_x*d_y, (float) sum_b, acc) in block order from
+ * 0 (vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for bit).
  *
  * A panel's block is made from the rows as they are stored (no repacked copy): the code bytes of each
  * row as dwords, transposed so that vector g holds dword g of every row (lane r: row r), and the rows'
- * 16 fp16 d_x as f32. For Q4_0 (16 bytes, four dwords) one affine byte transform (GFNI) then gives the
- * low nibbles (elements 4g..4g+3) or the high ones (16+4g..) of all 16 rows; Q8_0's eight dwords
- * (elements 4g..4g+3) are taken xor 0x80 (x + 128) once per panel block. A column's 8 dword broadcasts
- * of y, dpbusd'd against them in one chain that starts at -off*sum(y) (off: 8 for Q4_0, 128 for
- * Q8_0), leave each lane its row's exact block sum: about 11 vector operations per 16 rows, column and
- * block. A call takes up to
- * PG_QP_MR rows and PG_QP_NC columns: the columns' d_y and -8*sum(y) are made once for all its
- * panels, each panel's blocks once for all its columns (PG_QP_NCR of them at a time in registers),
- * K in passes of PG_QP_KB blocks (the accumulators kept between passes). */
+ * 16 scales d_x as f32. For the 4-bit types (16 bytes, four dwords) one affine byte transform (GFNI)
+ * then gives the low nibbles (elements 4g..4g+3) or the high ones (16+4g..) of all 16 rows, which
+ * IQ4_NL and MXFP4 look up in their tables xor 0x80; Q8_0's eight dwords (elements 4g..4g+3) are taken
+ * xor 0x80 once per panel block. So dpbusd's unsigned operand is the value + off (off: 8 for Q4_0's
+ * codes, 128 for the others), and a column's 8 dword broadcasts of y, dpbusd'd against them in one
+ * chain that starts at -off*sum(y), leave each lane its row's exact block sum: about 11 vector
+ * operations per 16 rows, column and block.
+ *
+ * A call takes up to PG_QP_MR rows and PG_QP_NC columns. Up to PG_QP_FEW columns run as the GEMV
+ * (pg_qp_cols): each panel's blocks made and used in registers, the panel two ahead prefetched. More
+ * columns run against blocks made once per pass of PG_QP_KB for all of them (PG_QP_NCR at a time in
+ * registers), the columns' d_y and -off*sum(y) made once for all panels, the accumulators kept
+ * between passes. */
 #define PG_QP_R 16                   /* rows per panel: one lane each */
 #define PG_QP_MR 64                  /* rows per call (types.h's tile_mr) */
 #define PG_QP_NC 64                  /* columns per call (tile_nc) */
 #define PG_QP_KB 32                  /* blocks per pass */
 #define PG_QP_NCR 8                  /* columns in registers */
 
-/* block b of a panel: q[g] lane r = dword g of row r's codes (Q4_0: g < 4; Q8_0: g < 8, + 128);
- * d lane r = row r's d_x */
+/* block b of a panel: q[g] lane r = dword g of row r's codes (the 4-bit types: g < 4; Q8_0: g < 8,
+ * xor 0x80); d lane r = row r's d_x */
 typedef struct { __m512i q[8]; __m512 d; } pg_qp_blk;
 /* block b of a column: d_y and -off*sum(y) */
 typedef struct { float d; int32_t c; } pg_qp_col;
@@ -596,17 +599,24 @@ PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i 
     out[2] = _mm512_unpacklo_epi64(t1, t3);
     out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
-/* the block at byte bo of the 16 rows p[r]; q8: Q8_0's (else Q4_0's) */
-PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const int q8) {
+/* a panel type's block size and where its codes start */
+PG_ALWAYS_INLINE size_t pg_qp_bsize(const int t) {
+    return t == PG_TYPE_Q8_0 ? sizeof(pg_block_q8_0) : t == PG_TYPE_MXFP4 ? sizeof(pg_block_mxfp4) : sizeof(pg_block_q4_0);
+}
+PG_ALWAYS_INLINE size_t pg_qp_qs(const int t) { return t == PG_TYPE_MXFP4 ? 1 : 2; }
+/* how far dpbusd's unsigned operand lies above the value */
+PG_ALWAYS_INLINE int pg_qp_off(const int t) { return t == PG_TYPE_Q4_0 ? 8 : 128; }
+/* the block at byte bo of the 16 rows p[r] of type t */
+PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const int t) {
     pg_qp_blk w;
-    pg_x16_dwords(p, bo + 2, w.q);
-    if (q8) {
+    pg_x16_dwords(p, bo + pg_qp_qs(t), w.q);
+    if (t == PG_TYPE_Q8_0) {
         pg_x16_dwords(p, bo + 18, w.q + 4);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) w.q[g] = _mm512_xor_si512(w.q[g], _mm512_set1_epi8((char) 0x80));
     }
-    /* the d_x, four rows' fp16 packed in a 64-bit word by the scalar units (idle here; a gather
-     * costs the vector ports more) */
+    /* the blocks' first two bytes (the fp16 d_x; MXFP4: its E8M0 exponent and a code byte), four rows'
+     * packed in a 64-bit word by the scalar units (idle here; a gather costs the vector ports more) */
     uint64_t h[4];
 #pragma GCC unroll 4
     for (int a = 0; a < 4; a++) {
@@ -614,7 +624,16 @@ PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const 
         for (int i = 0; i < 4; i++) memcpy(&e[i], p[4 * a + i] + bo, 2);
         h[a] = (uint64_t) e[0] | (uint64_t) e[1] << 16 | (uint64_t) e[2] << 32 | (uint64_t) e[3] << 48;
     }
-    w.d = _mm512_cvtph_ps(_mm256_set_epi64x((long long) h[3], (long long) h[2], (long long) h[1], (long long) h[0]));
+    const __m256i hv = _mm256_set_epi64x((long long) h[3], (long long) h[2], (long long) h[1], (long long) h[0]);
+    if (t == PG_TYPE_MXFP4) {
+        /* as ggml_e8m0_to_fp32_half: 2^(e-128), for e < 2 the subnormal 0x00200000 << e */
+        const __m512i e = _mm512_and_si512(_mm512_cvtepu16_epi32(hv), _mm512_set1_epi32(0xff));
+        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        const __m512i nrm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        w.d = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), nrm, sub));
+    } else {
+        w.d = _mm512_cvtph_ps(hv);
+    }
     return w;
 }
 /* the row pointers of the panel of rows x + r*bx, r < mr (rows past mr repeat row mr - 1) */
@@ -671,12 +690,24 @@ PG_ALWAYS_INLINE __m512i pg_x16_nibbles(__m512i v, const int hi) {
     return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(hi ? 0x1020408000000000 : 0x0102040800000000), 0);
 }
 /* a panel block's dpbusd operands: lo[g] for the column's elements 4g..4g+3, hi[g] for 16+4g..
- * (Q4_0: the codes' low and high nibbles) */
-PG_ALWAYS_INLINE void pg_qp_operands(const pg_qp_blk * w, const int q8, __m512i * lo, __m512i * hi) {
+ * (the 4-bit types: from the codes' low and high nibbles) */
+PG_ALWAYS_INLINE void pg_qp_operands(const pg_qp_blk * w, const int t, __m512i * lo, __m512i * hi) {
+    const int8_t * table = t == PG_TYPE_IQ4_NL ? pg_iq4nl_values : pg_mxfp4_values;
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *) table),
+                                                             _mm_set1_epi8((char) 0x80)));
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        lo[g] = q8 ? w->q[g] : pg_x16_nibbles(w->q[g], 0);
-        hi[g] = q8 ? w->q[4 + g] : pg_x16_nibbles(w->q[g], 1);
+        if (t == PG_TYPE_Q8_0) {
+            lo[g] = w->q[g];
+            hi[g] = w->q[4 + g];
+        } else {
+            lo[g] = pg_x16_nibbles(w->q[g], 0);
+            hi[g] = pg_x16_nibbles(w->q[g], 1);
+            if (t != PG_TYPE_Q4_0) {
+                lo[g] = _mm512_shuffle_epi8(lut, lo[g]);
+                hi[g] = _mm512_shuffle_epi8(lut, hi[g]);
+            }
+        }
     }
 }
 /* acc + d_x*d_y * (exact block sums) of a panel's block (nibbles lo, hi, scales d) and a column's
@@ -703,10 +734,10 @@ PG_ALWAYS_INLINE __m512 pg_qp_dot(const __m512i * lo, const __m512i * hi, __m512
 /* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_0 rows from block b0 on, their blocks' col[c*PG_QP_KB
  * + k]) against kb blocks of a panel w, into acc[c] */
 PG_ALWAYS_INLINE void pg_qp_run(const pg_qp_blk * w, int kb, const char * const * y, const pg_qp_col * col,
-                                const int NC, __m512 * acc, const int q8) {
+                                const int NC, __m512 * acc, const int t) {
     for (int k = 0; k < kb; k++) {
         __m512i lo[4], hi[4];
-        pg_qp_operands(&w[k], q8, lo, hi);
+        pg_qp_operands(&w[k], t, lo, hi);
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++)
             acc[c] = pg_qp_dot(lo, hi, w[k].d, ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_QP_KB + k], acc[c],
@@ -715,21 +746,18 @@ PG_ALWAYS_INLINE void pg_qp_run(const pg_qp_blk * w, int kb, const char * const 
 }
 /* pg_qp_run for nc (<= PG_QP_NCR) columns, a constant in each case */
 PG_ALWAYS_INLINE void pg_qp_run_n(const pg_qp_blk * w, int kb, const char * const * y, const pg_qp_col * col, int nc,
-                                  __m512 * acc, const int q8) {
+                                  __m512 * acc, const int t) {
     switch (nc) {
-    case 1: pg_qp_run(w, kb, y, col, 1, acc, q8); break;
-    case 2: pg_qp_run(w, kb, y, col, 2, acc, q8); break;
-    case 3: pg_qp_run(w, kb, y, col, 3, acc, q8); break;
-    case 4: pg_qp_run(w, kb, y, col, 4, acc, q8); break;
-    case 5: pg_qp_run(w, kb, y, col, 5, acc, q8); break;
-    case 6: pg_qp_run(w, kb, y, col, 6, acc, q8); break;
-    case 7: pg_qp_run(w, kb, y, col, 7, acc, q8); break;
-    default: pg_qp_run(w, kb, y, col, 8, acc, q8); break;
+    case 1: pg_qp_run(w, kb, y, col, 1, acc, t); break;
+    case 2: pg_qp_run(w, kb, y, col, 2, acc, t); break;
+    case 3: pg_qp_run(w, kb, y, col, 3, acc, t); break;
+    case 4: pg_qp_run(w, kb, y, col, 4, acc, t); break;
+    case 5: pg_qp_run(w, kb, y, col, 5, acc, t); break;
+    case 6: pg_qp_run(w, kb, y, col, 6, acc, t); break;
+    case 7: pg_qp_run(w, kb, y, col, 7, acc, t); break;
+    default: pg_qp_run(w, kb, y, col, 8, acc, t); break;
     }
 }
-/* the weight type's block size and the offset of its codes above their values */
-#define PG_QP_BLOCK(q8) ((q8) ? sizeof(pg_block_q8_0) : sizeof(pg_block_q4_0))
-#define PG_QP_OFF(q8) ((q8) ? 128 : 8)
 /* nc (a constant, <= PG_QP_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's sums,
  * each panel's blocks made and used in registers (the one-column GEMV and the tile's few columns); the
  * columns' d_y and -off*sum(y) made once per PG_QP_GEMV_KB blocks for up to PG_QP_GEMV_MR rows, whose
@@ -738,10 +766,10 @@ PG_ALWAYS_INLINE void pg_qp_run_n(const pg_qp_blk * w, int kb, const char * cons
 #define PG_QP_GEMV_KB 256
 #define PG_QP_GEMV_MR 512
 #define PG_QP_FEW 16
-PG_ALWAYS_INLINE void pg_qp_cols(const int q8, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
+PG_ALWAYS_INLINE void pg_qp_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
                                  int64_t nahead, const void * vy, size_t by, float * s, size_t lds) {
     const int64_t nb = n / PG_QK8_0;
-    const size_t bs = PG_QP_BLOCK(q8);
+    const size_t bs = pg_qp_bsize(t);
     pg_qp_col col[PG_QP_FEW][PG_QP_GEMV_KB];
     __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_QP_FEW];
     for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
@@ -754,7 +782,7 @@ PG_ALWAYS_INLINE void pg_qp_cols(const int q8, const int nc, int64_t n, const vo
             const pg_block_q8_0 * yb[PG_QP_FEW];
             for (int c = 0; c < nc; c++) {
                 yb[c] = (const pg_block_q8_0 *) ((const char *) vy + (size_t) c * by) + b0;
-                pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, PG_QP_OFF(q8), col[c]);
+                pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, pg_qp_off(t), col[c]);
             }
             for (int p = 0; p < np; p++) {
                 const char * xr[PG_QP_R];
@@ -766,9 +794,9 @@ PG_ALWAYS_INLINE void pg_qp_cols(const int q8, const int nc, int64_t n, const vo
                 for (int c = 0; c < nc; c++) a[c] = acc[p][c];
                 for (int k = 0; k < kb; k++) {
                     pg_x16_ahead_step(&ahead);
-                    const pg_qp_blk w = pg_qp_block(xr, (size_t) (b0 + k) * bs, q8);
+                    const pg_qp_blk w = pg_qp_block(xr, (size_t) (b0 + k) * bs, t);
                     __m512i lo[4], hi[4];
-                    pg_qp_operands(&w, q8, lo, hi);
+                    pg_qp_operands(&w, t, lo, hi);
                     for (int c = 0; c < nc; c++) a[c] = pg_qp_dot(lo, hi, w.d, yb[c][k].qs, col[c][k], a[c], 1);
                 }
                 for (int c = 0; c < nc; c++) acc[p][c] = a[c];
@@ -782,28 +810,28 @@ PG_ALWAYS_INLINE void pg_qp_cols(const int q8, const int nc, int64_t n, const vo
 }
 /* vec_dot_tile of Q4_0 or Q8_0 (q8): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc
  * (<= PG_QP_NC) */
-PG_ALWAYS_INLINE void pg_qp_tile(const int q8, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                  size_t by, int nc, float * s, size_t lds) {
     /* few columns: the panels' blocks in registers, as the GEMV; the two panels after the tile's are
      * prefetched, the caller's next rows */
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
     switch (nc) {
-    case 1: pg_qp_cols(q8, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 2: pg_qp_cols(q8, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 3: pg_qp_cols(q8, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 4: pg_qp_cols(q8, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 5: pg_qp_cols(q8, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 6: pg_qp_cols(q8, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 7: pg_qp_cols(q8, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 8: pg_qp_cols(q8, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 9: pg_qp_cols(q8, 9, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 10: pg_qp_cols(q8, 10, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 11: pg_qp_cols(q8, 11, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 12: pg_qp_cols(q8, 12, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 13: pg_qp_cols(q8, 13, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 14: pg_qp_cols(q8, 14, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 15: pg_qp_cols(q8, 15, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 16: pg_qp_cols(q8, 16, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 1: pg_qp_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 2: pg_qp_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 3: pg_qp_cols(t, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 4: pg_qp_cols(t, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 5: pg_qp_cols(t, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 6: pg_qp_cols(t, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 7: pg_qp_cols(t, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 8: pg_qp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 9: pg_qp_cols(t, 9, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 10: pg_qp_cols(t, 10, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 11: pg_qp_cols(t, 11, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 12: pg_qp_cols(t, 12, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 13: pg_qp_cols(t, 13, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 14: pg_qp_cols(t, 14, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 15: pg_qp_cols(t, 15, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 16: pg_qp_cols(t, 16, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     default: break;
     }
     const char * x = (const char *) vx;
@@ -819,14 +847,14 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int q8, int64_t n, const void * vx, size_
         const char * y[PG_QP_NC];
         for (int c = 0; c < nc; c++) {
             y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_0);
-            pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, PG_QP_OFF(q8), col + c * PG_QP_KB);
+            pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, pg_qp_off(t), col + c * PG_QP_KB);
         }
         for (int p = 0; p < np; p++) {
             const char * xr[PG_QP_R];
             pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-            for (int k = 0; k < kb; k++) w[k] = pg_qp_block(xr, (size_t) (b0 + k) * PG_QP_BLOCK(q8), q8);
+            for (int k = 0; k < kb; k++) w[k] = pg_qp_block(xr, (size_t) (b0 + k) * pg_qp_bsize(t), t);
             for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
-                pg_qp_run_n(w, kb, y + c0, col + c0 * PG_QP_KB, PG_MIN(PG_QP_NCR, nc - c0), acc[p] + c0, q8);
+                pg_qp_run_n(w, kb, y + c0, col + c0 * PG_QP_KB, PG_MIN(PG_QP_NCR, nc - c0), acc[p] + c0, t);
         }
     }
     for (int p = 0; p < np; p++) {
@@ -834,22 +862,40 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int q8, int64_t n, const void * vx, size_
         for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
     }
 }
-static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                        int nc, float * s, size_t lds) {
-    pg_qp_tile(0, n, vx, bx, mr, vy, by, nc, s, lds);
-}
 static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                        int nc, float * s, size_t lds) {
-    pg_qp_tile(1, n, vx, bx, mr, vy, by, nc, s, lds);
+                                         int nc, float * s, size_t lds) {
+    pg_qp_tile(PG_TYPE_Q8_0, n, vx, bx, mr, vy, by, nc, s, lds);
 }
-static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                         int nc, float * s, size_t lds) {
+    pg_qp_tile(PG_TYPE_Q4_0, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                           int nc, float * s, size_t lds) {
+    pg_qp_tile(PG_TYPE_IQ4_NL, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_mxfp4_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                          int nc, float * s, size_t lds) {
+    pg_qp_tile(PG_TYPE_MXFP4, n, vx, bx, mr, vy, by, nc, s, lds);
 }
 static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(1, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+    pg_qp_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+}
+static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qp_cols(PG_TYPE_Q4_0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+}
+static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qp_cols(PG_TYPE_IQ4_NL, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+}
+static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_qp_cols(PG_TYPE_MXFP4, 1, n, vx, bx, nr, nr, y, 0, s, 0);
 }
 #define PG_Q4_0_TILE_MR PG_QP_MR
 #define PG_Q4_0_TILE_NC PG_QP_NC
 #define PG_Q8_0_TILE_MR PG_QP_MR
 #define PG_Q8_0_TILE_NC PG_QP_NC
+#define PG_IQ4_NL_TILE_MR PG_QP_MR
+#define PG_IQ4_NL_TILE_NC PG_QP_NC
+#define PG_MXFP4_TILE_MR PG_QP_MR
+#define PG_MXFP4_TILE_NC PG_QP_NC
 #endif

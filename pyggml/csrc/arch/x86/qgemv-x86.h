@@ -1,6 +1,6 @@
-/* The one-column GEMV of the 32-element block types on AVX-512 with VNNI and GFNI: their vec_dot_rows
- * (mul_mat's GEMV, a thread's nr rows against one Q8_0 or Q8_1 row in one call), but Q4_0's and
- * Q8_0's (the panels of arch/x86/qgemm-x86.h). Each (row, column)
+/* The one-column GEMV of Q5_0, Q4_1 and Q5_1 on AVX-512 with VNNI and GFNI: their vec_dot_rows
+ * (mul_mat's GEMV, a thread's nr rows against one Q8_0 or Q8_1 row in one call; Q8_0, Q4_0, IQ4_NL
+ * and MXFP4 run the panels of arch/x86/qgemm-x86.h there). Each (row, column)
  * pair gets exactly the integers and f32 steps of the one-row, one-column tile of arch/x86/qgemm-x86.h (so
  * the GEMV keeps the bits of the GEMM): per step of two blocks 16 int32 lanes (the even block in the low 8, the odd one
  * in the high 8, lane j the exact sum of elements 4j..4j+3 of x times y), converted to f32 and added
@@ -16,13 +16,10 @@
  *    fp16 d_x of a step gathered in one 64-bit word, converted and multiplied by d_y in one xmm, then
  *    spread to each row's 16 lanes by one permute (Q4_1/Q5_1: their {d, m} pairs in one ymm, m_x
  *    times 1);
- *  - the nibbles of the 4- and 5-bit types are split by one affine byte transform (GFNI) of the two
- *    blocks' bytes placed in the four 128-bit lanes by a broadcast load and a masked one; IQ4_NL's
- *    and MXFP4's table lookups give their values xor 0x80 directly (MXFP4's E8M0 scales converted
- *    to f32 one by one, fp16 cannot hold them).
+ *  - the nibbles are split by one affine byte transform (GFNI) of the two blocks' bytes placed in
+ *    the four 128-bit lanes by a broadcast load and a masked one.
  * The codes enter dpbusd's unsigned side as in the tile: Q5_0's codes are q + 16 (correction
- * -16*sum(y)), IQ4_NL's and MXFP4's values xor 0x80 are q + 128 (correction
- * -128*sum(y)), Q4_1/Q5_1's codes are >= 0 (none).
+ * -16*sum(y)), Q4_1/Q5_1's codes are >= 0 (none).
  */
 #pragma once
 #include "arch/x86/qgemm-x86.h"
@@ -77,14 +74,9 @@ static inline __m128i pg_qgemv_heads(const void * a0, const void * a1, const voi
     return _mm_set_epi64x((long long) hi, (long long) lo);
 }
 
-/* the f32 scales d_x of blocks a0, a1 (row 0) and b0, b1 (row 1) of a type without m, in that order:
- * the fp16 d converted, MXFP4's E8M0 one by one (pg_qblock_d: fp16 cannot hold them); !two: a1's
- * and b1's zero */
-PG_ALWAYS_INLINE __m128 pg_qgemv_scales(const int t, const void * a0, const void * a1, const void * b0,
-                                        const void * b1, int two) {
-    if (t == PG_TYPE_MXFP4)
-        return _mm_setr_ps(pg_qblock_d(t, a0), two ? pg_qblock_d(t, a1) : 0.0f, pg_qblock_d(t, b0),
-                           two ? pg_qblock_d(t, b1) : 0.0f);
+/* the f32 scales d_x of blocks a0, a1 (row 0) and b0, b1 (row 1) of a type without m, in that order;
+ * !two: a1's and b1's zero */
+PG_ALWAYS_INLINE __m128 pg_qgemv_scales(const void * a0, const void * a1, const void * b0, const void * b1, int two) {
     return _mm_cvtph_ps(pg_qgemv_heads(a0, a1, b0, b1, two, 2));
 }
 
@@ -99,7 +91,7 @@ static inline __m512i pg_qgemv_nibbles(const uint8_t * q0, const uint8_t * q1) {
     return _mm512_gf2p8affine_epi64_epi8(z, m, 0);
 }
 /* the unsigned lanes of blocks b0, b1 of type t (as pg_qgemm_desc_of: a compile-time constant): the
- * codes, IQ4_NL's and MXFP4's table values xor 0x80 looked up (q + 128) */
+ * codes */
 PG_ALWAYS_INLINE __m512i pg_qgemv_u(const int t, const void * b0, const void * b1) {
     switch (t) {
     case PG_TYPE_Q4_1: return pg_qgemv_nibbles(((const pg_block_q4_1 *) b0)->qs, ((const pg_block_q4_1 *) b1)->qs);
@@ -107,21 +99,9 @@ PG_ALWAYS_INLINE __m512i pg_qgemv_u(const int t, const void * b0, const void * b
         const pg_block_q5_0 * x0 = (const pg_block_q5_0 *) b0, * x1 = (const pg_block_q5_0 *) b1;
         return pg_qgemm_add_bit4(pg_qgemv_nibbles(x0->qs, x1->qs), x0->qh, x1->qh);
     }
-    case PG_TYPE_Q5_1: {
+    default: {                        /* Q5_1 */
         const pg_block_q5_1 * x0 = (const pg_block_q5_1 *) b0, * x1 = (const pg_block_q5_1 *) b1;
         return pg_qgemm_add_bit4(pg_qgemv_nibbles(x0->qs, x1->qs), x0->qh, x1->qh);
-    }
-    case PG_TYPE_IQ4_NL: {
-        const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *) pg_iq4nl_values),
-                                                                 _mm_set1_epi8((char) 0x80)));
-        return _mm512_shuffle_epi8(lut, pg_qgemv_nibbles(((const pg_block_iq4_nl *) b0)->qs,
-                                                       ((const pg_block_iq4_nl *) b1)->qs));
-    }
-    default: {                        /* MXFP4 */
-        const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *) pg_mxfp4_values),
-                                                                 _mm_set1_epi8((char) 0x80)));
-        return _mm512_shuffle_epi8(lut, pg_qgemv_nibbles(((const pg_block_mxfp4 *) b0)->qs,
-                                                       ((const pg_block_mxfp4 *) b1)->qs));
     }
     }
 }
@@ -139,7 +119,7 @@ PG_ALWAYS_INLINE void pg_qgemv_step(const int t, const char * const * x, int64_t
     const __m512 dd = min ? _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(pg_qgemv_heads(a[0][0], a[0][1],
                                                                                                 b[0], b[1], two, 4)),
                                                                  col->d[k]))
-                          : _mm512_castps128_ps512(_mm_mul_ps(pg_qgemv_scales(t, a[0][0], a[0][1], b[0], b[1], two),
+                          : _mm512_castps128_ps512(_mm_mul_ps(pg_qgemv_scales(a[0][0], a[0][1], b[0], b[1], two),
                                                               _mm256_castps256_ps128(col->d[k])));
     for (int r = 0; r < R; r++) {
         const int l0 = min ? 4 * r : 2 * r, l1 = min ? 4 * r + 2 : 2 * r + 1;
@@ -166,8 +146,7 @@ PG_ALWAYS_INLINE void pg_qgemv_body(const int t, int64_t nb, const char * x0, co
 }
 /* vec_dot_rows of type t: s[r] = x_r . y for r < nr, x_r = vx + r*bx, y a Q8_0 row (Q8_1 for the
  * types with m); rows longer than the prepared column take the one-row tile. The
- * column's correction is for codes q + off: Q5_0's 16, the signed types' 0x80 (their
- * values xor 0x80, pg_qgemv_u) */
+ * column's correction is for codes q + off (Q5_0's 16) */
 PG_ALWAYS_INLINE void pg_qgemv_rows(const int t, int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                     float * s) {
     const pg_qgemm_desc td = pg_qgemm_desc_of(t);
@@ -178,7 +157,7 @@ PG_ALWAYS_INLINE void pg_qgemv_rows(const int t, int64_t n, const void * vx, siz
         return;
     }
     pg_qgemv_col col;
-    pg_qgemv_column(vy, nb, td.mode == PG_QGEMM_SIGNED ? 0x80 : td.off, pg_qblock_min(t), &col);
+    pg_qgemv_column(vy, nb, td.off, pg_qblock_min(t), &col);
     for (int64_t i = 0; i < h; i++)
         pg_qgemv_body(t, nb, x + (size_t) i * bx, x + (size_t) (i + h) * bx, 2, &col, s + i, s + i + h);
     if (nr & 1) pg_qgemv_body(t, nb, x + (size_t) (2 * h) * bx, NULL, 1, &col, s + 2 * h, NULL);
@@ -187,12 +166,6 @@ PG_ALWAYS_INLINE void pg_qgemv_rows(const int t, int64_t n, const void * vx, siz
 /* the named entry points (types.h's vec_dot_rows), one per type */
 static inline void pg_vec_dot_q5_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemv_rows(PG_TYPE_Q5_0, n, x, bx, nr, y, s);
-}
-static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemv_rows(PG_TYPE_IQ4_NL, n, x, bx, nr, y, s);
-}
-static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemv_rows(PG_TYPE_MXFP4, n, x, bx, nr, y, s);
 }
 static inline void pg_vec_dot_q4_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemv_rows(PG_TYPE_Q4_1, n, x, bx, nr, y, s);
