@@ -418,9 +418,88 @@ static inline void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const
     default: pg_k4p_run(w, kb, y, col, cs, 8, acc); break;
     }
 }
+/* nc (a constant, <= PG_K4P_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's
+ * sums, a panel's super-block made and used at once (the one-column GEMV and the tile's few columns);
+ * the columns prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR rows; the panel
+ * two ahead prefetched up to row nahead, as pg_qp_cols */
+#define PG_K4P_FEW 8
+PG_ALWAYS_INLINE void pg_k4p_cols(const int nc, int64_t n, const void * vx, size_t bx, int64_t nr, int64_t nahead,
+                                  const void * vy, size_t by, float * s, size_t lds) {
+    const int64_t nb = n / PG_QK_K;
+    pg_k4p_col col[PG_K4P_FEW][PG_K4P_GEMV_KB];
+    __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_K4P_FEW];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
+        for (int p = 0; p < np; p++)
+            for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
+            const pg_block_q8_K * y[PG_K4P_FEW];
+            for (int c = 0; c < nc; c++) {
+                y[c] = (const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + b0;
+                pg_k4p_column((const char *) vy + (size_t) c * by, b0, kb, col[c]);
+            }
+            for (int p = 0; p < np; p++) {
+                const char * xr[PG_QP_R];
+                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
+                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * sizeof(pg_block_q4_K), bx,
+                                                       nahead - i0 - ra, (size_t) kb * sizeof(pg_block_q4_K), kb);
+                __m512 a[PG_K4P_FEW];
+                for (int c = 0; c < nc; c++) a[c] = acc[p][c];
+                for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
+                    const size_t bo = (size_t) (b0 + k) * sizeof(pg_block_q4_K);
+                    pg_k4p_blk w;
+                    pg_k4p_head(xr, bo, &w);
+                    __m512i sumi[PG_K4P_FEW];
+                    for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++) {
+                        __m512i q[8], u[8];
+                        pg_k4p_codes(xr, bo, t, q);
+#pragma GCC unroll 2
+                        for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 8
+                            for (int g = 0; g < 8; g++) u[g] = pg_x16_nibbles(q[g], h);
+                            for (int c = 0; c < nc; c++)
+                                sumi[c] = _mm512_add_epi32(sumi[c], pg_k4p_sub(u, y[c][k].qs + 64 * t + 32 * h,
+                                                                               w.sc[2 * t + h], nc < 4));
+                        }
+                    }
+                    for (int c = 0; c < nc; c++) a[c] = pg_k4p_acc(&w, sumi[c], col[c][k], a[c]);
+                }
+                for (int c = 0; c < nc; c++) acc[p][c] = a[c];
+            }
+        }
+        for (int p = 0; p < np; p++) {
+            const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+            for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + i0 + p * PG_QP_R, m, acc[p][c]);
+        }
+    }
+}
+/* vec_dot_rows of Q4_K (the one-column GEMV) */
+static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_k4p_cols(1, n, vx, bx, nr, nr, vy, 0, s, 0);
+}
 /* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
 static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
+    /* few columns as the GEMV (pg_qp_tile's reasons) */
+    const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
+    switch (nc) {
+    case 1: pg_k4p_cols(1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 2: pg_k4p_cols(2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 3: pg_k4p_cols(3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 4: pg_k4p_cols(4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 5: pg_k4p_cols(5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 6: pg_k4p_cols(6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 7: pg_k4p_cols(7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 8: pg_k4p_cols(8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    default: break;
+    }
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK_K;
     const int np = (mr + PG_QP_R - 1) / PG_QP_R;
@@ -448,56 +527,6 @@ static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t
     for (int p = 0; p < np; p++) {
         const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
         for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
-    }
-}
-/* vec_dot_rows of Q4_K (the one-column GEMV): the tile's sums, a panel's super-block made and used
- * at once; the column prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR rows */
-static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
-                                              float * s) {
-    const int64_t nb = n / PG_QK_K;
-    pg_k4p_col col[PG_K4P_GEMV_KB];
-    __m512 acc[PG_QP_GEMV_MR / PG_QP_R];
-    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
-        const char * x = (const char *) vx + (size_t) i0 * bx;
-        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
-        for (int p = 0; p < np; p++) acc[p] = _mm512_setzero_ps();
-        for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_GEMV_KB) {
-            const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
-            const char * y = (const char *) vy + (size_t) b0 * sizeof(pg_block_q8_K);
-            pg_k4p_column((const char *) vy, b0, kb, col);
-            for (int p = 0; p < np; p++) {
-                const char * xr[PG_QP_R];
-                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
-                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * sizeof(pg_block_q4_K), bx, nr - i0 - ra,
-                                                       (size_t) kb * sizeof(pg_block_q4_K), kb);
-                __m512 a = acc[p];
-                for (int k = 0; k < kb; k++) {
-                    pg_x16_ahead_step(&ahead);
-                    const size_t bo = (size_t) (b0 + k) * sizeof(pg_block_q4_K);
-                    const int8_t * yq = ((const pg_block_q8_K *) y)[k].qs;
-                    pg_k4p_blk w;
-                    pg_k4p_head(xr, bo, &w);
-                    __m512i sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                    for (int t = 0; t < 4; t++) {
-                        __m512i q[8], u[8];
-                        pg_k4p_codes(xr, bo, t, q);
-#pragma GCC unroll 2
-                        for (int h = 0; h < 2; h++) {
-#pragma GCC unroll 8
-                            for (int g = 0; g < 8; g++) u[g] = pg_x16_nibbles(q[g], h);
-                            sumi = _mm512_add_epi32(sumi, pg_k4p_sub(u, yq + 64 * t + 32 * h, w.sc[2 * t + h], 1));
-                        }
-                    }
-                    a = pg_k4p_acc(&w, sumi, col[k], a);
-                }
-                acc[p] = a;
-            }
-        }
-        for (int p = 0; p < np; p++)
-            _mm512_mask_storeu_ps(s + i0 + p * PG_QP_R, (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1),
-                                  acc[p]);
     }
 }
 #define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
