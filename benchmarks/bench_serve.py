@@ -142,7 +142,7 @@ def main():
     binary = find_llama_server(args.llama_server)
     ctx = args.parallel * (args.prompt + args.tokens + 64)        # every slot's prompt and answer
     print(f"machine: {machine()}; {args.threads} threads, {args.parallel} slots, {args.tokens} tokens per "
-          f"stream, best of {args.rounds} rounds")
+          f"stream, the median of {args.rounds} rounds")
     rows = []
     for typ in args.types:
         path = model_path(args.dir, typ, "llama.cpp")
