@@ -106,12 +106,16 @@ typedef struct pg_type_traits {
 #define PG_MXFP4_TILE_MR 0
 #define PG_MXFP4_TILE_NC PG_QGEMM_NC
 #endif
-/* Q4_K's: the same panels there (arch/x86/kgemm-x86.h), else the other K-quants' */
+/* Q4_K's and Q5_K's: the same panels there (arch/x86/kgemm-x86.h), else the other K-quants' */
 #if !defined(PG_Q4_K_TILE_MR)
 #define PG_Q4_K_TILE PG_KTILE_FN(q4_K)
 #define PG_Q4_K_ROWS PG_KROWS_FN(q4_K)
 #define PG_Q4_K_TILE_NC PG_KTILE_NC(q4_K)
 #define PG_Q4_K_TILE_MR 0
+#define PG_Q5_K_TILE PG_KTILE_FN(q5_K)
+#define PG_Q5_K_ROWS PG_KROWS_FN(q5_K)
+#define PG_Q5_K_TILE_NC PG_KTILE_NC(q5_K)
+#define PG_Q5_K_TILE_MR 0
 #endif
 #define PG_TILE_MR_MAX PG_MAX(PG_QGEMM_MR, PG_MAX(PG_Q4_0_TILE_MR, PG_Q4_K_TILE_MR))  /* the most rows of a vec_dot_tile call */
 
@@ -335,8 +339,8 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q5_K", .blck = PG_QK_K, .size = sizeof(pg_block_q5_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q5_K_to_f32, .from_float = pg_row_q5_K_from_f32,
         .vec_dot = pg_vec_dot_q5_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q5_K_q8_K_n,
-        .vec_dot_tile = PG_KTILE_FN(q5_K),
-        .tile_nc = PG_KTILE_NC(q5_K), .vec_dot_rows = PG_KROWS_FN(q5_K),
+        .vec_dot_tile = PG_Q5_K_TILE, .tile_mr = PG_Q5_K_TILE_MR,
+        .tile_nc = PG_Q5_K_TILE_NC, .vec_dot_rows = PG_Q5_K_ROWS,
     },
     [PG_TYPE_Q6_K] = {
         .name = "q6_K", .blck = PG_QK_K, .size = sizeof(pg_block_q6_K), .kind = PG_KIND_QUANT,

@@ -168,15 +168,16 @@ def test_columns_are_vec_dot_bits(ctx, rng, typ, m):
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
-def test_q4_k_panels(ctx, rng, n_threads):
-    """Q4_K on AVX-512 (VNNI, GFNI) takes weight rows in panels of 16, up to 64 rows and 64 columns a
+@pytest.mark.parametrize("typ", ["Q4_K", "Q5_K"])
+def test_k_panels(ctx, rng, typ, n_threads):
+    """Q4_K and Q5_K on AVX-512 (VNNI, GFNI) take weight rows in panels of 16, up to 64 rows and 64 columns a
     call: up to 8 columns with each panel's super-blocks made and used at once (as the GEMV), more 8
     at a time in registers against super-blocks made once per pass of 8 (the GEMV and the few
     columns: passes of 64): every column bit for bit the column alone, with a last panel of 3 rows,
     a last register group of 6 columns, a call of 6 columns after one of 64, and a last pass of
     one super-block; near the reference too"""
     m, k = 16 * 5 + 3, 256 * 65
-    a, wv = weights(ctx, rng, "Q4_K", m, k)
+    a, wv = weights(ctx, rng, typ, m, k)
     x = rng.standard_normal((70, k)).astype(np.float32)
     outs = [gg.mul_mat(a, ctx.from_numpy(x[:n])) for n in (3, 8, 9, 14, 70)]
     cols = [gg.mul_mat(a, ctx.from_numpy(x[j:j + 1])) for j in range(70)]
@@ -185,7 +186,7 @@ def test_q4_k_panels(ctx, rng, n_threads):
         g.build_forward_expand(t)
     g.compute(n_threads=n_threads)
     alone = np.concatenate([c.to_numpy() for c in cols])
-    assert ref.nmse(outs[-1].to_numpy(), ref.mul_mat(wv, x, "Q4_K")) < 1e-10
+    assert ref.nmse(outs[-1].to_numpy(), ref.mul_mat(wv, x, typ)) < 1e-10
     for out in outs:
         got = out.to_numpy()
         np.testing.assert_array_equal(got.view(np.uint32), alone[:len(got)].view(np.uint32), err_msg=f"N={len(got)}")

@@ -78,15 +78,14 @@ static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, 
 #endif
 /* vec_dot_rows (mul_mat's one-column GEMV: nr rows bx bytes apart against one Q8_K row, each sum
  * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> on AVX-512 with VNNI and
- * GFNI (Q5_K, Q6_K and IQ4_XS in arch/x86/kgemv-x86.h, Q2_K and Q3_K in arch/x86/kgemv2-x86.h, whose
- * one-row bodies are also the vec_dot of every one of them but Q5_K, and of Q4_K, whose rows are
+ * GFNI (Q6_K and IQ4_XS in arch/x86/kgemv-x86.h, Q2_K and Q3_K in arch/x86/kgemv2-x86.h, whose
+ * one-row bodies are also the vec_dot of each of them and of Q4_K; Q4_K's and Q5_K's rows are
  * arch/x86/kgemm-x86.h's panels there), on AVX2 the vec_dot_n bodies
  * in a loop over the rows (below), NULL on other builds (the GEMV then takes vec_dot_tile /
  * vec_dot_n row by row) */
 #if defined(PG_X86_GEMV)
 #include "arch/x86/kgemv-x86.h"
 #include "arch/x86/kgemv2-x86.h"
-#define PG_KROWS_q5_K pg_vec_dot_q5_K_q8_K_rows
 #define PG_KROWS_q6_K pg_vec_dot_q6_K_q8_K_rows
 #define PG_KROWS_iq4_xs pg_vec_dot_iq4_xs_q8_K_rows
 #define PG_KROWS_q2_K pg_vec_dot_q2_K_q8_K_rows

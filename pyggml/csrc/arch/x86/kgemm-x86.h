@@ -288,7 +288,7 @@ PG_ALWAYS_INLINE void pg_kgemm_tile(const int T, const size_t size, const int nc
 }
 
 #if defined(PG_X86_GEMV)
-/* Q4_K on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one lane per row, as Q4_0's
+/* Q4_K and Q5_K on AVX-512 with VNNI and GFNI: weight rows in panels of 16, one lane per row, as Q4_0's
  * (arch/x86/qgemm-x86.h, pg_qp_*), and its own arithmetic. Per (row, column) and super-block the exact
  * integers sumi = sum_j scale_j * sum_{i in sub-block j} q_i y_i and summ = sum_j min_j * (sum of y
  * over sub-block j, from Q8_K's bsums), then acc = fma(d_x*d_y, sumi, acc) and acc = fma(-dmin_x*d_y,
@@ -298,16 +298,17 @@ PG_ALWAYS_INLINE void pg_kgemm_tile(const int T, const size_t size, const int nc
  * A panel's super-block is made from the rows as stored: the first 16 bytes of each (d, dmin and the
  * 12 scale bytes) transposed to dword vectors, where the 6-bit scales and mins unpack for all 16 rows
  * at once; the 128 code bytes transposed likewise, 32 vectors whose nibbles (one affine byte
- * transform) are dpbusd'd against a column's dword broadcasts, 8 per sub-block, each sub-block's sum
- * then times its scales (vpmulld). The mins enter as int16 pairs against the column's sub-block sums
+ * transform; Q5_K: with bit j of its 32 high-bit bytes, transposed likewise, as their bit 4) are
+ * dpbusd'd against a column's dword broadcasts, 8 per sub-block, each sub-block's sum then times its
+ * scales (vpmulld). The mins enter as int16 pairs against the column's sub-block sums
  * in pairs (dpwssd). */
 #define PG_K4P_KB 8                   /* super-blocks per pass of the tile */
 #define PG_K4P_GEMV_KB 64             /* of the GEMV: rows of 16K elements prepared at once */
 
-/* super-block of a panel: q[8t + g] lane r = dword g of row r's codes 32t..32t+31; sc[j] lane r =
- * row r's scale of sub-block j; mn[k] lane r = its mins (0, 2), (1, 3), (4, 6), (5, 7) as int16 pairs
- * for k = 0..3; d, dm: d_x and dmin_x */
-typedef struct { __m512i q[32], sc[8], mn[4]; __m512 d, dm; } pg_k4p_blk;
+/* super-block of a panel: q[8t + g] lane r = dword g of row r's codes 32t..32t+31; qh[g] (Q5_K) lane
+ * r = dword g of its high-bit bytes; sc[j] lane r = row r's scale of sub-block j; mn[k] lane r = its
+ * mins (0, 2), (1, 3), (4, 6), (5, 7) as int16 pairs for k = 0..3; d, dm: d_x and dmin_x */
+typedef struct { __m512i q[32], qh[8], sc[8], mn[4]; __m512 d, dm; } pg_k4p_blk;
 /* super-block of a column: d_y, and its sub-block sums paired as the mins are */
 typedef struct { float d; int32_t mb[4]; } pg_k4p_col;
 
@@ -335,16 +336,36 @@ PG_ALWAYS_INLINE void pg_k4p_head(const char * const * p, size_t bo, pg_k4p_blk 
     w->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
     w->dm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
 }
-/* q[8t..8t+7] of that super-block: its codes 32t..32t+31 */
-PG_ALWAYS_INLINE void pg_k4p_codes(const char * const * p, size_t bo, int t, __m512i * q) {
-    pg_x16_dwords(p, bo + offsetof(pg_block_q4_K, qs) + 32 * t, q);
-    pg_x16_dwords(p, bo + offsetof(pg_block_q4_K, qs) + 32 * t + 16, q + 4);
+/* the 32 bytes at p[r] + off of 16 rows as eight dword vectors */
+PG_ALWAYS_INLINE void pg_x16_dwords32(const char * const * p, size_t off, __m512i * out) {
+    pg_x16_dwords(p, off, out);
+    pg_x16_dwords(p, off + 16, out + 4);
 }
-/* the whole super-block */
-PG_ALWAYS_INLINE void pg_k4p_block(const char * const * p, size_t bo, pg_k4p_blk * w) {
+/* the block size of Q4_K (q5 = 0) or Q5_K, and where its codes start */
+#define PG_K4P_BSIZE(q5) ((q5) ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K))
+#define PG_K4P_QS(q5) ((q5) ? offsetof(pg_block_q5_K, qs) : offsetof(pg_block_q4_K, qs))
+/* q[8t..8t+7] of that super-block: its codes 32t..32t+31 */
+PG_ALWAYS_INLINE void pg_k4p_codes(const char * const * p, size_t bo, int t, __m512i * q, const int q5) {
+    pg_x16_dwords32(p, bo + PG_K4P_QS(q5) + 32 * t, q);
+}
+/* the whole super-block (Q5_K's high bits too; its head is laid out as Q4_K's) */
+PG_ALWAYS_INLINE void pg_k4p_block(const char * const * p, size_t bo, pg_k4p_blk * w, const int q5) {
     pg_k4p_head(p, bo, w);
+    if (q5) pg_x16_dwords32(p, bo + offsetof(pg_block_q5_K, qh), w->qh);
 #pragma GCC unroll 4
-    for (int t = 0; t < 4; t++) pg_k4p_codes(p, bo, t, w->q + 8 * t);
+    for (int t = 0; t < 4; t++) pg_k4p_codes(p, bo, t, w->q + 8 * t, q5);
+}
+/* sub-block j's codes u[0..7] from its chunk's q[0..7] (the low nibbles for even j, the high for odd),
+ * Q5_K's bit j of qh[0..7] as their bit 4 */
+PG_ALWAYS_INLINE void pg_k4p_u(const __m512i * q, const __m512i * qh, int j, const int q5, __m512i * u) {
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        u[g] = pg_x16_nibbles(q[g], j % 2);
+        if (q5) {
+            const __m512i b = j < 4 ? _mm512_slli_epi32(qh[g], 4 - j) : _mm512_srli_epi32(qh[g], j - 4);
+            u[g] = _mm512_ternarylogic_epi32(u[g], b, _mm512_set1_epi32(0x10101010), 0xf8);   /* u | (b & 0x10) */
+        }
+    }
 }
 /* sub-block j's exact sum times its scales: its codes u[0..7] (the nibbles of half j % 2 of its
  * chunk's q) against the column's 32 values yq; split: two dpbusd chains (for one column: more in
@@ -385,7 +406,7 @@ static inline void pg_k4p_column(const char * y, int64_t b0, int kb, pg_k4p_col 
 /* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K4P_KB
  * + k]; cs: col's stride per column) against kb super-blocks of a panel w, into acc[c] */
 PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col,
-                                 const int cs, const int NC, __m512 * acc) {
+                                 const int cs, const int NC, __m512 * acc, const int q5) {
     for (int k = 0; k < kb; k++) {
         __m512i sumi[PG_QP_NCR];
 #pragma GCC unroll 8
@@ -393,8 +414,7 @@ PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * cons
         for (int j = 0; j < 8; j++) {
             /* the nibbles made once for the NC columns (the compiler keeps them in registers) */
             __m512i u[8];
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) u[g] = pg_x16_nibbles(w[k].q[8 * (j / 2) + g], j % 2);
+            pg_k4p_u(w[k].q + 8 * (j / 2), w[k].qh, j, q5, u);
 #pragma GCC unroll 8
             for (int c = 0; c < NC; c++)
                 sumi[c] = _mm512_add_epi32(sumi[c], pg_k4p_sub(u, ((const pg_block_q8_K *) y[c])[k].qs + 32 * j,
@@ -405,17 +425,17 @@ PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * cons
     }
 }
 /* pg_k4p_run for nc (<= PG_QP_NCR) columns, a constant in each case */
-static inline void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col, int cs,
-                                int nc, __m512 * acc) {
+PG_ALWAYS_INLINE void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col, int cs,
+                                   int nc, __m512 * acc, const int q5) {
     switch (nc) {
-    case 1: pg_k4p_run(w, kb, y, col, cs, 1, acc); break;
-    case 2: pg_k4p_run(w, kb, y, col, cs, 2, acc); break;
-    case 3: pg_k4p_run(w, kb, y, col, cs, 3, acc); break;
-    case 4: pg_k4p_run(w, kb, y, col, cs, 4, acc); break;
-    case 5: pg_k4p_run(w, kb, y, col, cs, 5, acc); break;
-    case 6: pg_k4p_run(w, kb, y, col, cs, 6, acc); break;
-    case 7: pg_k4p_run(w, kb, y, col, cs, 7, acc); break;
-    default: pg_k4p_run(w, kb, y, col, cs, 8, acc); break;
+    case 1: pg_k4p_run(w, kb, y, col, cs, 1, acc, q5); break;
+    case 2: pg_k4p_run(w, kb, y, col, cs, 2, acc, q5); break;
+    case 3: pg_k4p_run(w, kb, y, col, cs, 3, acc, q5); break;
+    case 4: pg_k4p_run(w, kb, y, col, cs, 4, acc, q5); break;
+    case 5: pg_k4p_run(w, kb, y, col, cs, 5, acc, q5); break;
+    case 6: pg_k4p_run(w, kb, y, col, cs, 6, acc, q5); break;
+    case 7: pg_k4p_run(w, kb, y, col, cs, 7, acc, q5); break;
+    default: pg_k4p_run(w, kb, y, col, cs, 8, acc, q5); break;
     }
 }
 /* nc (a constant, <= PG_K4P_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's
@@ -423,9 +443,10 @@ static inline void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const
  * the columns prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR rows; the panel
  * two ahead prefetched up to row nahead, as pg_qp_cols */
 #define PG_K4P_FEW 8
-PG_ALWAYS_INLINE void pg_k4p_cols(const int nc, int64_t n, const void * vx, size_t bx, int64_t nr, int64_t nahead,
-                                  const void * vy, size_t by, float * s, size_t lds) {
+PG_ALWAYS_INLINE void pg_k4p_cols(const int q5, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                  int64_t nahead, const void * vy, size_t by, float * s, size_t lds) {
     const int64_t nb = n / PG_QK_K;
+    const size_t bs = PG_K4P_BSIZE(q5);
     pg_k4p_col col[PG_K4P_FEW][PG_K4P_GEMV_KB];
     __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_K4P_FEW];
     for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
@@ -444,25 +465,25 @@ PG_ALWAYS_INLINE void pg_k4p_cols(const int nc, int64_t n, const void * vx, size
                 const char * xr[PG_QP_R];
                 pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
                 const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
-                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * sizeof(pg_block_q4_K), bx,
-                                                       nahead - i0 - ra, (size_t) kb * sizeof(pg_block_q4_K), kb);
+                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * bs, bx, nahead - i0 - ra,
+                                                       (size_t) kb * bs, kb);
                 __m512 a[PG_K4P_FEW];
                 for (int c = 0; c < nc; c++) a[c] = acc[p][c];
                 for (int k = 0; k < kb; k++) {
                     pg_x16_ahead_step(&ahead);
-                    const size_t bo = (size_t) (b0 + k) * sizeof(pg_block_q4_K);
+                    const size_t bo = (size_t) (b0 + k) * bs;
                     pg_k4p_blk w;
                     pg_k4p_head(xr, bo, &w);
+                    if (q5) pg_x16_dwords32(xr, bo + offsetof(pg_block_q5_K, qh), w.qh);
                     __m512i sumi[PG_K4P_FEW];
                     for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
                     for (int t = 0; t < 4; t++) {
                         __m512i q[8], u[8];
-                        pg_k4p_codes(xr, bo, t, q);
+                        pg_k4p_codes(xr, bo, t, q, q5);
 #pragma GCC unroll 2
                         for (int h = 0; h < 2; h++) {
-#pragma GCC unroll 8
-                            for (int g = 0; g < 8; g++) u[g] = pg_x16_nibbles(q[g], h);
+                            pg_k4p_u(q, w.qh, 2 * t + h, q5, u);
                             for (int c = 0; c < nc; c++)
                                 sumi[c] = _mm512_add_epi32(sumi[c], pg_k4p_sub(u, y[c][k].qs + 64 * t + 32 * h,
                                                                                w.sc[2 * t + h], nc < 4));
@@ -479,25 +500,20 @@ PG_ALWAYS_INLINE void pg_k4p_cols(const int nc, int64_t n, const void * vx, size
         }
     }
 }
-/* vec_dot_rows of Q4_K (the one-column GEMV) */
-static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
-                                              float * s) {
-    pg_k4p_cols(1, n, vx, bx, nr, nr, vy, 0, s, 0);
-}
 /* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
-static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                              size_t by, int nc, float * s, size_t lds) {
+PG_ALWAYS_INLINE void pg_k4p_tile(const int q5, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                  size_t by, int nc, float * s, size_t lds) {
     /* few columns as the GEMV (pg_qp_tile's reasons) */
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
     switch (nc) {
-    case 1: pg_k4p_cols(1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 2: pg_k4p_cols(2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 3: pg_k4p_cols(3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 4: pg_k4p_cols(4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 5: pg_k4p_cols(5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 6: pg_k4p_cols(6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 7: pg_k4p_cols(7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 8: pg_k4p_cols(8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 1: pg_k4p_cols(q5, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 2: pg_k4p_cols(q5, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 3: pg_k4p_cols(q5, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 4: pg_k4p_cols(q5, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 5: pg_k4p_cols(q5, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 6: pg_k4p_cols(q5, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 7: pg_k4p_cols(q5, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 8: pg_k4p_cols(q5, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     default: break;
     }
     const char * x = (const char *) vx;
@@ -518,10 +534,10 @@ static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t
         for (int p = 0; p < np; p++) {
             const char * xr[PG_QP_R];
             pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-            for (int k = 0; k < kb; k++) pg_k4p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q4_K), &w[k]);
+            for (int k = 0; k < kb; k++) pg_k4p_block(xr, (size_t) (b0 + k) * PG_K4P_BSIZE(q5), &w[k], q5);
             for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
                 pg_k4p_run_n(w, kb, y + c0, col + c0 * PG_K4P_KB, PG_K4P_KB, PG_MIN(PG_QP_NCR, nc - c0),
-                             acc[p] + c0);
+                             acc[p] + c0, q5);
         }
     }
     for (int p = 0; p < np; p++) {
@@ -529,8 +545,29 @@ static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t
         for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
     }
 }
+/* vec_dot_tile and vec_dot_rows (the one-column GEMV) of Q4_K and Q5_K */
+static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_k4p_tile(0, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q5_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_k4p_tile(1, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_k4p_cols(0, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
+}
+static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_k4p_cols(1, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
+}
 #define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
 #define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
 #define PG_Q4_K_TILE_NC PG_QP_NC
 #define PG_Q4_K_TILE_MR PG_QP_MR
+#define PG_Q5_K_TILE pg_vec_dot_q5_K_q8_K_ptile
+#define PG_Q5_K_ROWS pg_vec_dot_q5_K_q8_K_prows
+#define PG_Q5_K_TILE_NC PG_QP_NC
+#define PG_Q5_K_TILE_MR PG_QP_MR
 #endif

@@ -1,15 +1,15 @@
-/* The one-column GEMV of Q4_K, Q5_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI:
- * the one-row bodies of dot-k.h's vec_dot of those types (not Q5_K's) and of their vec_dot_rows
- * (mul_mat's GEMV: a thread's whole row range in one call, row i and row i + h of it dotted together,
- * two read streams, the activation loads shared; pg_kgemv_rows and the named entry points at the
- * end of arch/x86/kgemv2-x86.h). Each (row, column) pair gets exactly the integers and f32 steps of
+/* The one-row bodies of Q4_K, Q6_K and IQ4_XS against Q8_K on AVX-512 with VNNI and GFNI: dot-k.h's
+ * vec_dot of those types, and the vec_dot_rows of Q6_K and IQ4_XS (Q4_K's and Q5_K's are the panels
+ * of arch/x86/kgemm-x86.h): mul_mat's GEMV, a thread's whole row range in one call, row i and row
+ * i + h of it dotted together, two read streams, the activation loads shared (pg_kgemv_rows and
+ * the named entry points at the end of arch/x86/kgemv2-x86.h). Each (row, column) pair gets exactly the integers and f32 steps of
  * arch/x86/kquants-x86.h's kernels (so the GEMV keeps the bits of the multi-column and tile paths): per
  * super-block 8 int32 lanes, lane j the sum over the groups of scale * (elements 4j..4j+3 of the
- * group) * y, less Q6_K's offset term, then acc += d_x*d_y * lane (Q4_K/Q5_K: and the 4 min lanes +=
+ * group) * y, less Q6_K's offset term, then acc += d_x*d_y * lane (Q4_K: and the 4 min lanes +=
  * dmin_x*d_y * mins . bsum pairs), summed at the end. What differs is the instruction count per
  * super-block, which bounds the one-column GEMV at one thread (the weights are read once and the
- * kernel issues ~45 vector instructions per 144-210 bytes): the Q4_K/Q5_K and IQ4_XS scales unpacked
- * in one register, nibbles, Q5_K's fifth bits and Q6_K's high bit pairs moved into place by one affine
+ * kernel issues ~45 vector instructions per 144-210 bytes): the Q4_K and IQ4_XS scales unpacked
+ * in one register, nibbles and Q6_K's high bit pairs moved into place by one affine
  * byte transform (GFNI) of a broadcast load, VNNI's dpbusd/dpwssd in place of madd + add, d and dmin
  * converted and scaled together.
  */
@@ -46,14 +46,12 @@ static inline __m256 pg_kgemv_step(__m256 acc, pg_fp16_t dx, float dy, __m512i s
     return _mm256_fmadd_ps(_mm256_set1_ps(pg_fp16_to_fp32(dx) * dy), _mm256_cvtepi32_ps(pg_kq_fold(sumi)), acc);
 }
 
-/* R rows of Q4_K (q5 0) or Q5_K (q5 1) (x + r * bx) against one Q8_K row: s[r]. Q5_K's fifth bits
- * (qh[l] bits 2k, 2k + 1 for chunk k) are moved to bit 4 of the nibbles' bytes by one affine
- * transform of the broadcast qh per chunk; its codes (< 32) keep a chunk's 4-element sums in int16 */
+/* R rows of Q4_K (x + r * bx) against one Q8_K row: s[r] (Q4_K's vec_dot; its GEMV and Q5_K's are the
+ * panels of arch/x86/kgemm-x86.h) */
 static inline __attribute__((always_inline)) void pg_kgemv_k4_body(int64_t nb, const char * x, size_t bx,
-                                                                 const pg_block_q8_K * y, const int R, float * s,
-                                                                 const int q5) {
-    const size_t bsz = q5 ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K);
-    const size_t oqs = q5 ? offsetof(pg_block_q5_K, qs) : offsetof(pg_block_q4_K, qs);
+                                                                 const pg_block_q8_K * y, const int R, float * s) {
+    const size_t bsz = sizeof(pg_block_q4_K);
+    const size_t oqs = offsetof(pg_block_q4_K, qs);
     __m256 acc[2];
     __m128 accm[2];
     for (int r = 0; r < R; r++) {
@@ -76,19 +74,11 @@ static inline __attribute__((always_inline)) void pg_kgemv_k4_body(int64_t nb, c
         /* chunk k (sub-blocks 2k | 2k + 1): its 16 int32 lanes of q . y (4 elements each, |sum| < 2^15),
          * chunks 2t and 2t + 1 then paired in the int16 halves of one register and scaled by one dpwssd:
          * lanes 0-7 by (s[4t], s[4t + 2]), lanes 8-15 by (s[4t + 1], s[4t + 3]) */
-        __m512i raw[2][4], qh[2];
-        if (q5)
-            for (int r = 0; r < R; r++)
-                qh[r] = _mm512_broadcast_i64x4(
-                    _mm256_loadu_si256((const __m256i *) ((const pg_block_q5_K *) (x + (size_t) r * bx))->qh));
+        __m512i raw[2][4];
         for (int k = 0; k < 4; k++) {
             const __m512i yv = _mm512_loadu_si512((const void *) (y[ib].qs + 64 * k));
-            /* bit 2k of a qh byte to bit 4 in the lower 256 bits, bit 2k + 1 in the upper */
-            const long long h0 = (long long) (1ull << (2 * k + 24)), h1 = (long long) (1ull << (2 * k + 25));
-            const __m512i mh = _mm512_setr_epi64(h0, h0, h0, h0, h1, h1, h1, h1);
             for (int r = 0; r < R; r++) {
-                __m512i q = pg_kgemv_nibbles((const uint8_t *) x + (size_t) r * bx + oqs + 32 * k);
-                if (q5) q = _mm512_or_si512(q, _mm512_gf2p8affine_epi64_epi8(qh[r], mh, 0));
+                const __m512i q = pg_kgemv_nibbles((const uint8_t *) x + (size_t) r * bx + oqs + 32 * k);
                 raw[r][k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv);
             }
         }

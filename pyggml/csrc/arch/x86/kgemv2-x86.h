@@ -152,15 +152,14 @@ static inline __attribute__((always_inline)) void pg_kgemv_q2_K_body(int64_t nb,
 #undef PG_KGEMV2_FIELD
 #undef PG_KGEMV2_HBIT
 
-/* the one-row body (R rows, 1 or 2) of type t (PG_TYPE_Q2_K, _Q3_K, _Q4_K, _Q5_K, _Q6_K or _IQ4_XS, a
+/* the one-row body (R rows, 1 or 2) of type t (PG_TYPE_Q2_K, _Q3_K, _Q4_K, _Q6_K or _IQ4_XS, a
  * compile-time constant in every caller) of this file and arch/x86/kgemv-x86.h */
 PG_ALWAYS_INLINE void pg_kgemv_body(const int t, int64_t nb, const char * x, size_t bx, const pg_block_q8_K * y,
                                   const int R, float * s) {
     switch (t) {
     case PG_TYPE_Q2_K: pg_kgemv_q2_K_body(nb, x, bx, y, R, s); break;
     case PG_TYPE_Q3_K: pg_kgemv_q3_K_body(nb, x, bx, y, R, s); break;
-    case PG_TYPE_Q4_K: pg_kgemv_k4_body(nb, x, bx, y, R, s, 0); break;
-    case PG_TYPE_Q5_K: pg_kgemv_k4_body(nb, x, bx, y, R, s, 1); break;
+    case PG_TYPE_Q4_K: pg_kgemv_k4_body(nb, x, bx, y, R, s); break;
     case PG_TYPE_Q6_K: pg_kgemv_q6_K_body(nb, x, bx, y, R, s); break;
     default: pg_kgemv_iq4_xs_body(nb, x, bx, y, R, s); break;
     }
@@ -194,10 +193,6 @@ static inline void pg_vec_dot_q2_K_q8_K_rows(int64_t n, const void * x, size_t b
 static inline void pg_vec_dot_q3_K_q8_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
                                              float * s) {
     pg_kgemv_rows(PG_TYPE_Q3_K, n, x, bx, nr, y, s);
-}
-static inline void pg_vec_dot_q5_K_q8_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
-                                             float * s) {
-    pg_kgemv_rows(PG_TYPE_Q5_K, n, x, bx, nr, y, s);
 }
 static inline void pg_vec_dot_q6_K_q8_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
                                              float * s) {

@@ -464,38 +464,6 @@ PG_ALWAYS_INLINE void pg_qgemm_tile(const int t, int64_t n, const void * x, size
     }
 }
 
-/* the named entry points (types.h's vec_dot_tile), one per type */
-#if !defined(PG_X86_GEMV)          /* Q8_0, Q4_0, IQ4_NL and MXFP4 there: panels of 16 rows, below */
-static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
-                                        float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
-                                        float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                          int nc, float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_mxfp4_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                         int nc, float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds);
-}
-#endif
-static inline void pg_vec_dot_q4_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
-                                        float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_Q4_1, n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q5_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
-                                        float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_Q5_0, n, x, bx, mr, y, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q5_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
-                                        float * s, size_t lds) {
-    pg_qgemm_tile(PG_TYPE_Q5_1, n, x, bx, mr, y, by, nc, s, lds);
-}
-
 #if !defined(PG_SIMD_AVX512)
 /* vec_dot_rows of type t on AVX2 (mul_mat's one-column GEMV): s[r] = x_r . y for r < nr, x_r = vx +
  * r*bx; the column's d_y (and s) vectors converted once for all rows (up to PG_QGEMM_ROWS_STEPS steps: a
@@ -862,22 +830,6 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
         for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
     }
 }
-static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                         int nc, float * s, size_t lds) {
-    pg_qp_tile(PG_TYPE_Q8_0, n, vx, bx, mr, vy, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                         int nc, float * s, size_t lds) {
-    pg_qp_tile(PG_TYPE_Q4_0, n, vx, bx, mr, vy, by, nc, s, lds);
-}
-static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                           int nc, float * s, size_t lds) {
-    pg_qp_tile(PG_TYPE_IQ4_NL, n, vx, bx, mr, vy, by, nc, s, lds);
-}
-static inline void pg_vec_dot_mxfp4_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                          int nc, float * s, size_t lds) {
-    pg_qp_tile(PG_TYPE_MXFP4, n, vx, bx, mr, vy, by, nc, s, lds);
-}
 static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qp_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
 }
@@ -899,3 +851,44 @@ static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * vx, size_t bx, 
 #define PG_MXFP4_TILE_MR PG_QP_MR
 #define PG_MXFP4_TILE_NC PG_QP_NC
 #endif
+
+/* the named entry points (types.h's vec_dot_tile), one per type: the panels where they run (above),
+ * else the register tiles */
+PG_ALWAYS_INLINE void pg_qtile_of(const int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                  int nc, float * s, size_t lds) {
+#if defined(PG_X86_GEMV)
+    if (t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
+        pg_qp_tile(t, n, x, bx, mr, y, by, nc, s, lds);
+        return;
+    }
+#endif
+    pg_qgemm_tile(t, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q8_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qtile_of(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q4_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qtile_of(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q4_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qtile_of(PG_TYPE_Q4_1, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q5_0_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qtile_of(PG_TYPE_Q5_0, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q5_1_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                        int nc, float * s, size_t lds) {
+    pg_qtile_of(PG_TYPE_Q5_1, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_iq4_nl_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                          int nc, float * s, size_t lds) {
+    pg_qtile_of(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds);
+}
+static inline void pg_vec_dot_mxfp4_tile(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                         int nc, float * s, size_t lds) {
+    pg_qtile_of(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds);
+}
