@@ -12,10 +12,11 @@
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
- *                      Q8_0, Q4_0, IQ4_NL, MXFP4 and Q4_K on AVX-512 with VNNI and GFNI: up to tile_mr (64) rows x tile_nc
- *                      (64) columns, in panels of 16 rows with sums of their own (arch/x86/qgemm-x86.h's
- *                      pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*), which their vec_dot_rows shares and
- *                      their vec_dot / vec_dot_n (one row: the attention path) do not
+ *                      Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K on AVX-512 with VNNI and GFNI: up to
+ *                      tile_mr (64) rows x tile_nc (64) columns, in panels of 16 rows with sums of their
+ *                      own (arch/x86/qgemm-x86.h's pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*), which
+ *                      their vec_dot_rows shares and their vec_dot / vec_dot_n (one row: the attention
+ *                      path) do not
  *   dot_f32            one row of this type against one f32 row: mul_mat's GEMV with float weights
  *                      widens the vec_dot_type activations back to f32 once per thread (exact) and
  *                      dots with it; NULL: vec_dot on the converted rows
@@ -54,7 +55,7 @@ typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
 typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_t by, int nc, float * s);
 /* s[c*lds + r] = dot(x_r, y_c) for r < mr (1 <= mr <= the type's tile_mr, or PG_QGEMM_MR), c < nc
  * (1 <= nc <= the type's tile_nc): mr weight rows x_r = x + r*bx against nc activation rows as
- * vec_dot_n's (Q4_0/Q4_K on AVX-512 with VNNI and GFNI: as their vec_dot_rows'), all in registers
+ * vec_dot_n's (the panel types on AVX-512 with VNNI and GFNI: as their vec_dot_rows'), all in registers
  * at once */
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                    float * s, size_t lds);

@@ -13,11 +13,11 @@
  * it). The f32 steps of two columns share one register (lanes 0-7 and 8-15), Q4_K/Q5_K's 4 min lanes
  * of four columns one register: lane for lane the one-row kernel's operations, fewer instructions.
  * A last odd row and one row alone (mr = 1, the GEMV) run the one-row kernel itself.
- * Q4_K with VNNI and GFNI takes panels of 16 rows instead (pg_k4p_*, at the end).
+ * Q4_K and Q5_K with VNNI and GFNI take panels of 16 rows instead (pg_k4p_*, at the end).
  */
 #pragma once
 #include "arch/x86/kquants-x86.h"
-#include "arch/x86/qgemm-x86.h"     /* the panels of 16 rows Q4_K shares with Q4_0 (pg_qp_*, pg_x16_*) */
+#include "arch/x86/qgemm-x86.h"     /* the panels of 16 rows Q4_K/Q5_K share with Q4_0 (pg_qp_*, pg_x16_*) */
 
 #define PG_KGEMM_MR 2              /* rows per pass: 2 x 8 int32 sums + 2 x 4 f32 accumulators + codes */
 #define PG_KGEMM_NC 8              /* columns per pass, at most */
