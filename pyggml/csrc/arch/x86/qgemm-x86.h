@@ -28,8 +28,8 @@
  * saturate on q + 128, so without VNNI those types multiply |x| by sign(x)*y, as the one-column
  * kernel does. MXFP4's E8M0 scales, which fp16 cannot hold, enter as f32 (pg_qgemm_scales_f32).
  *
- * Q4_0 and Q8_0 with VNNI and GFNI (PG_X86_GEMV) have a tile of their own instead: panels of 16 rows,
- * one lane per row, with exact per-block sums (pg_qp_*, at the end of this file).
+ * Q8_0, Q4_0, IQ4_NL and MXFP4 with VNNI and GFNI (PG_X86_GEMV) have a tile of their own instead:
+ * panels of 16 rows, one lane per row, with exact per-block sums (pg_qp_*, at the end of this file).
  */
 #pragma once
 #include "types/quants-legacy.h"
