@@ -238,10 +238,10 @@ def test_quant_panels(ctx, rng, typ, n_threads):
 @pytest.mark.parametrize("typ", ["Q8_0", "Q4_0", "Q5_0", "Q4_1", "MXFP4"])
 def test_quant_gemv_long_rows(ctx, rng, typ):
     """the one-column GEMV of the 32-element block types prepares the column once for all rows up
-    to rows of 32K elements (AVX2: its scales) or 16K (AVX-512: its blocks, corrections and
-    scales), and past that takes the rows one tile call each: both bit for bit the GEMM's
-    column, with an odd last block and an odd number of rows (AVX-512: a row left over from the
-    row pairs)"""
+    to rows of 32K elements (AVX2: its scales) or 16K (AVX-512's row pairs, Q5_0/Q4_1: its blocks,
+    corrections and scales; the panels, Q8_0/Q4_0/MXFP4: passes of 8K), and past that takes the
+    rows one tile call each: both bit for bit the GEMM's column, with an odd last block and an odd
+    number of rows (AVX-512: a row left over from the row pairs)"""
     m = 3
     for k in [16384 - 32, 16384 + 96, 32768 - 32, 32768 + 96]:
         a = ctx.from_numpy(rng.standard_normal((m, k)).astype(np.float32), type=T[typ])

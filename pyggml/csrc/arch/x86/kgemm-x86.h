@@ -336,11 +336,6 @@ PG_ALWAYS_INLINE void pg_k4p_head(const char * const * p, size_t bo, pg_k4p_blk 
     w->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
     w->dm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
 }
-/* the 32 bytes at p[r] + off of 16 rows as eight dword vectors */
-PG_ALWAYS_INLINE void pg_x16_dwords32(const char * const * p, size_t off, __m512i * out) {
-    pg_x16_dwords(p, off, out);
-    pg_x16_dwords(p, off + 16, out + 4);
-}
 /* the block size of Q4_K (q5 = 0) or Q5_K, and where its codes start */
 #define PG_K4P_BSIZE(q5) ((q5) ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K))
 #define PG_K4P_QS(q5) ((q5) ? offsetof(pg_block_q5_K, qs) : offsetof(pg_block_q4_K, qs))

@@ -574,14 +574,20 @@ PG_ALWAYS_INLINE size_t pg_qp_bsize(const int t) {
 PG_ALWAYS_INLINE size_t pg_qp_qs(const int t) { return t == PG_TYPE_MXFP4 ? 1 : 2; }
 /* how far dpbusd's unsigned operand lies above the value */
 PG_ALWAYS_INLINE int pg_qp_off(const int t) { return t == PG_TYPE_Q4_0 ? 8 : 128; }
+/* the 32 bytes at p[r] + off of 16 rows as eight dword vectors */
+PG_ALWAYS_INLINE void pg_x16_dwords32(const char * const * p, size_t off, __m512i * out) {
+    pg_x16_dwords(p, off, out);
+    pg_x16_dwords(p, off + 16, out + 4);
+}
 /* the block at byte bo of the 16 rows p[r] of type t */
 PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const int t) {
     pg_qp_blk w;
-    pg_x16_dwords(p, bo + pg_qp_qs(t), w.q);
     if (t == PG_TYPE_Q8_0) {
-        pg_x16_dwords(p, bo + 18, w.q + 4);
+        pg_x16_dwords32(p, bo + pg_qp_qs(t), w.q);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) w.q[g] = _mm512_xor_si512(w.q[g], _mm512_set1_epi8((char) 0x80));
+    } else {
+        pg_x16_dwords(p, bo + pg_qp_qs(t), w.q);
     }
     /* the blocks' first two bytes (the fp16 d_x; MXFP4: its E8M0 exponent and a code byte), four rows'
      * packed in a 64-bit word by the scalar units (idle here; a gather costs the vector ports more) */
