@@ -42,9 +42,12 @@ a prompt longer than n_ctx_seq - 1 is refused and a generation stops at n_ctx_se
 Threads: submit() and cancel() may be called from any thread; step() runs in one. EngineThread
 runs the steps in a background thread (what agenerate and pyggml.serve use).
 """
+import atexit
 import collections
+import functools
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -476,7 +479,8 @@ class BatchEngine:
 
 class EngineThread:
     """Runs engine.step() in a daemon thread while the engine is busy, sleeping on engine.wake
-    otherwise. close() stops it (running requests are cancelled)."""
+    otherwise. close() stops it (running requests are cancelled); one still open at interpreter
+    exit is closed then, before the modules it uses are torn down under a step."""
 
     def __init__(self, engine):
         self.engine = engine
@@ -484,6 +488,8 @@ class EngineThread:
         self._stop = False
         self.thread = threading.Thread(target=self._loop, name="pyggml-batch", daemon=True)
         self.thread.start()
+        self._at_exit = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._at_exit)
 
     def _loop(self):
         eng = self.engine
@@ -497,11 +503,19 @@ class EngineThread:
             self.busy_s += time.perf_counter() - t0
 
     def close(self):
+        atexit.unregister(self._at_exit)
         for req in list(self.engine.running) + list(self.engine.waiting) + list(self.engine._inbox):
             req.cancel()
         self._stop = True
         self.engine.wake.set()
-        self.thread.join()
+        if self.thread is not threading.current_thread():
+            self.thread.join()
+
+
+def _close_at_exit(ref):
+    runner = ref()
+    if runner is not None:
+        runner.close()
 
 
 def generate_batch(model, prompts, n_predict, temperature=0.0, top_k=0, top_p=1.0, seed=None, stop=None, n_seq=None,

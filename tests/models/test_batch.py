@@ -4,6 +4,8 @@ prefills chunked differently, after a defrag, through prefix reuse: the logits m
 the bit and the ids equal. The cache memory is filled with NaN first, so a step that read a cell
 its token may not see (another sequence's, a free one) would turn the logits into NaN."""
 import asyncio
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -252,6 +254,28 @@ def test_agenerate_cancels_when_left(gguf_dir):
         assert not th.engine.busy and th.engine.stats["tokens_generated"] < 200
     finally:
         th.close()
+
+
+def test_engine_thread_closed_at_exit(gguf_dir):
+    """An EngineThread left open, mid-request, is closed by atexit before the interpreter tears down
+    what its steps use: the process exits 0, the thread stopped and the request cancelled (a
+    handler registered before the thread's runs after it, atexit being last in, first out)."""
+    path = converted("qwen2", "f16", gguf_dir)
+    code = f"""
+import atexit, time
+from pyggml import models
+from pyggml.models.batch import BatchEngine, EngineThread
+m = models.load({str(path)!r}, n_ctx=256, n_threads=2)
+box = []
+atexit.register(lambda: print("after", box[0].thread.is_alive(), box[1].cancelled, flush=True))
+th = EngineThread(BatchEngine(m, n_seq=2))
+box += [th, th.engine.submit([1, 2, 3], 200, stop=())]
+while not box[1].tokens:
+    time.sleep(0.01)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["after", "False", "True"], out.stdout
 
 
 # DRY, XTC and mirostat 1 and 2 per request, beside a plain one (the random model's greedy text
