@@ -118,6 +118,12 @@ typedef struct pg_type_traits {
 #define PG_Q5_K_TILE_NC PG_KTILE_NC(q5_K)
 #define PG_Q5_K_TILE_MR 0
 #endif
+/* Q6_K's: panels of 16 rows there too, else the other K-quants' */
+#if !defined(PG_Q6_K_TILE_MR)
+#define PG_Q6_K_TILE PG_KTILE_FN(q6_K)
+#define PG_Q6_K_TILE_NC PG_KTILE_NC(q6_K)
+#define PG_Q6_K_TILE_MR 0
+#endif
 #define PG_TILE_MR_MAX PG_MAX(PG_QGEMM_MR, PG_MAX(PG_Q4_0_TILE_MR, PG_Q4_K_TILE_MR))  /* the most rows of a vec_dot_tile call */
 
 /* ---- the row kernels of each type, in the table's signatures ---- */
@@ -347,8 +353,8 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "q6_K", .blck = PG_QK_K, .size = sizeof(pg_block_q6_K), .kind = PG_KIND_QUANT,
         .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
         .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
-        .vec_dot_tile = PG_KTILE_FN(q6_K),
-        .tile_nc = PG_KTILE_NC(q6_K), .vec_dot_rows = PG_KROWS_FN(q6_K),
+        .vec_dot_tile = PG_Q6_K_TILE, .tile_mr = PG_Q6_K_TILE_MR,
+        .tile_nc = PG_Q6_K_TILE_NC, .vec_dot_rows = PG_KROWS_FN(q6_K),
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,

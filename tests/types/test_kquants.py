@@ -168,14 +168,15 @@ def test_columns_are_vec_dot_bits(ctx, rng, typ, m):
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
-@pytest.mark.parametrize("typ", ["Q4_K", "Q5_K"])
+@pytest.mark.parametrize("typ", ["Q4_K", "Q5_K", "Q6_K"])
 def test_k_panels(ctx, rng, typ, n_threads):
-    """Q4_K and Q5_K on AVX-512 (VNNI, GFNI) take weight rows in panels of 16, up to 64 rows and 64 columns a
-    call: up to 8 columns with each panel's super-blocks made and used at once (as the GEMV), more 8
-    at a time in registers against super-blocks made once per pass of 8 (the GEMV and the few
-    columns: passes of 64): every column bit for bit the column alone, with a last panel of 3 rows,
-    a last register group of 6 columns, a call of 6 columns after one of 64, and a last pass of
-    one super-block; near the reference too"""
+    """Q4_K, Q5_K and Q6_K on AVX-512 (VNNI, GFNI) take weight rows in panels of 16, up to 64 rows and 64
+    columns a call: up to 8 columns with each panel's super-blocks made and used at once (Q4_K/Q5_K:
+    as their GEMV), more 8 at a time in registers against super-blocks made once per pass (Q4_K/Q5_K:
+    of 8, Q6_K: of 4; the few columns: passes of 64). Q6_K's GEMV is the row-pair kernel with the
+    panels' f32 steps. Every column bit for bit the column alone, with a last panel of 3 rows, a last
+    register group of 6 columns, a call of 6 columns after one of 64, and a last pass of one
+    super-block; near the reference too"""
     m, k = 16 * 5 + 3, 256 * 65
     a, wv = weights(ctx, rng, typ, m, k)
     x = rng.standard_normal((70, k)).astype(np.float32)

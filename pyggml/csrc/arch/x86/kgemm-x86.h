@@ -565,4 +565,177 @@ static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t
 #define PG_Q5_K_ROWS pg_vec_dot_q5_K_q8_K_prows
 #define PG_Q5_K_TILE_NC PG_QP_NC
 #define PG_Q5_K_TILE_MR PG_QP_MR
+
+/* Q6_K on AVX-512 with VNNI and GFNI: panels of 16 rows too. Per (row, column) and super-block the
+ * exact integer sumi = sum_j scale_j * (sum_{i in sub-block j} u_i y_i - 32 * bsum_j), u = q + 32 the
+ * stored 6-bit value (0..63, dpbusd's unsigned operand) and bsum_j Q8_K's sum of y over sub-block j
+ * (16 elements), then acc = fma(d_x*d_y, sumi, acc), super-block by super-block from 0: the
+ * arithmetic of the one-row GEMV (arch/x86/kgemv-x86.h pg_kgemv_q6_K_body), so a GEMM column equals
+ * it bit for bit. A super-block of a panel is decoded once per pass of PG_K6P_KB for all the
+ * columns: its 128 low-nibble bytes and 64 high-bit bytes transposed to dword vectors, element
+ * dword i (elements 4i..4i+3) made from a nibble (one affine byte transform) and two bits of qh
+ * moved to bits 4-5; each sub-block's 4 dpbusd start from the column's -32 * bsum_j and are then
+ * times the rows' scales (vpmulld). */
+#define PG_K6P_KB 4                   /* super-blocks per pass */
+
+/* super-block of a panel: u[i] lane r = dword i of row r's values u (elements 4i..4i+3); sc[j] lane
+ * r = its scale of sub-block j; d: d_x */
+typedef struct { __m512i u[64], sc[16]; __m512 d; } pg_k6p_blk;
+/* super-block of a column: d_y and -32 * bsum_j */
+typedef struct { float d; int32_t c[16]; } pg_k6p_col;
+
+/* the super-block at byte bo of the 16 rows p[r] */
+PG_ALWAYS_INLINE void pg_k6p_block(const char * const * p, size_t bo, pg_k6p_blk * w) {
+    /* element 128h + 32q + l: the low (q < 2) or high nibble of ql[64h + 32(q % 2) + l], bits 2q, 2q + 1
+     * of qh[32h + l] */
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i ql[16], qh[8];
+        pg_x16_dwords32(p, bo + offsetof(pg_block_q6_K, ql) + 64 * h, ql);
+        pg_x16_dwords32(p, bo + offsetof(pg_block_q6_K, ql) + 64 * h + 32, ql + 8);
+        pg_x16_dwords32(p, bo + offsetof(pg_block_q6_K, qh) + 32 * h, qh);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++)
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const __m512i b = q < 3 ? _mm512_slli_epi32(qh[g], 4 - 2 * q) : _mm512_srli_epi32(qh[g], 2);
+                w->u[32 * h + 8 * q + g] = _mm512_ternarylogic_epi32(pg_x16_nibbles(ql[8 * (q % 2) + g], q / 2), b,
+                                                                     _mm512_set1_epi8(0x30), 0xf8);   /* a | (b & 0x30) */
+            }
+    }
+    __m512i sc[4];
+    pg_x16_dwords(p, bo + offsetof(pg_block_q6_K, scales), sc);
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; b++) w->sc[4 * a + b] = _mm512_srai_epi32(_mm512_slli_epi32(sc[a], 24 - 8 * b), 24);
+    w->d = _mm512_cvtph_ps(pg_x16_words(p, bo + offsetof(pg_block_q6_K, d)));
+}
+/* super-blocks [b0, b0 + kb) of a Q8_K column y */
+static inline void pg_k6p_column(const char * y, int64_t b0, int kb, pg_k6p_col * out) {
+    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
+    for (int k = 0; k < kb; k++) {
+        out[k].d = yb[k].d;
+        for (int j = 0; j < 16; j++) out[k].c[j] = -32 * yb[k].bsums[j];
+    }
+}
+/* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*cs + k])
+ * against kb super-blocks of a panel w, into acc[c] */
+PG_ALWAYS_INLINE void pg_k6p_run(const pg_k6p_blk * w, int kb, const char * const * y, const pg_k6p_col * col,
+                                 const int cs, const int NC, __m512 * acc) {
+    for (int k = 0; k < kb; k++) {
+        __m512i sumi[PG_QP_NCR];
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
+        for (int j = 0; j < 16; j++) {
+#pragma GCC unroll 8
+            for (int c = 0; c < NC; c++) {
+                const int8_t * yq = ((const pg_block_q8_K *) y[c])[k].qs + 16 * j;
+                __m512i t = _mm512_set1_epi32(col[c * cs + k].c[j]);
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {
+                    int32_t a;
+                    memcpy(&a, yq + 4 * g, 4);
+                    t = _mm512_dpbusd_epi32(t, w[k].u[4 * j + g], _mm512_set1_epi32(a));
+                }
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(t, w[k].sc[j]));
+            }
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(w[k].d, _mm512_set1_ps(col[c * cs + k].d)), _mm512_cvtepi32_ps(sumi[c]),
+                                     acc[c]);
+    }
+}
+/* pg_k6p_run for nc (<= PG_QP_NCR) columns, a constant in each case */
+PG_ALWAYS_INLINE void pg_k6p_run_n(const pg_k6p_blk * w, int kb, const char * const * y, const pg_k6p_col * col, int cs,
+                                   int nc, __m512 * acc) {
+    switch (nc) {
+    case 1: pg_k6p_run(w, kb, y, col, cs, 1, acc); break;
+    case 2: pg_k6p_run(w, kb, y, col, cs, 2, acc); break;
+    case 3: pg_k6p_run(w, kb, y, col, cs, 3, acc); break;
+    case 4: pg_k6p_run(w, kb, y, col, cs, 4, acc); break;
+    case 5: pg_k6p_run(w, kb, y, col, cs, 5, acc); break;
+    case 6: pg_k6p_run(w, kb, y, col, cs, 6, acc); break;
+    case 7: pg_k6p_run(w, kb, y, col, cs, 7, acc); break;
+    default: pg_k6p_run(w, kb, y, col, cs, 8, acc); break;
+    }
+}
+/* few columns (nc <= PG_QP_NCR), y_c = vy + c*by, against nr rows, s[c*lds + r]: as pg_k4p_cols, the
+ * rows in passes of PG_K4P_GEMV_KB super-blocks, each panel's super-block made and used at once and
+ * the panel two ahead prefetched up to row nahead (a panel's 16 row streams from DRAM need it) */
+static inline void pg_k6p_cols(int nc, int64_t n, const void * vx, size_t bx, int64_t nr, int64_t nahead,
+                               const void * vy, size_t by, float * s, size_t lds) {
+    const int64_t nb = n / PG_QK_K;
+    const size_t bs = sizeof(pg_block_q6_K);
+    pg_k6p_col col[PG_QP_NCR * PG_K4P_GEMV_KB];
+    __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_QP_NCR];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
+        for (int p = 0; p < np; p++)
+            for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
+            for (int c = 0; c < nc; c++) pg_k6p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K4P_GEMV_KB);
+            for (int p = 0; p < np; p++) {
+                const char * xr[PG_QP_R];
+                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
+                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * bs, bx, nahead - i0 - ra,
+                                                       (size_t) kb * bs, kb);
+                for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
+                    pg_k6p_blk w;
+                    pg_k6p_block(xr, (size_t) (b0 + k) * bs, &w);
+                    const char * y[PG_QP_NCR];
+                    for (int c = 0; c < nc; c++) y[c] = (const char *) vy + (size_t) c * by + (size_t) (b0 + k) * sizeof(pg_block_q8_K);
+                    pg_k6p_run_n(&w, 1, y, col + k, PG_K4P_GEMV_KB, nc, acc[p]);
+                }
+            }
+        }
+        for (int p = 0; p < np; p++) {
+            const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+            for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + i0 + p * PG_QP_R, m, acc[p][c]);
+        }
+    }
+}
+/* vec_dot_tile of Q6_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
+static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    if (nc <= PG_QP_NCR) {
+        pg_k6p_cols(nc, n, vx, bx, mr, mr + PG_X16_AHEAD * PG_QP_R, vy, by, s, lds);
+        return;
+    }
+    const char * x = (const char *) vx;
+    const int64_t nb = n / PG_QK_K;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
+    pg_k6p_col col[PG_QP_NC * PG_K6P_KB];
+    pg_k6p_blk w[PG_K6P_KB];
+    __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_K6P_KB) {
+        const int kb = (int) PG_MIN(PG_K6P_KB, nb - b0);
+        const char * y[PG_QP_NC];
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
+            pg_k6p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K6P_KB);
+        }
+        for (int p = 0; p < np; p++) {
+            const char * xr[PG_QP_R];
+            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+            for (int k = 0; k < kb; k++) pg_k6p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q6_K), &w[k]);
+            for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
+                pg_k6p_run_n(w, kb, y + c0, col + c0 * PG_K6P_KB, PG_K6P_KB, PG_MIN(PG_QP_NCR, nc - c0), acc[p] + c0);
+        }
+    }
+    for (int p = 0; p < np; p++) {
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
+    }
+}
+#define PG_Q6_K_TILE pg_vec_dot_q6_K_q8_K_ptile
+#define PG_Q6_K_TILE_NC PG_QP_NC
+#define PG_Q6_K_TILE_MR PG_QP_MR
 #endif

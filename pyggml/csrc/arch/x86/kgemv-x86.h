@@ -134,13 +134,14 @@ static inline __attribute__((always_inline)) void pg_kgemv_k4_body(int64_t nb, c
 }
 
 /* R rows of Q6_K against one Q8_K row: s[r]. The values q (0..63) are dotted as pg_kq_q6_block
- * does, the 32 * sum(scale * bsums) of the -32 offset starting the lower 8 int32 lanes (its value
- * lane for lane, so the fold gives pg_kq_x86_offset_cols' integers); the two high bits of each q
- * moved from qh to bits 4-5 by one affine byte transform per register */
+ * does, the 32 * sum(scale * bsums) of the -32 offset starting the lower 8 int32 lanes; the two high
+ * bits of each q moved from qh to bits 4-5 by one affine byte transform per register. The f32 steps
+ * are the panels' (arch/x86/kgemm-x86.h pg_k6p_*, Q6_K's vec_dot_tile here), not
+ * arch/x86/kquants-x86.h's: per super-block the lanes' exact total sumi, then acc = fma(d_x*d_y,
+ * sumi, acc) */
 static inline __attribute__((always_inline)) void pg_kgemv_q6_K_body(int64_t nb, const char * x, size_t bx,
                                                                    const pg_block_q8_K * y, const int R, float * s) {
-    __m256 acc[2];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    float acc[2] = {0.0f, 0.0f};
     const __m512i m4 = _mm512_set1_epi8(0xf);
     /* quarters 0 | 1 and 2 | 3 of a half: qh bits 2j, 2j + 1 to bits 4, 5 (matrix bytes 3 and 2) */
     const __m512i h01 = _mm512_setr_epi64(0x01020000, 0x01020000, 0x01020000, 0x01020000, 0x04080000, 0x04080000, 0x04080000, 0x04080000);
@@ -169,9 +170,10 @@ static inline __attribute__((always_inline)) void pg_kgemv_q6_K_body(int64_t nb,
             }
         }
         for (int r = 0; r < R; r++)
-            acc[r] = pg_kgemv_step(acc[r], ((const pg_block_q6_K *) (x + (size_t) r * bx))->d, y[ib].d, sumi[r]);
+            acc[r] = __builtin_fmaf(pg_fp16_to_fp32(((const pg_block_q6_K *) (x + (size_t) r * bx))->d) * y[ib].d,
+                                    (float) _mm512_reduce_add_epi32(sumi[r]), acc[r]);
     }
-    for (int r = 0; r < R; r++) s[r] = pg_kq_hsum_ps(acc[r]);
+    for (int r = 0; r < R; r++) s[r] = acc[r];
 }
 
 /* R rows of IQ4_XS against one Q8_K row: s[r]. As pg_kq_x86_iq4_xs_body: |value| (a table of

@@ -567,6 +567,18 @@ PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i 
     out[2] = _mm512_unpacklo_epi64(t1, t3);
     out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
+/* the 16-bit words at p[r] + off of 16 rows, lane r; four rows' packed in a 64-bit word by the
+ * scalar units (idle here; a gather costs the vector ports more) */
+PG_ALWAYS_INLINE __m256i pg_x16_words(const char * const * p, size_t off) {
+    uint64_t h[4];
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+        uint16_t e[4];
+        for (int i = 0; i < 4; i++) memcpy(&e[i], p[4 * a + i] + off, 2);
+        h[a] = (uint64_t) e[0] | (uint64_t) e[1] << 16 | (uint64_t) e[2] << 32 | (uint64_t) e[3] << 48;
+    }
+    return _mm256_set_epi64x((long long) h[3], (long long) h[2], (long long) h[1], (long long) h[0]);
+}
 /* a panel type's block size and where its codes start */
 PG_ALWAYS_INLINE size_t pg_qp_bsize(const int t) {
     return t == PG_TYPE_Q8_0 ? sizeof(pg_block_q8_0) : t == PG_TYPE_MXFP4 ? sizeof(pg_block_mxfp4) : sizeof(pg_block_q4_0);
@@ -589,16 +601,8 @@ PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const 
     } else {
         pg_x16_dwords(p, bo + pg_qp_qs(t), w.q);
     }
-    /* the blocks' first two bytes (the fp16 d_x; MXFP4: its E8M0 exponent and a code byte), four rows'
-     * packed in a 64-bit word by the scalar units (idle here; a gather costs the vector ports more) */
-    uint64_t h[4];
-#pragma GCC unroll 4
-    for (int a = 0; a < 4; a++) {
-        uint16_t e[4];
-        for (int i = 0; i < 4; i++) memcpy(&e[i], p[4 * a + i] + bo, 2);
-        h[a] = (uint64_t) e[0] | (uint64_t) e[1] << 16 | (uint64_t) e[2] << 32 | (uint64_t) e[3] << 48;
-    }
-    const __m256i hv = _mm256_set_epi64x((long long) h[3], (long long) h[2], (long long) h[1], (long long) h[0]);
+    /* the blocks' first two bytes: the fp16 d_x; MXFP4: its E8M0 exponent and a code byte */
+    const __m256i hv = pg_x16_words(p, bo);
     if (t == PG_TYPE_MXFP4) {
         /* as ggml_e8m0_to_fp32_half: 2^(e-128), for e < 2 the subnormal 0x00200000 << e */
         const __m512i e = _mm512_and_si512(_mm512_cvtepu16_epi32(hv), _mm512_set1_epi32(0xff));
