@@ -21,7 +21,7 @@ any companions, joining at any step, gives the same logits to the bit and so the
 pyggml's mul_mat gives each column's bits independently of the other columns on its integer
 paths (quantized weights, whatever the column count), and with F32/F16/BF16 weights within each of
 its float paths: the dot tiles (from FLOAT_TILE_MIN_COLS columns to gemm_min_cols() - 1) and the
-GEMM (from gemm_min_cols() on); fewer columns take the one-column kernels, which sum in another
+GEMM (from gemm_min_cols() on); one column takes the one-column kernels, which sum in another
 order. So with float weights a step carries FLOAT_TILE_MIN_COLS to gemm_min_cols() - 1 tokens and
 rows out (the tiles: padding tokens below, n_batch capped above), or, with more slots than that
 holds, at least gemm_min_cols() (the GEMM). That is exact=True; the padding costs compute on
@@ -64,7 +64,7 @@ _MAX_GRAPHS = 24
 
 
 # matmul.h's PG_MM_TILE_MIN_N: float weights take the dot tiles from this many columns
-FLOAT_TILE_MIN_COLS = 4
+FLOAT_TILE_MIN_COLS = 2
 
 
 def gemm_min_cols():

@@ -28,8 +28,8 @@ logits a one-token step gives; otherwise they can differ where the two largest l
 pyggml's integer paths (quantized weights, any column count) give the same bits, and so does
 flash_attn_ext, whose split-KV path takes a step of up to 16 rows one row after the other (each as a
 one-row decode step) with the default choice. One path does not: mul_mat of F32/F16/BF16 matrices
-(weights, or the F16 cache's products without flash attention) dots one to three columns with the
-one-column kernels and four or more with the dot tiles (from gemm_min_cols() columns on with the
+(weights, or the F16 cache's products without flash attention) dots one column with the
+one-column kernels and two or more with the dot tiles (from gemm_min_cols() columns on with the
 GEMM), whose sums are ordered differently: a few ulps.
 BatchEngine, which gives every row its bits whatever the step carries, takes lookup drafts with
 the ids and logits to the bit.

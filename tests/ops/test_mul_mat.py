@@ -21,8 +21,8 @@ BOUND = {"Q4_1": 1e-6, "Q5_1": 1e-6}
 # K: tails of every vector width for float weights, 1 to 5 blocks for quantized ones
 K_FLOAT = [1, 7, 33] if EMULATED else [1, 7, 33, 65]
 K_QUANT = [32, 96] if EMULATED else [32, 96, 160]
-# (M, N): N <= 3 runs the one-column kernels, quantized weights the dot path up to 5 columns in
-# every build; float weights take the dot tiles from 4 columns up to gemm_min_cols() (6 to 32, by
+# (M, N): N = 1 runs the one-column kernels, quantized weights the dot path up to 5 columns in
+# every build; float weights take the dot tiles from 2 columns up to gemm_min_cols() (6 to 32, by
 # SIMD width), the GEMM from there, quantized ones the GEMM from 6 to 16 columns; tails in rows
 # and columns (a GEMM's last panel at most half full: dot tiles, fuller: padded; a tile of fewer rows)
 SHAPES = ([(1, 1), (17, 5), (3, 17), (13, 9)] if EMULATED else
@@ -116,32 +116,35 @@ def test_strided_weights(ctx, rng, typ, n, n_threads):
 def test_one_column_gemv(ctx, rng, typ, k, m, n_threads):
     """one column dots two weight rows per call (the two halves of a thread's rows side by side),
     and with K past 4096 in the activation's fp16/bf16 form (the f32 copy would not stay in L1):
-    the reference's value, and bit for bit a two-column product's column 0 (one row per call,
-    widened activations), with vector tails and an odd row left over"""
+    the reference's value, and bit for bit each row alone (one row per call), with vector tails and
+    an odd row left over"""
     w = rng.standard_normal((m, k)).astype(np.float32)
-    x = rng.standard_normal((2, k)).astype(np.float32)
+    x = rng.standard_normal((1, k)).astype(np.float32)
     a, av = weights(ctx, w, typ)
-    one = gg.mul_mat(a, ctx.from_numpy(x[:1]))
-    two = gg.mul_mat(a, ctx.from_numpy(x))
-    run(one, n_threads)
-    run(two, n_threads)
-    check(one, ref.mul_mat(av, x[:1], typ), typ)
-    np.testing.assert_array_equal(one.to_numpy()[0], two.to_numpy()[0])
+    xt = ctx.from_numpy(x)
+    one = gg.mul_mat(a, xt)
+    alone = [gg.mul_mat(weights(ctx, w[i:i + 1], typ)[0], xt) for i in range(m)]
+    g = gg.CGraph()
+    for t in [one] + alone:
+        g.build_forward_expand(t)
+    g.compute(n_threads=n_threads)
+    check(one, ref.mul_mat(av, x, typ), typ)
+    np.testing.assert_array_equal(one.to_numpy()[0], [t.to_numpy()[0, 0] for t in alone])
 
 
-FLOAT_NS = [n for n in (4, 5, 7, 9, 16, 23, 31) if n < gemm_min_cols()]
+FLOAT_NS = [n for n in (2, 3, 4, 5, 7, 9, 16, 23, 31) if n < gemm_min_cols()]
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
 @pytest.mark.parametrize("typ", ["F32", "F16", "BF16"])
 def test_float_tile_columns(ctx, rng, typ, n_threads):
-    """from 4 columns to gemm_min_cols() float weights take the dot tiles: each column has the bits
+    """from 2 columns to gemm_min_cols() float weights take the dot tiles: each column has the bits
     of the same column in a product of any other number of columns there, and of the dot4 row
     kernel (one weight row against four f32 columns, the activations rounded to the weights' type
     first), with tails in rows (M = 7: a tile of 4 rows and 3 single rows), odd K (vector and
     scalar tails) and groups of fewer columns than a tile's"""
     if not FLOAT_NS:
-        pytest.skip("the GEMM starts at 4 columns or fewer here")
+        pytest.skip("the GEMM starts at 2 columns here")
     k, m = 16 * 9 + 7, 7
     w = rng.standard_normal((m, k)).astype(np.float32)
     x = rng.standard_normal((max(FLOAT_NS), k)).astype(np.float32)
@@ -172,7 +175,7 @@ def test_float_tile_batches(ctx, rng, typ, n_threads):
     """the dot tiles over batches: weights broadcast over dims 2 and 3, every other row of a larger
     tensor, activations a permuted view with padded rows, odd K and M, against the float64 reference"""
     k, m = 16 * 5 + 3, 13
-    for n in [n for n in (4, 11, 29) if n < gemm_min_cols()] or [4]:
+    for n in [n for n in (2, 4, 11, 29) if n < gemm_min_cols()] or [2]:
         w = rng.standard_normal((3, 1, 2 * m, k)).astype(np.float32)
         tw, wv = weights(ctx, w, typ)
         a = gg.view_4d(tw, k, m, 1, 3, 2 * tw.nb[1], tw.nb[2], tw.nb[3], 0)

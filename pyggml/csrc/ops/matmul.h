@@ -14,13 +14,13 @@
  *     rounded to fp16, BF16 -> bf16, quantized weights -> the CPU Q8_0 or Q8_1 quantiser; packed rows
  *     [ne13][ne12][N]. The rows are cut into 32-element pieces split across threads. F32 weights
  *     read b in place.
- *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512; float weights: N < PG_MM_TILE_MIN_N): each thread takes a contiguous range
- *     of weight rows and streams every row once, dotting it with the N activation rows: float
- *     weights (fewer than PG_MM_TILE_MIN_N columns) with the type's dot_f32 (F16/BF16 activations
- *     widened back to f32 once per thread for it, which is exact; a single column longer than
- *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot; one column takes the
- *     two halves of the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two
- *     read streams), quantized ones with the integer vec_dot_tile (x86: one weight row x four
+ *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512; float weights: N < PG_MM_TILE_MIN_N, one
+ *     column): each thread takes a contiguous range of weight rows and streams every row once,
+ *     dotting it with the N activation rows: float weights with the type's dot_f32 (F16/BF16
+ *     activations widened back to f32 once per thread for it, which is exact; a column longer than
+ *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot), the two halves of
+ *     the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two read streams;
+ *     quantized ones with the integer vec_dot_tile (x86: one weight row x four
  *     columns in registers per call; a type with a tile_mr that many rows) or vec_dot_n (four columns per decoded weight row), one column
  *     of a type with a vec_dot_rows with that (the thread's whole range in one call), the others
  *     with vec_dot.
@@ -50,10 +50,12 @@
 /* columns per matrix from which the chunked GEMM path of quantized weights takes over from the GEMV's
  * contiguous row ranges (float weights: pg_mm_float_gemm_min_n) */
 static inline int64_t pg_mm_gemm_min_n(pg_gemm_shape t) { return PG_MAX(6, t.nr / 2); }
-/* float weights (a type with dot_tile_f32): the one-column kernels below PG_MM_TILE_MIN_N columns
- * (bit for bit the GEMV's sums), the dot tiles (vec/dot.h pg_dot_tile) up to a full panel, where the
- * GEMM's panels hold no padding and its weight tiles, widened once, serve many columns */
-#define PG_MM_TILE_MIN_N 4
+/* float weights (a type with dot_tile_f32): the one-column kernels below PG_MM_TILE_MIN_N columns,
+ * the dot tiles (vec/dot.h pg_dot_tile) up to a full panel, where the GEMM's panels hold no padding
+ * and its weight tiles, widened once, serve many columns. From two columns on: a tile reads several
+ * rows side by side (the read streams a GEMV from DRAM needs) and each weight load serves every
+ * column, where the one-column kernels stream one row per call and dot it once per column */
+#define PG_MM_TILE_MIN_N 2
 static inline int64_t pg_mm_float_gemm_min_n(pg_gemm_shape t) { return PG_MAX(pg_mm_gemm_min_n(t), t.nr); }
 #define PG_MM_GEMM_MIN_N_MAX PG_MAX(6, PG_MM_NR_MAX / 2)
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */

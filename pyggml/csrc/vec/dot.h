@@ -170,7 +170,7 @@ static inline void pg_vec_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const fl
     pg_dot4_kernel(n, x, PG_ROW_BF16, y, s);
 }
 
-/* The few-column product of float weights (matmul.h, from 4 columns to a GEMM panel): a tile of
+/* The few-column product of float weights (matmul.h, from 2 columns to a GEMM panel): a tile of
  * PG_DOT_TILE_MR weight rows x up to PG_DOT_TILE_NC f32 activation rows, every sum in a register
  * of its own, so each weight vector is loaded (and widened) once for the tile's columns and each
  * activation vector once for its rows. 32 registers: 4 x 6 accumulators, the 4 weight vectors and
