@@ -12,11 +12,11 @@
  *                      GEMM tiles), the weight row decoded once
  *   vec_dot_tile       PG_QGEMM_MR weight rows x up to four activation rows in registers (x86, the 32-element
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
- *                      Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K on AVX-512 with VNNI and GFNI: up to
- *                      tile_mr (64) rows x tile_nc (64) columns, in panels of 16 rows with sums of their
- *                      own (arch/x86/qgemm-x86.h's pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*), which
- *                      their vec_dot_rows shares and their vec_dot / vec_dot_n (one row: the attention
- *                      path) do not
+ *                      Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K on AVX-512 with VNNI and GFNI:
+ *                      up to tile_mr (64) rows x tile_nc (64) columns, in panels of 16 rows with sums
+ *                      of their own (arch/x86/qgemm-x86.h's pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*
+ *                      and pg_k6p_*), which their vec_dot_rows shares (Q6_K: and its vec_dot) and
+ *                      their vec_dot / vec_dot_n (one row: the attention path) do not
  *   dot_f32            one row of this type against one f32 row: mul_mat's GEMV with float weights
  *                      widens the vec_dot_type activations back to f32 once per thread (exact) and
  *                      dots with it; NULL: vec_dot on the converted rows
@@ -29,9 +29,10 @@
  *                      bit for bit vec_dot_tile's (vec_dot_n's without a tile): mul_mat's one-column
  *                      GEMV, a thread's whole row range per call (AVX2, the 32-element block types:
  *                      the column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
- *                      those (the column prepared once) and Q5_K, Q6_K, IQ4_XS: rows i and
- *                      i + nr/2 side by side, two read streams; Q4_0, Q4_K: the tile's panels of 16
- *                      rows, made and used in registers); NULL: the GEMV calls vec_dot_tile
+ *                      those (the column prepared once) and Q2_K, Q3_K, Q6_K, IQ4_XS: rows i and
+ *                      i + nr/2 side by side, two read streams; Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K,
+ *                      Q5_K: the tile's panels of 16 rows, made and used in registers); NULL: the
+ *                      GEMV calls vec_dot_tile
  *                      (or vec_dot_n) per row
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)

@@ -309,8 +309,9 @@ PG_ALWAYS_INLINE void pg_kgemm_tile(const int T, const size_t size, const int nc
  * r = dword g of its high-bit bytes; sc[j] lane r = row r's scale of sub-block j; mn[k] lane r = its
  * mins (0, 2), (1, 3), (4, 6), (5, 7) as int16 pairs for k = 0..3; d, dm: d_x and dmin_x */
 typedef struct { __m512i q[32], qh[8], sc[8], mn[4]; __m512 d, dm; } pg_k4p_blk;
-/* super-block of a column: d_y, and its sub-block sums paired as the mins are */
-typedef struct { float d; int32_t mb[4]; } pg_k4p_col;
+/* super-block of a column: d_y; Q4_K/Q5_K: c[0..3] its sub-block sums paired as the mins are, Q6_K:
+ * c[j] = -32 * its sum over sub-block j */
+typedef struct { float d; int32_t c[16]; } pg_kp_col;
 
 /* the scales, mins and d of the super-block at byte bo of the 16 rows p[r] (all of w but q) */
 PG_ALWAYS_INLINE void pg_k4p_head(const char * const * p, size_t bo, pg_k4p_blk * w) {
@@ -377,30 +378,17 @@ PG_ALWAYS_INLINE __m512i pg_k4p_sub(const __m512i * u, const int8_t * yq, __m512
     return _mm512_mullo_epi32(split ? _mm512_add_epi32(s[0], s[1]) : s[0], sc);
 }
 /* acc + the super-block's f32 steps: sumi, then the mins against the column's sub-block sums cb */
-PG_ALWAYS_INLINE __m512 pg_k4p_acc(const pg_k4p_blk * w, __m512i sumi, pg_k4p_col cb, __m512 acc) {
+PG_ALWAYS_INLINE __m512 pg_k4p_acc(const pg_k4p_blk * w, __m512i sumi, pg_kp_col cb, __m512 acc) {
     __m512i m = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) m = _mm512_dpwssd_epi32(m, w->mn[i], _mm512_set1_epi32(cb.mb[i]));
+    for (int i = 0; i < 4; i++) m = _mm512_dpwssd_epi32(m, w->mn[i], _mm512_set1_epi32(cb.c[i]));
     const __m512 dy = _mm512_set1_ps(cb.d);
     acc = _mm512_fmadd_ps(_mm512_mul_ps(w->d, dy), _mm512_cvtepi32_ps(sumi), acc);
     return _mm512_fnmadd_ps(_mm512_mul_ps(w->dm, dy), _mm512_cvtepi32_ps(m), acc);
 }
-/* super-blocks [b0, b0 + kb) of a Q8_K column y */
-static inline void pg_k4p_column(const char * y, int64_t b0, int kb, pg_k4p_col * out) {
-    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
-    for (int k = 0; k < kb; k++) {
-        int32_t b[8];
-        for (int j = 0; j < 8; j++) b[j] = yb[k].bsums[2 * j] + yb[k].bsums[2 * j + 1];
-        for (int i = 0; i < 4; i++) {
-            const int j = 4 * (i / 2) + i % 2;       /* pairs (0, 2), (1, 3), (4, 6), (5, 7) */
-            out[k].mb[i] = (int32_t) ((uint32_t) (uint16_t) b[j] | (uint32_t) (uint16_t) b[j + 2] << 16);
-        }
-        out[k].d = yb[k].d;
-    }
-}
 /* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K4P_KB
  * + k]; cs: col's stride per column) against kb super-blocks of a panel w, into acc[c] */
-PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col,
+PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * const * y, const pg_kp_col * col,
                                  const int cs, const int NC, __m512 * acc, const int q5) {
     for (int k = 0; k < kb; k++) {
         __m512i sumi[PG_QP_NCR];
@@ -419,153 +407,6 @@ PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * cons
         for (int c = 0; c < NC; c++) acc[c] = pg_k4p_acc(&w[k], sumi[c], col[c * cs + k], acc[c]);
     }
 }
-/* pg_k4p_run for nc (<= PG_QP_NCR) columns, a constant in each case */
-PG_ALWAYS_INLINE void pg_k4p_run_n(const pg_k4p_blk * w, int kb, const char * const * y, const pg_k4p_col * col, int cs,
-                                   int nc, __m512 * acc, const int q5) {
-    switch (nc) {
-    case 1: pg_k4p_run(w, kb, y, col, cs, 1, acc, q5); break;
-    case 2: pg_k4p_run(w, kb, y, col, cs, 2, acc, q5); break;
-    case 3: pg_k4p_run(w, kb, y, col, cs, 3, acc, q5); break;
-    case 4: pg_k4p_run(w, kb, y, col, cs, 4, acc, q5); break;
-    case 5: pg_k4p_run(w, kb, y, col, cs, 5, acc, q5); break;
-    case 6: pg_k4p_run(w, kb, y, col, cs, 6, acc, q5); break;
-    case 7: pg_k4p_run(w, kb, y, col, cs, 7, acc, q5); break;
-    default: pg_k4p_run(w, kb, y, col, cs, 8, acc, q5); break;
-    }
-}
-/* nc (a constant, <= PG_K4P_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's
- * sums, a panel's super-block made and used at once (the one-column GEMV and the tile's few columns);
- * the columns prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR rows; the panel
- * two ahead prefetched up to row nahead, as pg_qp_cols */
-#define PG_K4P_FEW 8
-PG_ALWAYS_INLINE void pg_k4p_cols(const int q5, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
-                                  int64_t nahead, const void * vy, size_t by, float * s, size_t lds) {
-    const int64_t nb = n / PG_QK_K;
-    const size_t bs = PG_K4P_BSIZE(q5);
-    pg_k4p_col col[PG_K4P_FEW][PG_K4P_GEMV_KB];
-    __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_K4P_FEW];
-    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
-        const char * x = (const char *) vx + (size_t) i0 * bx;
-        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
-        for (int p = 0; p < np; p++)
-            for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
-        for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_GEMV_KB) {
-            const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
-            const pg_block_q8_K * y[PG_K4P_FEW];
-            for (int c = 0; c < nc; c++) {
-                y[c] = (const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + b0;
-                pg_k4p_column((const char *) vy + (size_t) c * by, b0, kb, col[c]);
-            }
-            for (int p = 0; p < np; p++) {
-                const char * xr[PG_QP_R];
-                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
-                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * bs, bx, nahead - i0 - ra,
-                                                       (size_t) kb * bs, kb);
-                __m512 a[PG_K4P_FEW];
-                for (int c = 0; c < nc; c++) a[c] = acc[p][c];
-                for (int k = 0; k < kb; k++) {
-                    pg_x16_ahead_step(&ahead);
-                    const size_t bo = (size_t) (b0 + k) * bs;
-                    pg_k4p_blk w;
-                    pg_k4p_head(xr, bo, &w);
-                    if (q5) pg_x16_dwords32(xr, bo + offsetof(pg_block_q5_K, qh), w.qh);
-                    __m512i sumi[PG_K4P_FEW];
-                    for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                    for (int t = 0; t < 4; t++) {
-                        __m512i q[8], u[8];
-                        pg_k4p_codes(xr, bo, t, q, q5);
-#pragma GCC unroll 2
-                        for (int h = 0; h < 2; h++) {
-                            pg_k4p_u(q, w.qh, 2 * t + h, q5, u);
-                            for (int c = 0; c < nc; c++)
-                                sumi[c] = _mm512_add_epi32(sumi[c], pg_k4p_sub(u, y[c][k].qs + 64 * t + 32 * h,
-                                                                               w.sc[2 * t + h], nc < 4));
-                        }
-                    }
-                    for (int c = 0; c < nc; c++) a[c] = pg_k4p_acc(&w, sumi[c], col[c][k], a[c]);
-                }
-                for (int c = 0; c < nc; c++) acc[p][c] = a[c];
-            }
-        }
-        for (int p = 0; p < np; p++) {
-            const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
-            for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + i0 + p * PG_QP_R, m, acc[p][c]);
-        }
-    }
-}
-/* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
-PG_ALWAYS_INLINE void pg_k4p_tile(const int q5, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                  size_t by, int nc, float * s, size_t lds) {
-    /* few columns as the GEMV (pg_qp_tile's reasons) */
-    const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
-    switch (nc) {
-    case 1: pg_k4p_cols(q5, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 2: pg_k4p_cols(q5, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 3: pg_k4p_cols(q5, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 4: pg_k4p_cols(q5, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 5: pg_k4p_cols(q5, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 6: pg_k4p_cols(q5, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 7: pg_k4p_cols(q5, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 8: pg_k4p_cols(q5, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    default: break;
-    }
-    const char * x = (const char *) vx;
-    const int64_t nb = n / PG_QK_K;
-    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
-    pg_k4p_col col[PG_QP_NC * PG_K4P_KB];
-    pg_k4p_blk w[PG_K4P_KB];
-    __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
-    for (int p = 0; p < np; p++)
-        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_KB) {
-        const int kb = (int) PG_MIN(PG_K4P_KB, nb - b0);
-        const char * y[PG_QP_NC];
-        for (int c = 0; c < nc; c++) {
-            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
-            pg_k4p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K4P_KB);
-        }
-        for (int p = 0; p < np; p++) {
-            const char * xr[PG_QP_R];
-            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-            for (int k = 0; k < kb; k++) pg_k4p_block(xr, (size_t) (b0 + k) * PG_K4P_BSIZE(q5), &w[k], q5);
-            for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
-                pg_k4p_run_n(w, kb, y + c0, col + c0 * PG_K4P_KB, PG_K4P_KB, PG_MIN(PG_QP_NCR, nc - c0),
-                             acc[p] + c0, q5);
-        }
-    }
-    for (int p = 0; p < np; p++) {
-        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
-        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
-    }
-}
-/* vec_dot_tile and vec_dot_rows (the one-column GEMV) of Q4_K and Q5_K */
-static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                              size_t by, int nc, float * s, size_t lds) {
-    pg_k4p_tile(0, n, vx, bx, mr, vy, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q5_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                              size_t by, int nc, float * s, size_t lds) {
-    pg_k4p_tile(1, n, vx, bx, mr, vy, by, nc, s, lds);
-}
-static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
-                                              float * s) {
-    pg_k4p_cols(0, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
-}
-static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
-                                              float * s) {
-    pg_k4p_cols(1, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
-}
-#define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
-#define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
-#define PG_Q4_K_TILE_NC PG_QP_NC
-#define PG_Q4_K_TILE_MR PG_QP_MR
-#define PG_Q5_K_TILE pg_vec_dot_q5_K_q8_K_ptile
-#define PG_Q5_K_ROWS pg_vec_dot_q5_K_q8_K_prows
-#define PG_Q5_K_TILE_NC PG_QP_NC
-#define PG_Q5_K_TILE_MR PG_QP_MR
-
 /* Q6_K on AVX-512 with VNNI and GFNI: panels of 16 rows too. Per (row, column) and super-block the
  * exact integer sumi = sum_j scale_j * (sum_{i in sub-block j} u_i y_i - 32 * bsum_j), u = q + 32 the
  * stored 6-bit value (0..63, dpbusd's unsigned operand) and bsum_j Q8_K's sum of y over sub-block j
@@ -581,8 +422,6 @@ static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t
 /* super-block of a panel: u[i] lane r = dword i of row r's values u (elements 4i..4i+3); sc[j] lane
  * r = its scale of sub-block j; d: d_x */
 typedef struct { __m512i u[64], sc[16]; __m512 d; } pg_k6p_blk;
-/* super-block of a column: d_y and -32 * bsum_j */
-typedef struct { float d; int32_t c[16]; } pg_k6p_col;
 
 /* the super-block at byte bo of the 16 rows p[r] */
 PG_ALWAYS_INLINE void pg_k6p_block(const char * const * p, size_t bo, pg_k6p_blk * w) {
@@ -611,17 +450,9 @@ PG_ALWAYS_INLINE void pg_k6p_block(const char * const * p, size_t bo, pg_k6p_blk
         for (int b = 0; b < 4; b++) w->sc[4 * a + b] = _mm512_srai_epi32(_mm512_slli_epi32(sc[a], 24 - 8 * b), 24);
     w->d = _mm512_cvtph_ps(pg_x16_words(p, bo + offsetof(pg_block_q6_K, d)));
 }
-/* super-blocks [b0, b0 + kb) of a Q8_K column y */
-static inline void pg_k6p_column(const char * y, int64_t b0, int kb, pg_k6p_col * out) {
-    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
-    for (int k = 0; k < kb; k++) {
-        out[k].d = yb[k].d;
-        for (int j = 0; j < 16; j++) out[k].c[j] = -32 * yb[k].bsums[j];
-    }
-}
 /* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*cs + k])
  * against kb super-blocks of a panel w, into acc[c] */
-PG_ALWAYS_INLINE void pg_k6p_run(const pg_k6p_blk * w, int kb, const char * const * y, const pg_k6p_col * col,
+PG_ALWAYS_INLINE void pg_k6p_run(const pg_k6p_blk * w, int kb, const char * const * y, const pg_kp_col * col,
                                  const int cs, const int NC, __m512 * acc) {
     for (int k = 0; k < kb; k++) {
         __m512i sumi[PG_QP_NCR];
@@ -647,29 +478,81 @@ PG_ALWAYS_INLINE void pg_k6p_run(const pg_k6p_blk * w, int kb, const char * cons
                                      acc[c]);
     }
 }
-/* pg_k6p_run for nc (<= PG_QP_NCR) columns, a constant in each case */
-PG_ALWAYS_INLINE void pg_k6p_run_n(const pg_k6p_blk * w, int kb, const char * const * y, const pg_k6p_col * col, int cs,
-                                   int nc, __m512 * acc) {
-    switch (nc) {
-    case 1: pg_k6p_run(w, kb, y, col, cs, 1, acc); break;
-    case 2: pg_k6p_run(w, kb, y, col, cs, 2, acc); break;
-    case 3: pg_k6p_run(w, kb, y, col, cs, 3, acc); break;
-    case 4: pg_k6p_run(w, kb, y, col, cs, 4, acc); break;
-    case 5: pg_k6p_run(w, kb, y, col, cs, 5, acc); break;
-    case 6: pg_k6p_run(w, kb, y, col, cs, 6, acc); break;
-    case 7: pg_k6p_run(w, kb, y, col, cs, 7, acc); break;
-    default: pg_k6p_run(w, kb, y, col, cs, 8, acc); break;
+/* The skeletons the three share, over t = PG_TYPE_Q4_K, _Q5_K or _Q6_K (a constant in every caller) */
+#define PG_KP_FEW 8                   /* columns run as the GEMV (pg_kp_cols) */
+PG_ALWAYS_INLINE size_t pg_kp_bsize(const int t) {
+    return t == PG_TYPE_Q6_K ? sizeof(pg_block_q6_K) : t == PG_TYPE_Q5_K ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K);
+}
+PG_ALWAYS_INLINE int pg_kp_kb(const int t) { return t == PG_TYPE_Q6_K ? PG_K6P_KB : PG_K4P_KB; }
+/* super-blocks [b0, b0 + kb) of a Q8_K column y */
+static inline void pg_kp_column(const int t, const char * y, int64_t b0, int kb, pg_kp_col * out) {
+    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
+    for (int k = 0; k < kb; k++) {
+        out[k].d = yb[k].d;
+        if (t == PG_TYPE_Q6_K) {
+            for (int j = 0; j < 16; j++) out[k].c[j] = -32 * yb[k].bsums[j];
+            continue;
+        }
+        int32_t b[8];
+        for (int j = 0; j < 8; j++) b[j] = yb[k].bsums[2 * j] + yb[k].bsums[2 * j + 1];
+        for (int i = 0; i < 4; i++) {
+            const int j = 4 * (i / 2) + i % 2;       /* pairs (0, 2), (1, 3), (4, 6), (5, 7) */
+            out[k].c[i] = (int32_t) ((uint32_t) (uint16_t) b[j] | (uint32_t) (uint16_t) b[j + 2] << 16);
+        }
     }
 }
-/* few columns (nc <= PG_QP_NCR), y_c = vy + c*by, against nr rows, s[c*lds + r]: as pg_k4p_cols, the
- * rows in passes of PG_K4P_GEMV_KB super-blocks, each panel's super-block made and used at once and
- * the panel two ahead prefetched up to row nahead (a panel's 16 row streams from DRAM need it) */
-static inline void pg_k6p_cols(int nc, int64_t n, const void * vx, size_t bx, int64_t nr, int64_t nahead,
-                               const void * vy, size_t by, float * s, size_t lds) {
+/* a pass's super-blocks of one panel, made once for all the columns */
+typedef union { pg_k4p_blk k4[PG_K4P_KB]; pg_k6p_blk k6[PG_K6P_KB]; } pg_kp_pass;
+/* NC (a constant, <= PG_QP_NCR) columns against kb super-blocks of a pass w, into acc[c] */
+PG_ALWAYS_INLINE void pg_kp_run(const int t, const pg_kp_pass * w, int kb, const char * const * y, const pg_kp_col * col,
+                                const int cs, const int NC, __m512 * acc) {
+    if (t == PG_TYPE_Q6_K) pg_k6p_run(w->k6, kb, y, col, cs, NC, acc);
+    else pg_k4p_run(w->k4, kb, y, col, cs, NC, acc, t == PG_TYPE_Q5_K);
+}
+/* nc (a constant, <= PG_KP_FEW) columns y[c] against super-block b of the panel of rows xr, made and
+ * used at once, into acc[c] (col[c*cs]: the column's super-block b) */
+PG_ALWAYS_INLINE void pg_kp_step(const int t, const char * const * xr, int64_t b, const pg_block_q8_K * const * y,
+                                 const pg_kp_col * col, const int cs, const int nc, __m512 * acc) {
+    const size_t bo = (size_t) b * pg_kp_bsize(t);
+    if (t == PG_TYPE_Q6_K) {
+        pg_k6p_blk w;
+        pg_k6p_block(xr, bo, &w);
+        const char * yc[PG_KP_FEW];
+        for (int c = 0; c < nc; c++) yc[c] = (const char *) (y[c] + b);
+        pg_k6p_run(&w, 1, yc, col, cs, nc, acc);
+        return;
+    }
+    const int q5 = t == PG_TYPE_Q5_K;
+    pg_k4p_blk w;
+    pg_k4p_head(xr, bo, &w);
+    if (q5) pg_x16_dwords32(xr, bo + offsetof(pg_block_q5_K, qh), w.qh);
+    __m512i sumi[PG_KP_FEW];
+    for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        __m512i codes[8], u[8];
+        pg_k4p_codes(xr, bo, q, codes, q5);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            pg_k4p_u(codes, w.qh, 2 * q + h, q5, u);
+            for (int c = 0; c < nc; c++)
+                sumi[c] = _mm512_add_epi32(sumi[c], pg_k4p_sub(u, y[c][b].qs + 64 * q + 32 * h, w.sc[2 * q + h], nc < 4));
+        }
+    }
+    for (int c = 0; c < nc; c++) acc[c] = pg_k4p_acc(&w, sumi[c], col[c * cs], acc[c]);
+}
+/* nc (a constant, <= PG_KP_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's
+ * sums, a panel's super-block made and used at once (the one-column GEMV of Q4_K/Q5_K and the tile's
+ * few columns); the columns prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR
+ * rows; the panel two ahead prefetched up to row nahead, as pg_qp_cols */
+PG_ALWAYS_INLINE void pg_kp_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds) {
     const int64_t nb = n / PG_QK_K;
-    const size_t bs = sizeof(pg_block_q6_K);
-    pg_k6p_col col[PG_QP_NCR * PG_K4P_GEMV_KB];
-    __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_QP_NCR];
+    const size_t bs = pg_kp_bsize(t);
+    pg_kp_col col[PG_KP_FEW * PG_K4P_GEMV_KB];
+    __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_KP_FEW];
+    const pg_block_q8_K * y[PG_KP_FEW];
+    for (int c = 0; c < nc; c++) y[c] = (const pg_block_q8_K *) ((const char *) vy + (size_t) c * by);
     for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
         const char * x = (const char *) vx + (size_t) i0 * bx;
         const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
@@ -677,21 +560,20 @@ static inline void pg_k6p_cols(int nc, int64_t n, const void * vx, size_t bx, in
             for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
         for (int64_t b0 = 0; b0 < nb; b0 += PG_K4P_GEMV_KB) {
             const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
-            for (int c = 0; c < nc; c++) pg_k6p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K4P_GEMV_KB);
+            for (int c = 0; c < nc; c++) pg_kp_column(t, (const char *) y[c], b0, kb, col + c * PG_K4P_GEMV_KB);
             for (int p = 0; p < np; p++) {
                 const char * xr[PG_QP_R];
                 pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
                 const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
                 pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * bs, bx, nahead - i0 - ra,
                                                        (size_t) kb * bs, kb);
+                __m512 a[PG_KP_FEW];
+                for (int c = 0; c < nc; c++) a[c] = acc[p][c];
                 for (int k = 0; k < kb; k++) {
                     pg_x16_ahead_step(&ahead);
-                    pg_k6p_blk w;
-                    pg_k6p_block(xr, (size_t) (b0 + k) * bs, &w);
-                    const char * y[PG_QP_NCR];
-                    for (int c = 0; c < nc; c++) y[c] = (const char *) vy + (size_t) c * by + (size_t) (b0 + k) * sizeof(pg_block_q8_K);
-                    pg_k6p_run_n(&w, 1, y, col + k, PG_K4P_GEMV_KB, nc, acc[p]);
+                    pg_kp_step(t, xr, b0 + k, y, col + k, PG_K4P_GEMV_KB, nc, a);
                 }
+                for (int c = 0; c < nc; c++) acc[p][c] = a[c];
             }
         }
         for (int p = 0; p < np; p++) {
@@ -700,34 +582,60 @@ static inline void pg_k6p_cols(int nc, int64_t n, const void * vx, size_t bx, in
         }
     }
 }
-/* vec_dot_tile of Q6_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
-static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                              size_t by, int nc, float * s, size_t lds) {
-    if (nc <= PG_QP_NCR) {
-        pg_k6p_cols(nc, n, vx, bx, mr, mr + PG_X16_AHEAD * PG_QP_R, vy, by, s, lds);
-        return;
+/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
+PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                 int nc, float * s, size_t lds) {
+    /* few columns as the GEMV (pg_qp_tile's reasons) */
+    const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
+    switch (nc) {
+    case 1: pg_kp_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 2: pg_kp_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 3: pg_kp_cols(t, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 4: pg_kp_cols(t, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 5: pg_kp_cols(t, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 6: pg_kp_cols(t, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 7: pg_kp_cols(t, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 8: pg_kp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    default: break;
     }
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK_K;
-    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
-    pg_k6p_col col[PG_QP_NC * PG_K6P_KB];
-    pg_k6p_blk w[PG_K6P_KB];
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R, KB = pg_kp_kb(t);
+    pg_kp_col col[PG_QP_NC * PG_K4P_KB];
+    pg_kp_pass w;
     __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
     for (int p = 0; p < np; p++)
         for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += PG_K6P_KB) {
-        const int kb = (int) PG_MIN(PG_K6P_KB, nb - b0);
+    for (int64_t b0 = 0; b0 < nb; b0 += KB) {
+        const int kb = (int) PG_MIN(KB, nb - b0);
         const char * y[PG_QP_NC];
         for (int c = 0; c < nc; c++) {
             y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
-            pg_k6p_column((const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K6P_KB);
+            pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * KB);
         }
         for (int p = 0; p < np; p++) {
             const char * xr[PG_QP_R];
             pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-            for (int k = 0; k < kb; k++) pg_k6p_block(xr, (size_t) (b0 + k) * sizeof(pg_block_q6_K), &w[k]);
-            for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
-                pg_k6p_run_n(w, kb, y + c0, col + c0 * PG_K6P_KB, PG_K6P_KB, PG_MIN(PG_QP_NCR, nc - c0), acc[p] + c0);
+            for (int k = 0; k < kb; k++) {
+                const size_t bo = (size_t) (b0 + k) * pg_kp_bsize(t);
+                if (t == PG_TYPE_Q6_K) pg_k6p_block(xr, bo, &w.k6[k]);
+                else pg_k4p_block(xr, bo, &w.k4[k], t == PG_TYPE_Q5_K);
+            }
+            for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR) {
+                const char * const * yc = y + c0;
+                const pg_kp_col * cc = col + c0 * KB;
+                __m512 * ac = acc[p] + c0;
+                switch (PG_MIN(PG_QP_NCR, nc - c0)) {
+                case 1: pg_kp_run(t, &w, kb, yc, cc, KB, 1, ac); break;
+                case 2: pg_kp_run(t, &w, kb, yc, cc, KB, 2, ac); break;
+                case 3: pg_kp_run(t, &w, kb, yc, cc, KB, 3, ac); break;
+                case 4: pg_kp_run(t, &w, kb, yc, cc, KB, 4, ac); break;
+                case 5: pg_kp_run(t, &w, kb, yc, cc, KB, 5, ac); break;
+                case 6: pg_kp_run(t, &w, kb, yc, cc, KB, 6, ac); break;
+                case 7: pg_kp_run(t, &w, kb, yc, cc, KB, 7, ac); break;
+                default: pg_kp_run(t, &w, kb, yc, cc, KB, 8, ac); break;
+                }
+            }
         }
     }
     for (int p = 0; p < np; p++) {
@@ -735,6 +643,36 @@ static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t
         for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
     }
 }
+/* the table's entries: vec_dot_tile of Q4_K, Q5_K and Q6_K, vec_dot_rows (the one-column GEMV) of
+ * Q4_K and Q5_K (Q6_K's is the row-pair kernel of arch/x86/kgemv-x86.h, with these f32 steps) */
+static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_kp_tile(PG_TYPE_Q4_K, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q5_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_kp_tile(PG_TYPE_Q5_K, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_kp_tile(PG_TYPE_Q6_K, n, vx, bx, mr, vy, by, nc, s, lds);
+}
+static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_kp_cols(PG_TYPE_Q4_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
+}
+static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_kp_cols(PG_TYPE_Q5_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
+}
+#define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
+#define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
+#define PG_Q4_K_TILE_NC PG_QP_NC
+#define PG_Q4_K_TILE_MR PG_QP_MR
+#define PG_Q5_K_TILE pg_vec_dot_q5_K_q8_K_ptile
+#define PG_Q5_K_ROWS pg_vec_dot_q5_K_q8_K_prows
+#define PG_Q5_K_TILE_NC PG_QP_NC
+#define PG_Q5_K_TILE_MR PG_QP_MR
 #define PG_Q6_K_TILE pg_vec_dot_q6_K_q8_K_ptile
 #define PG_Q6_K_TILE_NC PG_QP_NC
 #define PG_Q6_K_TILE_MR PG_QP_MR
