@@ -89,7 +89,7 @@ KINDS = {PG_KIND_FLOAT: "float", PG_KIND_QUANT: "quant", PG_KIND_INT: "int"}
 def types():
     """{ggml type id: (name, blck, size, kind, kernels)} of every row of the type table; kind is
     "float", "quant" or "int", kernels the names of the row kernels it has (to_float, from_float,
-    vec_dot, dot_f32, dot_tile_f32, attn_dot, attn_acc)."""
+    vec_dot, vec_dot_rows, dot_tile_f32, attn_dot, attn_acc)."""
     cdef const pg_type_traits * tr
     rows = {}
     for i in range(PG_TYPE_COUNT):
@@ -97,7 +97,7 @@ def types():
         if tr.name == NULL:
             continue
         have = {"to_float": tr.to_float != NULL, "from_float": tr.from_float != NULL, "vec_dot": tr.vec_dot != NULL,
-                "dot_f32": tr.dot_f32 != NULL, "dot_tile_f32": tr.dot_tile_f32 != NULL, "attn_dot": tr.attn_dot != NULL,
+                "vec_dot_rows": tr.vec_dot_rows != NULL, "dot_tile_f32": tr.dot_tile_f32 != NULL, "attn_dot": tr.attn_dot != NULL,
                 "attn_acc": tr.attn_acc != NULL}
         rows[i] = (tr.name.decode(), tr.blck, tr.size, KINDS[tr.kind], frozenset(k for k, v in have.items() if v))
     return rows

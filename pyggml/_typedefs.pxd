@@ -64,7 +64,7 @@ cdef extern from "types.h" nogil:
         pg_from_float_fn from_float
         void * vec_dot
         int vec_dot_type
-        void * dot_f32
+        void * vec_dot_rows
         void * dot_tile_f32
         void * attn_dot
         void * attn_acc

@@ -17,23 +17,18 @@
  *                      of their own (arch/x86/qgemm-x86.h's pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*
  *                      and pg_k6p_*), which their vec_dot_rows shares (Q6_K: and its vec_dot) and
  *                      their vec_dot / vec_dot_n (one row: the attention path) do not
- *   dot_f32            one row of this type against one f32 row: mul_mat's GEMV with float weights
- *                      widens the vec_dot_type activations back to f32 once per thread (exact) and
- *                      dots with it; NULL: vec_dot on the converted rows
  *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NC f32 rows
  *                      in registers, each sum in pg_vec_dot4_*'s order: mul_mat's few columns
- *   dot2_f32, vec_dot2 float types: two rows of this type (bx bytes apart) against one f32 /
- *                      vec_dot_type row, each sum bit for bit dot_f32's / vec_dot's: the one-column
- *                      GEMV's row pairs
- *   vec_dot_rows       integer types: nr rows (bx bytes apart) against one vec_dot_type row, each sum
- *                      bit for bit vec_dot_tile's (vec_dot_n's without a tile): mul_mat's one-column
- *                      GEMV, a thread's whole row range per call (AVX2, the 32-element block types:
+ *   vec_dot_rows       nr rows (bx bytes apart) against one vec_dot_type row: mul_mat's one-column
+ *                      GEMV, a thread's whole row range per call. Integer types: each sum bit for bit
+ *                      vec_dot_tile's (vec_dot_n's without a tile; AVX2, the 32-element block types:
  *                      the column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
  *                      those (the column prepared once) and Q2_K, Q3_K, Q6_K, IQ4_XS: rows i and
  *                      i + nr/2 side by side, two read streams; Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K,
- *                      Q5_K: the tile's panels of 16 rows, made and used in registers); NULL: the
- *                      GEMV calls vec_dot_tile
- *                      (or vec_dot_n) per row
+ *                      Q5_K: the tile's panels of 16 rows, made and used in registers). Float types:
+ *                      rows i and i + nr/2 side by side against the column widened to f32 once
+ *                      (exact), or in place when long (pg_type_float_rows). NULL: the GEMV calls
+ *                      vec_dot_tile (or vec_dot) per row
  *   attn_dot           nr f32 query rows . one K row of this type (flash_attn_ext's split path)
  *   attn_acc           f32 accumulators += weights x nk V rows of this type (split and one_chunk)
  *
@@ -60,13 +55,10 @@ typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_
  * at once */
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                    float * s, size_t lds);
-typedef float (*pg_dot_f32_fn)(int64_t n, const void * x, const float * y);
 /* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NC, each
  * sum in pg_vec_dot4_*'s order; pf: prefetch the rows ahead (vec/dot.h pg_dot_tile) */
 typedef void (*pg_dot_tile_f32_fn)(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
                                    float * s, size_t lds, bool pf);
-/* s[r] = dot(x + r * bx, y) for r < 2 */
-typedef void (*pg_dot2_fn)(int64_t n, const void * x, size_t bx, const void * y, float * s);
 /* s[r] = dot(x + r * bx, y) for r < nr */
 typedef void (*pg_vec_dot_rows_fn)(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s);
 typedef void (*pg_attn_dot_fn)(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
@@ -87,11 +79,8 @@ typedef struct pg_type_traits {
     pg_vec_dot_tile_fn vec_dot_tile;  /* NULL: mul_mat calls vec_dot_n per weight row */
     int tile_nc;                 /* the most columns a vec_dot_tile call takes */
     int tile_mr;                 /* the most weight rows it takes; 0: PG_QGEMM_MR */
-    pg_dot_f32_fn dot_f32;
     pg_dot_tile_f32_fn dot_tile_f32;  /* float types: mul_mat's few-column tiles */
-    pg_dot2_fn dot2_f32;         /* float types, y: f32 */
-    pg_dot2_fn vec_dot2;         /* float types, y: vec_dot_type */
-    pg_vec_dot_rows_fn vec_dot_rows;  /* integer types; NULL: the one-column GEMV calls vec_dot_tile per row */
+    pg_vec_dot_rows_fn vec_dot_rows;  /* NULL: the one-column GEMV calls vec_dot_tile (vec_dot) per row */
     pg_attn_dot_fn attn_dot;
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
@@ -145,16 +134,6 @@ static inline float pg_type_dot_q4_0(int64_t n, const void * x, const void * y) 
     return pg_vec_dot_q4_0_q8_0(n, (const pg_block_q4_0 *) x, (const pg_block_q8_0 *) y);
 }
 
-static inline float pg_type_dot_f32_f32(int64_t n, const void * x, const float * y) {
-    return pg_vec_dot_f32(n, (const float *) x, y);
-}
-static inline float pg_type_dot_f16_f32(int64_t n, const void * x, const float * y) {
-    return pg_vec_dot_f16_f32(n, (const pg_fp16_t *) x, y);
-}
-static inline float pg_type_dot_bf16_f32(int64_t n, const void * x, const float * y) {
-    return pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) x, y);
-}
-
 static inline void pg_type_dot_tile_f32(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
                                         float * s, size_t lds, bool pf) {
     pg_vec_dot_tile_f32(n, (const float *) x, bx, mr, y, nc, s, lds, pf);
@@ -168,20 +147,47 @@ static inline void pg_type_dot_tile_bf16(int64_t n, const void * x, size_t bx, i
     pg_vec_dot_tile_bf16_f32(n, (const pg_bf16_t *) x, bx, mr, y, nc, s, lds, pf);
 }
 
-static inline void pg_type_dot2_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_vec_dot2_f32(n, (const float *) x, bx, (const float *) y, s);
+/* vec_dot_rows of the float types: the one-column GEMV over a thread's nr rows, rows i and i + nr/2
+ * side by side (two read streams), an odd last row alone. The fp16/bf16 column is widened to f32
+ * once per call (exact) where that copy stays in L1 (PG_GEMV_WIDEN_MAX) and dotted as f32; a longer
+ * one is dotted in place, both operands widened in registers (the same sums bit for bit). */
+PG_ALWAYS_INLINE void pg_type_float_rows(const int t, int64_t n, const void * vx, size_t bx, int64_t nr, const void * y,
+                                         float * s) {
+    const char * x = (const char *) vx;
+    float wide[PG_GEMV_WIDEN_MAX / sizeof(float)];
+    const bool f32 = t == PG_TYPE_F32 || (size_t) n * sizeof(float) <= PG_GEMV_WIDEN_MAX;
+    if (t == PG_TYPE_F16 && f32) pg_row_f16_to_f32(y, wide, n);
+    if (t == PG_TYPE_BF16 && f32) pg_row_bf16_to_f32(y, wide, n);
+    const float * yf = t == PG_TYPE_F32 ? (const float *) y : wide;
+    const int64_t h = nr / 2;
+    const size_t bh = (size_t) h * bx;
+    for (int64_t i = 0; i < h; i++) {
+        const char * xi = x + (size_t) i * bx;
+        float s2[2];
+        if (t == PG_TYPE_F32) pg_vec_dot2_f32(n, (const float *) xi, bh, yf, s2);
+        else if (t == PG_TYPE_F16 && f32) pg_vec_dot2_f16_f32(n, (const pg_fp16_t *) xi, bh, yf, s2);
+        else if (t == PG_TYPE_F16) pg_vec_dot2_f16(n, (const pg_fp16_t *) xi, bh, (const pg_fp16_t *) y, s2);
+        else if (f32) pg_vec_dot2_bf16_f32(n, (const pg_bf16_t *) xi, bh, yf, s2);
+        else pg_vec_dot2_bf16(n, (const pg_bf16_t *) xi, bh, (const pg_bf16_t *) y, s2);
+        s[i] = s2[0];
+        s[i + h] = s2[1];
+    }
+    if (!(nr & 1)) return;
+    const void * xl = x + (size_t) (2 * h) * bx;
+    if (t == PG_TYPE_F32) s[2 * h] = pg_vec_dot_f32(n, (const float *) xl, yf);
+    else if (t == PG_TYPE_F16 && f32) s[2 * h] = pg_vec_dot_f16_f32(n, (const pg_fp16_t *) xl, yf);
+    else if (t == PG_TYPE_F16) s[2 * h] = pg_vec_dot_f16(n, (const pg_fp16_t *) xl, (const pg_fp16_t *) y);
+    else if (f32) s[2 * h] = pg_vec_dot_bf16_f32(n, (const pg_bf16_t *) xl, yf);
+    else s[2 * h] = pg_vec_dot_bf16(n, (const pg_bf16_t *) xl, (const pg_bf16_t *) y);
 }
-static inline void pg_type_dot2_f16(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_vec_dot2_f16(n, (const pg_fp16_t *) x, bx, (const pg_fp16_t *) y, s);
+static inline void pg_type_rows_f32(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_type_float_rows(PG_TYPE_F32, n, x, bx, nr, y, s);
 }
-static inline void pg_type_dot2_bf16(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_vec_dot2_bf16(n, (const pg_bf16_t *) x, bx, (const pg_bf16_t *) y, s);
+static inline void pg_type_rows_f16(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_type_float_rows(PG_TYPE_F16, n, x, bx, nr, y, s);
 }
-static inline void pg_type_dot2_f16_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_vec_dot2_f16_f32(n, (const pg_fp16_t *) x, bx, (const float *) y, s);
-}
-static inline void pg_type_dot2_bf16_f32(int64_t n, const void * x, size_t bx, const void * y, float * s) {
-    pg_vec_dot2_bf16_f32(n, (const pg_bf16_t *) x, bx, (const float *) y, s);
+static inline void pg_type_rows_bf16(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_type_float_rows(PG_TYPE_BF16, n, x, bx, nr, y, s);
 }
 
 static inline void pg_type_attn_dot_f32(int nr, int64_t n, const float * q, int64_t ldq, const void * k, float * s,
@@ -285,24 +291,21 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .name = "f32", .blck = 1, .size = sizeof(float), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f32_to_f32, .from_float = pg_row_f32_from_f32,
         .vec_dot = pg_type_dot_f32, .vec_dot_type = PG_TYPE_F32,
-        .dot_f32 = pg_type_dot_f32_f32, .dot_tile_f32 = pg_type_dot_tile_f32,
-        .dot2_f32 = pg_type_dot2_f32, .vec_dot2 = pg_type_dot2_f32,
+        .dot_tile_f32 = pg_type_dot_tile_f32, .vec_dot_rows = pg_type_rows_f32,
         .attn_dot = pg_type_attn_dot_f32, .attn_acc = pg_type_attn_acc_f32,
     },
     [PG_TYPE_F16] = {
         .name = "f16", .blck = 1, .size = sizeof(pg_fp16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_f16_to_f32, .from_float = pg_row_f16_from_f32,
         .vec_dot = pg_type_dot_f16, .vec_dot_type = PG_TYPE_F16,
-        .dot_f32 = pg_type_dot_f16_f32, .dot_tile_f32 = pg_type_dot_tile_f16,
-        .dot2_f32 = pg_type_dot2_f16_f32, .vec_dot2 = pg_type_dot2_f16,
+        .dot_tile_f32 = pg_type_dot_tile_f16, .vec_dot_rows = pg_type_rows_f16,
         .attn_dot = pg_type_attn_dot_f16, .attn_acc = pg_type_attn_acc_f16,
     },
     [PG_TYPE_BF16] = {
         .name = "bf16", .blck = 1, .size = sizeof(pg_bf16_t), .kind = PG_KIND_FLOAT,
         .to_float = pg_row_bf16_to_f32, .from_float = pg_row_bf16_from_f32,
         .vec_dot = pg_type_dot_bf16, .vec_dot_type = PG_TYPE_BF16,
-        .dot_f32 = pg_type_dot_bf16_f32, .dot_tile_f32 = pg_type_dot_tile_bf16,
-        .dot2_f32 = pg_type_dot2_bf16_f32, .vec_dot2 = pg_type_dot2_bf16,
+        .dot_tile_f32 = pg_type_dot_tile_bf16, .vec_dot_rows = pg_type_rows_bf16,
         .attn_dot = pg_type_attn_dot_bf16, .attn_acc = pg_type_attn_acc_bf16,
     },
     [PG_TYPE_Q8_0] = {

@@ -16,14 +16,11 @@
  *     read b in place.
  *  2. N < pg_mm_gemm_min_n (GEMV, decode; 16 with AVX-512; float weights: N < PG_MM_TILE_MIN_N, one
  *     column): each thread takes a contiguous range of weight rows and streams every row once,
- *     dotting it with the N activation rows: float weights with the type's dot_f32 (F16/BF16
- *     activations widened back to f32 once per thread for it, which is exact; a column longer than
- *     PG_GEMV_WIDEN_MAX bytes as f32 stays in vec_dot_type, dotted by vec_dot), the two halves of
- *     the thread's range side by side, a row of each per dot2_f32/vec_dot2 call: two read streams;
- *     quantized ones with the integer vec_dot_tile (x86: one weight row x four
- *     columns in registers per call; a type with a tile_mr that many rows) or vec_dot_n (four columns per decoded weight row), one column
- *     of a type with a vec_dot_rows with that (the thread's whole range in one call), the others
- *     with vec_dot.
+ *     dotting it with the N activation rows: one column of a type with vec_dot_rows with that (the
+ *     thread's whole range in one call; float weights: the two halves of it side by side, two read
+ *     streams, types.h pg_type_float_rows); else quantized weights with the integer vec_dot_tile
+ *     (x86: one weight row x four columns in registers per call; a type with a tile_mr that many
+ *     rows) or vec_dot_n (four columns per decoded weight row), the others with vec_dot.
  *     N >= pg_mm_gemm_min_n (GEMM), quantized weights (vec_dot_n): chunks of PG_MM_IR weight rows x
  *     PG_MM_IC columns from the chunk counter (PG_MM_IR or tile_mr rows), the integer tiles of the
  *     GEMV path with PG_QGEMM_MR weight rows per call, or the type's tile_mr (each activation block
@@ -72,7 +69,6 @@ typedef struct pg_mm_layout {
     pg_gemm_shape tile;     /* GEMM micro-kernel: mr weight rows x nr columns */
     bool gemm;
     bool idot;              /* integer path: a has vec_dot_n, the GEMM takes tiles of its dot products */
-    bool widen;             /* dot path: converted activations widened to f32 per thread (dot_f32) */
     bool tiles;             /* float weights, few columns: the dot tiles over f32 activation rows */
     size_t conv_row;        /* bytes of one converted b row; 0 = b read in place */
     size_t conv_bytes;      /* shared: converted b */
@@ -94,11 +90,6 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     const bool ftile = pg_traits[a->type].dot_tile_f32 != NULL;
     l.gemm = N >= (ftile ? pg_mm_float_gemm_min_n(l.tile) : pg_mm_gemm_min_n(l.tile));
     l.tiles = ftile && !l.gemm && N >= PG_MM_TILE_MIN_N;
-    /* one column with a long row: dot the fp16/bf16 activation in place (vec_dot, both operands
-     * widened in registers, the same sums bit for bit) rather than an f32 copy that the streamed
-     * weight rows push out of L1 (PG_GEMV_WIDEN_MAX, per ISA) */
-    const bool in_place = N == 1 && (size_t) K * sizeof(float) > PG_GEMV_WIDEN_MAX;
-    l.widen = !l.gemm && !l.tiles && pg_traits[a->type].dot_f32 && l.vt != PG_TYPE_F32 && !in_place;
     l.conv_row = l.vt == PG_TYPE_F32 ? 0 : pg_row_size(l.vt, K);
     l.conv_bytes = l.conv_row * (size_t) (N * nbatch);
     const int64_t mr = l.tile.mr, nr = l.tile.nr;
@@ -109,13 +100,7 @@ static inline pg_mm_layout pg_mm_get_layout(const pg_tensor * dst) {
     l.ldw = K + PG_MM_ROW_PAD;
     l.pack_bytes = (size_t) (l.npanel * nr * l.ldw * nbatch) * sizeof(float);
     if (l.tiles && l.conv_row) l.pack_bytes = (size_t) (N * l.ldw * nbatch) * sizeof(float);
-    if (l.idot) {
-        l.scratch = 0;
-    } else if (l.gemm) {
-        l.scratch = PG_MAX((size_t) (mr * (l.ldw + nr)), (size_t) PG_MM_KB) * sizeof(float);
-    } else {
-        l.scratch = l.widen ? (size_t) (N * K) * sizeof(float) : 0;
-    }
+    l.scratch = l.gemm && !l.idot ? PG_MAX((size_t) (mr * (l.ldw + nr)), (size_t) PG_MM_KB) * sizeof(float) : 0;
     return l;
 }
 
@@ -193,54 +178,27 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const pg_type_traits * tr = &pg_traits[a->type];
-    float * wide = (float *) pg_scratch(p, l->scratch);
     const void * brows[PG_MM_GEMM_MIN_N_MAX];       /* activation rows in vec_dot_type */
-    const float * bf32[PG_MM_GEMM_MIN_N_MAX];       /* the same as f32 (dot_f32's operands) */
     int64_t r0, r1;
     pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
     while (r0 < r1) {
         const int64_t batch = r0 / M, i1 = PG_MIN(M, r0 % M + (r1 - r0));
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
-        int64_t i0 = r0 % M;
+        const int64_t i0 = r0 % M;
         r0 += i1 - i0;
-        if (l->idot) {
-            if (N == 1 && tr->vec_dot_rows)
-                tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
-                                 (float *) pg_row(dst, 0, i12, i13) + i0);
-            else
-                pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, tr->tile_mr ? tr->tile_mr : 1);
+        if (N == 1 && tr->vec_dot_rows) {
+            tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
+                             (float *) pg_row(dst, 0, i12, i13) + i0);
             continue;
         }
-        for (int64_t j = 0; j < N; j++) {
-            const char * src = pg_mm_brow(b, l, conv, j, i12, i13);
-            brows[j] = src;
-            bf32[j] = (const float *) src;
-            if (l->widen) {
-                pg_traits[l->vt].to_float(src, wide + j * K, K);
-                bf32[j] = wide + j * K;
-            }
+        if (l->idot) {
+            pg_mm_int_tiles(dst, l, conv, i12, i13, i0, i1, 0, N, tr->tile_mr ? tr->tile_mr : 1);
+            continue;
         }
-        const bool f32_dot = tr->dot_f32 && (l->widen || l->vt == PG_TYPE_F32);
-        const pg_dot2_fn dot2 = N > 1 ? NULL : f32_dot ? tr->dot2_f32 : tr->vec_dot2;
-        if (dot2) {
-            /* one column of float weights: rows i and i + h together, two read streams (vec/dot.h pg_dot2_kernel) */
-            const int64_t h = (i1 - i0) / 2;
-            float * d = (float *) pg_row(dst, 0, i12, i13);
-            const void * y = f32_dot ? (const void *) bf32[0] : brows[0];
-            for (int64_t i = i0; i < i0 + h; i++) {
-                float s2[2];
-                dot2(K, pg_row(a, i, i12 / r2, i13 / r3), (size_t) h * a->nb[1], y, s2);
-                d[i] = s2[0];
-                d[i + h] = s2[1];
-            }
-            i0 += 2 * h;
-        }
+        for (int64_t j = 0; j < N; j++) brows[j] = pg_mm_brow(b, l, conv, j, i12, i13);
         for (int64_t i = i0; i < i1; i++) {
             const char * arow = pg_row(a, i, i12 / r2, i13 / r3);
-            int64_t j = 0;
-            if (f32_dot)
-                for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->dot_f32(K, arow, bf32[j]);
-            for (; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
+            for (int64_t j = 0; j < N; j++) ((float *) pg_row(dst, j, i12, i13))[i] = tr->vec_dot(K, arow, brows[j]);
         }
     }
 }
