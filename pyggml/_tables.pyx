@@ -97,8 +97,8 @@ def types():
         if tr.name == NULL:
             continue
         have = {"to_float": tr.to_float != NULL, "from_float": tr.from_float != NULL, "vec_dot": tr.vec_dot != NULL,
-                "vec_dot_rows": tr.vec_dot_rows != NULL, "dot_tile_f32": tr.dot_tile_f32 != NULL, "attn_dot": tr.attn_dot != NULL,
-                "attn_acc": tr.attn_acc != NULL}
+                "vec_dot_rows": tr.vec_dot_rows != NULL, "dot_tile_f32": tr.dot_tile_f32 != NULL,
+                "attn_dot": tr.attn_dot != NULL, "attn_acc": tr.attn_acc != NULL}
         rows[i] = (tr.name.decode(), tr.blck, tr.size, KINDS[tr.kind], frozenset(k for k, v in have.items() if v))
     return rows
 
