@@ -19,13 +19,14 @@
  *     straight into the grouped order, pieces of rows split across threads. Barrier.
  *  3. the (expert, weight row) pairs of the used experts are split into one contiguous range per
  *     thread, balanced by the columns each row is dotted with; per expert the thread's rows run
- *     against the expert's columns in groups of PG_MM_IC: the integer tiles of mul_mat (vec_dot_rows
- *     for a lone column, vec_dot_tile or vec_dot_n otherwise, through a small buffer scattered to
- *     the columns), vec_dot for float weights.
+ *     against the expert's columns in groups of PG_MM_IC: vec_dot_rows for a lone column, else the
+ *     integer tiles of mul_mat (vec_dot_tile or vec_dot_n, through a small buffer scattered to the
+ *     columns), vec_dot for float weights.
  * Every sum is computed by the kernels mul_mat uses for one expert's matrix, so each column is bit
  * for bit mul_mat's: for the integer types whatever the number of columns (their tiles give each
- * column the same bits), for F32/F16/BF16 as mul_mat's GEMV path (fewer than pg_mm_gemm_min_n
- * columns; mul_mat's f32 GEMM tile sums in another order). Float weights never take a GEMM tile here.
+ * column the same bits), for F32/F16/BF16 as mul_mat's one-column GEMV (vec_dot_rows' sums are
+ * vec_dot's; mul_mat's dot tiles and f32 GEMM tile sum in another order). Float weights never take
+ * a tile here.
  */
 #pragma once
 #include "ops/matmul.h"
