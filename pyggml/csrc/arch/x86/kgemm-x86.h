@@ -13,11 +13,11 @@
  * it). The f32 steps of two columns share one register (lanes 0-7 and 8-15), Q4_K/Q5_K's 4 min lanes
  * of four columns one register: lane for lane the one-row kernel's operations, fewer instructions.
  * A last odd row and one row alone (mr = 1, the GEMV) run the one-row kernel itself.
- * Q4_K and Q5_K with VNNI and GFNI take panels of 16 rows instead (pg_k4p_*, at the end).
+ * Q4_K, Q5_K and Q6_K with VNNI and GFNI take panels of 16 rows instead (pg_kp_*, at the end).
  */
 #pragma once
 #include "arch/x86/kquants-x86.h"
-#include "arch/x86/qgemm-x86.h"     /* the panels of 16 rows Q4_K/Q5_K share with Q4_0 (pg_qp_*, pg_x16_*) */
+#include "arch/x86/qgemm-x86.h"     /* the panels of 16 rows the K-quants share with Q4_0 (pg_qp_*, pg_x16_*) */
 
 #define PG_KGEMM_MR 2              /* rows per pass: 2 x 8 int32 sums + 2 x 4 f32 accumulators + codes */
 #define PG_KGEMM_NC 8              /* columns per pass, at most */
@@ -386,8 +386,8 @@ PG_ALWAYS_INLINE __m512 pg_k4p_acc(const pg_k4p_blk * w, __m512i sumi, pg_kp_col
     acc = _mm512_fmadd_ps(_mm512_mul_ps(w->d, dy), _mm512_cvtepi32_ps(sumi), acc);
     return _mm512_fnmadd_ps(_mm512_mul_ps(w->dm, dy), _mm512_cvtepi32_ps(m), acc);
 }
-/* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K4P_KB
- * + k]; cs: col's stride per column) against kb super-blocks of a panel w, into acc[c] */
+/* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*cs + k])
+ * against kb super-blocks of a panel w, into acc[c] */
 PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * const * y, const pg_kp_col * col,
                                  const int cs, const int NC, __m512 * acc, const int q5) {
     for (int k = 0; k < kb; k++) {
@@ -412,8 +412,8 @@ PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * cons
  * stored 6-bit value (0..63, dpbusd's unsigned operand) and bsum_j Q8_K's sum of y over sub-block j
  * (16 elements), then acc = fma(d_x*d_y, sumi, acc), super-block by super-block from 0: the
  * arithmetic of the one-row GEMV (arch/x86/kgemv-x86.h pg_kgemv_q6_K_body), so a GEMM column equals
- * it bit for bit. A super-block of a panel is decoded once per pass of PG_K6P_KB for all the
- * columns: its 128 low-nibble bytes and 64 high-bit bytes transposed to dword vectors, element
+ * it bit for bit. A super-block of a panel is decoded once for all the columns (pg_kp_tile: once
+ * per pass of PG_K6P_KB; pg_kp_cols: made and used at once): its 128 low-nibble bytes and 64 high-bit bytes transposed to dword vectors, element
  * dword i (elements 4i..4i+3) made from a nibble (one affine byte transform) and two bits of qh
  * moved to bits 4-5; each sub-block's 4 dpbusd start from the column's -32 * bsum_j and are then
  * times the rows' scales (vpmulld). */

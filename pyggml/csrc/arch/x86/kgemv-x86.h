@@ -5,8 +5,9 @@
  * the named entry points at the end of arch/x86/kgemv2-x86.h). Each (row, column) pair gets exactly the integers and f32 steps of
  * arch/x86/kquants-x86.h's kernels (so the GEMV keeps the bits of the multi-column and tile paths): per
  * super-block 8 int32 lanes, lane j the sum over the groups of scale * (elements 4j..4j+3 of the
- * group) * y, less Q6_K's offset term, then acc += d_x*d_y * lane (Q4_K: and the 4 min lanes +=
- * dmin_x*d_y * mins . bsum pairs), summed at the end. What differs is the instruction count per
+ * group) * y, then acc += d_x*d_y * lane (Q4_K: and the 4 min lanes += dmin_x*d_y * mins . bsum
+ * pairs), summed at the end; except Q6_K, whose tile is the panels' (arch/x86/kgemm-x86.h): its
+ * lanes' exact total, less the offset term, then one fma per super-block. What differs is the instruction count per
  * super-block, which bounds the one-column GEMV at one thread (the weights are read once and the
  * kernel issues ~45 vector instructions per 144-210 bytes): the Q4_K and IQ4_XS scales unpacked
  * in one register, nibbles and Q6_K's high bit pairs moved into place by one affine
