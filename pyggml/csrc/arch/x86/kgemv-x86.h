@@ -7,7 +7,7 @@
  * super-block 8 int32 lanes, lane j the sum over the groups of scale * (elements 4j..4j+3 of the
  * group) * y, then acc += d_x*d_y * lane (Q4_K: and the 4 min lanes += dmin_x*d_y * mins . bsum
  * pairs), summed at the end; except Q6_K, whose tile is the panels' (arch/x86/kgemm-x86.h): its
- * lanes' exact total, less the offset term, then one fma per super-block. What differs is the instruction count per
+ * lanes' exact total (the offset term among them), then one fma per super-block. What differs is the instruction count per
  * super-block, which bounds the one-column GEMV at one thread (the weights are read once and the
  * kernel issues ~45 vector instructions per 144-210 bytes): the Q4_K and IQ4_XS scales unpacked
  * in one register, nibbles and Q6_K's high bit pairs moved into place by one affine
