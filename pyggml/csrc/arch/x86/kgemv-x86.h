@@ -2,17 +2,17 @@
  * vec_dot of those types, and the vec_dot_rows of Q6_K and IQ4_XS (Q4_K's and Q5_K's are the panels
  * of arch/x86/kgemm-x86.h): mul_mat's GEMV, a thread's whole row range in one call, row i and row
  * i + h of it dotted together, two read streams, the activation loads shared (pg_kgemv_rows and
- * the named entry points at the end of arch/x86/kgemv2-x86.h). Each (row, column) pair gets exactly the integers and f32 steps of
- * arch/x86/kquants-x86.h's kernels (so the GEMV keeps the bits of the multi-column and tile paths): per
- * super-block 8 int32 lanes, lane j the sum over the groups of scale * (elements 4j..4j+3 of the
- * group) * y, then acc += d_x*d_y * lane (Q4_K: and the 4 min lanes += dmin_x*d_y * mins . bsum
- * pairs), summed at the end; except Q6_K, whose tile is the panels' (arch/x86/kgemm-x86.h): its
- * lanes' exact total (the offset term among them), then one fma per super-block. What differs is the instruction count per
- * super-block, which bounds the one-column GEMV at one thread (the weights are read once and the
- * kernel issues ~45 vector instructions per 144-210 bytes): the Q4_K and IQ4_XS scales unpacked
- * in one register, nibbles and Q6_K's high bit pairs moved into place by one affine
- * byte transform (GFNI) of a broadcast load, VNNI's dpbusd/dpwssd in place of madd + add, d and dmin
- * converted and scaled together.
+ * the named entry points at the end of arch/x86/kgemv2-x86.h). Each (row, column) pair gets exactly
+ * the integers and f32 steps of arch/x86/kquants-x86.h's kernels (so the GEMV keeps the bits of the
+ * multi-column and tile paths): per super-block 8 int32 lanes, lane j the sum over the groups of
+ * scale * (elements 4j..4j+3 of the group) * y, then acc += d_x*d_y * lane (Q4_K: and the 4 min
+ * lanes += dmin_x*d_y * mins . bsum pairs), summed at the end; except Q6_K, whose tile is the
+ * panels' (arch/x86/kgemm-x86.h): its lanes' exact total (the offset term among them), then one fma
+ * per super-block. What differs is the instruction count per super-block, which bounds the
+ * one-column GEMV at one thread (the weights are read once and the kernel issues ~45 vector
+ * instructions per 144-210 bytes): the Q4_K and IQ4_XS scales unpacked in one register, nibbles and
+ * Q6_K's high bit pairs moved into place by one affine byte transform (GFNI) of a broadcast load,
+ * VNNI's dpbusd/dpwssd in place of madd + add, d and dmin converted and scaled together.
  */
 #pragma once
 #include "arch/x86/kquants-x86.h"
