@@ -77,7 +77,7 @@ static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, 
 #include "arch/x86/kquants-x86.h"     /* the AVX2/AVX-512 halves of the dots below */
 #endif
 /* vec_dot_rows (mul_mat's one-column GEMV: nr rows bx bytes apart against one Q8_K row, each sum
- * the bits of vec_dot_n's): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> on AVX-512 with VNNI and
+ * the bits of vec_dot_tile's, or vec_dot_n's where there is no tile): PG_KROWS_FN(T) is type T's kernel PG_KROWS_<T> on AVX-512 with VNNI and
  * GFNI (Q6_K and IQ4_XS in arch/x86/kgemv-x86.h, Q2_K and Q3_K in arch/x86/kgemv2-x86.h, whose
  * one-row bodies are also the vec_dot of each of them and of Q4_K; Q4_K's and Q5_K's rows are
  * arch/x86/kgemm-x86.h's panels there), on AVX2 the vec_dot_n bodies
