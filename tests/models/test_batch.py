@@ -273,7 +273,8 @@ box += [th, th.engine.submit([1, 2, 3], 200, stop=())]
 while not box[1].tokens:
     time.sleep(0.01)
 """
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
+                         cwd=gguf_dir)      # not the checkout: its pyggml/ would shadow the installed one
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["after", "False", "True"], out.stdout
 
