@@ -175,10 +175,13 @@ def default_threads():
 
 def build_info():
     """What this build runs: simd ISA (on riscv64 "scalar" where the CPU has no V), vlen (vector
-    register bits the kernels use, read at run time for RVV; 0 for scalar), OpenMP, compiler, version."""
+    register bits the kernels use, read at run time for RVV; 0 for scalar), amx (the integer GEMMs
+    use Intel AMX tiles: avx512 on a CPU with AMX-INT8, unless PYGGML_AMX=0), OpenMP, compiler,
+    version."""
     return {
         "simd": pg_simd_name().decode(),
         "vlen": pg_simd_vlen(),
+        "amx": bool(pg_amx_on()),
         "openmp": bool(pg_have_openmp()),
         "compiler": pg_build_compiler().decode(),
         "version": _version(),

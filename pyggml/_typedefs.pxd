@@ -76,3 +76,7 @@ cdef extern from "types.h" nogil:
 cdef extern from "arch/simd-mappings.h":
     const char * pg_simd_name()
     int pg_simd_vlen()
+
+
+cdef extern from "arch/x86/amx.h":
+    int pg_amx_on()

@@ -147,3 +147,47 @@ def test_info_says_the_level(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "simd: scalar\n" in p.stdout
     assert f"simd_levels: {list(_isa.BUILT)}\n" in p.stdout
+
+
+# the child of test_amx: 64 columns of Q8_0, Q4_0, IQ4_NL and MXFP4 weights (the tiles' many-column GEMM, on AMX
+# where the CPU has it) with a last column group of 7 and a last panel of 5 rows, and each column alone (the GEMV)
+AMX_CHILD = """
+import sys
+import numpy as np
+import pyggml as gg
+rng = np.random.default_rng(11)
+ctx = gg.Context()
+out = {"amx": np.array(gg.build_info()["amx"])}
+for typ in ("Q8_0", "Q4_0", "IQ4_NL", "MXFP4"):
+    w = ctx.from_numpy(rng.standard_normal((69, 32 * 37)).astype(np.float32), type=gg.Type[typ])
+    x = rng.standard_normal((39, 32 * 37)).astype(np.float32)
+    ys = [gg.mul_mat(w, ctx.from_numpy(x))] + [gg.mul_mat(w, ctx.from_numpy(x[j:j + 1])) for j in range(len(x))]
+    g = gg.CGraph()
+    for y in ys:
+        g.build_forward_expand(y)
+    g.compute(n_threads=2)
+    out[typ] = ys[0].to_numpy()
+    out[typ + "_alone"] = np.concatenate([y.to_numpy() for y in ys[1:]])
+np.savez(sys.argv[1], **out)
+"""
+
+
+@pytest.mark.subprocess
+def test_amx(tmp_path):
+    """Intel AMX: build_info()["amx"] where the avx512 level runs on a CPU with AMX-INT8, off with
+    PYGGML_AMX=0; with or without it, every GEMM column the GEMV's bits (the same exact block sums,
+    scaled in the same order)"""
+    runs = {}
+    for amx in ("1", "0"):
+        env = {**os.environ, "PYGGML_AMX": amx}
+        p = subprocess.run([sys.executable, "-c", AMX_CHILD, str(tmp_path / f"amx{amx}.npz")], capture_output=True,
+                           text=True, cwd=tmp_path, env=env, check=False, timeout=300)
+        assert p.returncode == 0, p.stderr
+        runs[amx] = np.load(tmp_path / f"amx{amx}.npz")
+    cpu_amx = {"amx_tile", "amx_int8"} <= _isa.cpu_flags() and gg.build_info()["simd"] == "avx512"
+    assert bool(runs["1"]["amx"]) == cpu_amx
+    assert not runs["0"]["amx"]
+    for typ in ("Q8_0", "Q4_0", "IQ4_NL", "MXFP4"):
+        for run in runs.values():
+            np.testing.assert_array_equal(run[typ].view(np.uint32), run[typ + "_alone"].view(np.uint32), err_msg=typ)
+        np.testing.assert_array_equal(runs["1"][typ].view(np.uint32), runs["0"][typ].view(np.uint32), err_msg=typ)

@@ -33,6 +33,7 @@
  */
 #pragma once
 #include "types/quants-legacy.h"
+#include "arch/x86/amx.h"
 
 #if defined(PG_SIMD_AVX512)
 #define PG_QGEMM_MR 4                 /* weight rows per tile: 16 accumulators + 4 rows' codes and scales */
@@ -786,6 +787,111 @@ PG_ALWAYS_INLINE void pg_qp_cols(const int t, const int nc, int64_t n, const voi
         }
     }
 }
+#if defined(PG_X86_AMX)
+/* The tile's many columns on AMX (arch/x86/amx.h): per panel of 16 rows and group of up to 16
+ * columns, each block's exact sums from one tdpbssd, A = the columns' Q8_0 codes of the block read
+ * in place (rows by apart), B = the panel's block as signed values (pg_qp_operands' bytes less off):
+ * B row g is dword g of the 16 rows, and C row c holds column c's 16 row sums, the lanes of the
+ * vector kernels' accumulator. Then the same fma(d_x*d_y, (float) sum, acc) per block, in block order,
+ * so the bits are pg_qp_cols'. */
+#define PG_QP_AMX_B 512               /* bytes of one B tile: 8 rows x 64 */
+/* kb blocks from b0 of the panel xr as B tiles wq[k] and scales wd[k] */
+PG_ALWAYS_INLINE void pg_qp_amx_panel(const char * const * xr, int64_t b0, int kb, const int t, int8_t * wq, __m512 * wd) {
+    const __m512i off = _mm512_set1_epi8((char) pg_qp_off(t));
+    for (int k = 0; k < kb; k++) {
+        const pg_qp_blk w = pg_qp_block(xr, (size_t) (b0 + k) * pg_qp_bsize(t), t);
+        __m512i lo[4], hi[4];
+        pg_qp_operands(&w, t, lo, hi);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            _mm512_store_si512((__m512i *) (wq + k * PG_QP_AMX_B + 64 * g), _mm512_sub_epi8(lo[g], off));
+            _mm512_store_si512((__m512i *) (wq + k * PG_QP_AMX_B + 64 * (4 + g)), _mm512_sub_epi8(hi[g], off));
+        }
+        wd[k] = w.d;
+    }
+}
+/* a[c] = fma(d_x*d_y, (float) sum, a[c]) over the 16 columns of a group, for one block: its sums
+ * cs (row c: column c's, lane r: row r's), d_x wd, the columns' d_y at yd[c*PG_QP_KB] */
+PG_ALWAYS_INLINE void pg_qp_amx_scale(const int32_t (*cs)[16], __m512 wd, const float * yd, __m512 * a) {
+#pragma GCC unroll 16
+    for (int c = 0; c < PG_QP_R; c++) {
+        const __m512 dd = _mm512_mul_ps(wd, _mm512_set1_ps(yd[c * PG_QP_KB]));
+        a[c] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *) cs[c])), a[c]);
+    }
+}
+/* acc[c] += the kb blocks of column c (Q8_0 blocks from y + c*by; d_y yd[c*PG_QP_KB + k]) against a
+ * panel's, for the tile's configured rows of A and C (16, or fewer for the last group: the rows
+ * past them are left as they were in cs and their sums go unused). A tile product takes several
+ * times as long to finish as to start, so the products of the three blocks after the one being
+ * stored and scaled are in flight (four C tiles, block k's in slot k % 4). */
+PG_ALWAYS_INLINE void pg_qp_amx_group(const int8_t * wq, const __m512 * wd, int kb, const char * y, size_t by,
+                                      const float * yd, int32_t (*cs)[16], __m512 * acc) {
+    __m512 a[PG_QP_R];
+#pragma GCC unroll 16
+    for (int c = 0; c < PG_QP_R; c++) a[c] = acc[c];
+    const char * yq = y + offsetof(pg_block_q8_0, qs);
+    for (int k = 0; k < PG_MIN(3, kb); k++) pg_amx_block_dp(k, yq + (size_t) k * sizeof(pg_block_q8_0), by, wq + k * PG_QP_AMX_B);
+    for (int k0 = 0; k0 < kb; k0 += 4) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const int k = k0 + j;
+            if (k >= kb) break;
+            if (k + 3 < kb)
+                pg_amx_block_dp(j + 3, yq + (size_t) (k + 3) * sizeof(pg_block_q8_0), by, wq + (k + 3) * PG_QP_AMX_B);
+            pg_amx_block_store(j, cs);
+            pg_qp_amx_scale(cs, wd[k], yd + k, a);
+        }
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < PG_QP_R; c++) acc[c] = a[c];
+}
+/* pg_qp_tile's GEMM (nc > PG_QP_FEW) on AMX */
+PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                     size_t by, int nc, float * s, size_t lds) {
+    const char * x = (const char *) vx;
+    const int64_t nb = n / PG_QK8_0;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R, ng = (nc + PG_QP_R - 1) / PG_QP_R;
+    _Alignas(64) int8_t wq[PG_QP_KB * PG_QP_AMX_B];
+    _Alignas(64) int32_t cs[16][16];                /* a block's sums */
+    __m512 wd[PG_QP_KB];
+    /* the columns' d_y per block, 0 for the padding columns of the last group */
+    float yd[PG_QP_NC * PG_QP_KB];
+    __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
+    memset(cs, 0, sizeof cs);
+    memset(yd, 0, sizeof yd);
+    pg_amx_cfg found;
+    pg_amx_save(&found);
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < ng * PG_QP_R; c++) acc[p][c] = _mm512_setzero_ps();
+    int rows = 0;                                   /* the configured rows of A and C */
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_KB) {
+        const int kb = (int) PG_MIN(PG_QP_KB, nb - b0);
+        for (int c = 0; c < nc; c++) {
+            const pg_block_q8_0 * yb = (const pg_block_q8_0 *) ((const char *) vy + (size_t) c * by) + b0;
+            for (int k = 0; k < kb; k++) yd[c * PG_QP_KB + k] = pg_fp16_to_fp32(yb[k].d);
+        }
+        for (int p = 0; p < np; p++) {
+            const char * xr[PG_QP_R];
+            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+            pg_qp_amx_panel(xr, b0, kb, t, wq, wd);
+            for (int g = 0; g < ng; g++) {
+                const int m = PG_MIN(PG_QP_R, nc - g * PG_QP_R);
+                if (m != rows) {
+                    pg_amx_config_blocks(m);
+                    rows = m;
+                }
+                const char * y = (const char *) vy + (size_t) (g * PG_QP_R) * by + (size_t) b0 * sizeof(pg_block_q8_0);
+                pg_qp_amx_group(wq, wd, kb, y, by, yd + g * PG_QP_R * PG_QP_KB, cs, acc[p] + g * PG_QP_R);
+            }
+        }
+    }
+    pg_amx_restore(&found);
+    for (int p = 0; p < np; p++) {
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
+    }
+}
+#endif
 /* vec_dot_tile of Q4_0 or Q8_0 (q8): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc
  * (<= PG_QP_NC) */
 PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
@@ -812,6 +918,12 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
     case 16: pg_qp_cols(t, 16, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     default: break;
     }
+#if defined(PG_X86_AMX)
+    if (pg_amx_ready()) {
+        pg_qp_amx_tile(t, n, vx, bx, mr, vy, by, nc, s, lds);
+        return;
+    }
+#endif
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK8_0;
     const int np = (mr + PG_QP_R - 1) / PG_QP_R;
