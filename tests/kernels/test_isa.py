@@ -149,8 +149,9 @@ def test_info_says_the_level(tmp_path):
     assert f"simd_levels: {list(_isa.BUILT)}\n" in p.stdout
 
 
-# the child of test_amx: 64 columns of Q8_0, Q4_0, IQ4_NL and MXFP4 weights (the tiles' many-column GEMM, on AMX
-# where the CPU has it) with a last column group of 7 and a last panel of 5 rows, and each column alone (the GEMV)
+# the child of test_amx: 39 columns of the panel types' weights (the tiles' many-column GEMM, on AMX where the CPU
+# has it) with a last column group of 7, a last panel of 5 rows and a last pass of one block (the 32-element types:
+# 37 blocks, passes of 32) or super-block (Q4_K, Q5_K: 5, passes of 4), and each column alone (the GEMV)
 AMX_CHILD = """
 import sys
 import numpy as np
@@ -158,9 +159,10 @@ import pyggml as gg
 rng = np.random.default_rng(11)
 ctx = gg.Context()
 out = {"amx": np.array(gg.build_info()["amx"])}
-for typ in ("Q8_0", "Q4_0", "IQ4_NL", "MXFP4"):
-    w = ctx.from_numpy(rng.standard_normal((69, 32 * 37)).astype(np.float32), type=gg.Type[typ])
-    x = rng.standard_normal((39, 32 * 37)).astype(np.float32)
+for typ in ("Q8_0", "Q4_0", "IQ4_NL", "MXFP4", "Q4_K", "Q5_K"):
+    k = 256 * 5 if typ.endswith("_K") else 32 * 37
+    w = ctx.from_numpy(rng.standard_normal((69, k)).astype(np.float32), type=gg.Type[typ])
+    x = rng.standard_normal((39, k)).astype(np.float32)
     ys = [gg.mul_mat(w, ctx.from_numpy(x))] + [gg.mul_mat(w, ctx.from_numpy(x[j:j + 1])) for j in range(len(x))]
     g = gg.CGraph()
     for y in ys:
@@ -187,7 +189,7 @@ def test_amx(tmp_path):
     cpu_amx = {"amx_tile", "amx_int8"} <= _isa.cpu_flags() and gg.build_info()["simd"] == "avx512"
     assert bool(runs["1"]["amx"]) == cpu_amx
     assert not runs["0"]["amx"]
-    for typ in ("Q8_0", "Q4_0", "IQ4_NL", "MXFP4"):
+    for typ in ("Q8_0", "Q4_0", "IQ4_NL", "MXFP4", "Q4_K", "Q5_K"):
         for run in runs.values():
             np.testing.assert_array_equal(run[typ].view(np.uint32), run[typ + "_alone"].view(np.uint32), err_msg=typ)
         np.testing.assert_array_equal(runs["1"][typ].view(np.uint32), runs["0"][typ].view(np.uint32), err_msg=typ)

@@ -176,7 +176,8 @@ def test_k_panels(ctx, rng, typ, n_threads):
     of 8, Q6_K: of 4; the few columns: passes of 64). Q6_K's GEMV is the row-pair kernel with the
     panels' f32 steps. Every column bit for bit the column alone, with a last panel of 3 rows, a last
     register group of 6 columns, a call of 6 columns after one of 64, and a last pass of one
-    super-block; near the reference too"""
+    super-block; near the reference too. On a CPU with AMX, Q4_K's and Q5_K's many columns take their
+    sub-block sums from the tiles (passes of 4), the same integers"""
     m, k = 16 * 5 + 3, 256 * 65
     a, wv = weights(ctx, rng, typ, m, k)
     x = rng.standard_normal((70, k)).astype(np.float32)

@@ -582,6 +582,95 @@ PG_ALWAYS_INLINE void pg_kp_cols(const int t, const int nc, int64_t n, const voi
         }
     }
 }
+#if defined(PG_X86_AMX)
+/* The tile's many columns of Q4_K and Q5_K on AMX (arch/x86/amx.h): per panel, group of up to 16
+ * columns and sub-block j, the sub-block's exact sums from one tdpbssd (A: the columns' 32 Q8_K values
+ * read in place, rows by apart; B: the panel's codes of the sub-block, pg_k4p_u's dword g of the 16
+ * rows in B row g; C row c: column c's 16 row sums), then times the rows' scales into sumi (vpmulld)
+ * and each super-block's f32 steps as pg_k4p_acc: the same integers and steps as pg_kp_cols, so the
+ * same bits. Sub-block steps run four in flight across super-blocks, as pg_qp_amx_group's blocks. */
+#define PG_KP_AMX_KB 4                /* super-blocks per pass: their B tiles (8 per super-block) 16 KB */
+/* the A operand of sub-block step s (super-block s / 8, sub-block s % 8) from y (Q8_K blocks) */
+PG_ALWAYS_INLINE const char * pg_kp_amx_a(const char * y, int s) {
+    return y + (size_t) (s / 8) * sizeof(pg_block_q8_K) + offsetof(pg_block_q8_K, qs) + 32 * (s % 8);
+}
+/* acc[c] (in memory) += kb super-blocks of the columns of a group (Q8_K rows from y, by apart; their
+ * col[c*PG_KP_AMX_KB + k]) against a panel's: B tiles wq[8k + j], heads w[k] */
+PG_ALWAYS_INLINE void pg_kp_amx_group(const int8_t * wq, const pg_k4p_blk * w, int kb, const char * y, size_t by,
+                                      const pg_kp_col * col, int32_t (*cs)[16], __m512 * acc) {
+    const int ns = 8 * kb;
+#pragma GCC unroll 3
+    for (int s = 0; s < 3; s++) pg_amx_block_dp(s, pg_kp_amx_a(y, s), by, wq + s * PG_QP_AMX_B);
+    for (int k = 0; k < kb; k++) {
+        __m512i sumi[PG_QP_R];
+#pragma GCC unroll 16
+        for (int c = 0; c < PG_QP_R; c++) sumi[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const int s = 8 * k + j;
+            if (s + 3 < ns) pg_amx_block_dp(j + 3, pg_kp_amx_a(y, s + 3), by, wq + (s + 3) * PG_QP_AMX_B);
+            pg_amx_block_store(j, cs);
+#pragma GCC unroll 16
+            for (int c = 0; c < PG_QP_R; c++)
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(_mm512_load_si512((const __m512i *) cs[c]), w[k].sc[j]));
+        }
+#pragma GCC unroll 16
+        for (int c = 0; c < PG_QP_R; c++) acc[c] = pg_k4p_acc(&w[k], sumi[c], col[c * PG_KP_AMX_KB + k], acc[c]);
+    }
+}
+/* pg_kp_tile's GEMM (nc > PG_KP_FEW) of Q4_K and Q5_K on AMX */
+PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                     size_t by, int nc, float * s, size_t lds) {
+    const int q5 = t == PG_TYPE_Q5_K;
+    const char * x = (const char *) vx;
+    const int64_t nb = n / PG_QK_K;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R, ng = (nc + PG_QP_R - 1) / PG_QP_R;
+    _Alignas(64) int8_t wq[PG_KP_AMX_KB * 8 * PG_QP_AMX_B];
+    _Alignas(64) int32_t cs[16][16];                /* a sub-block's sums */
+    pg_k4p_blk w[PG_KP_AMX_KB];
+    pg_kp_col col[PG_QP_NC * PG_KP_AMX_KB];         /* 0 for the padding columns of the last group */
+    __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
+    memset(cs, 0, sizeof cs);
+    memset(col, 0, sizeof col);
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < ng * PG_QP_R; c++) acc[p][c] = _mm512_setzero_ps();
+    pg_amx_cfg found;
+    pg_amx_save(&found);
+    int rows = 0;                                   /* the configured rows of A and C */
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_KP_AMX_KB) {
+        const int kb = (int) PG_MIN(PG_KP_AMX_KB, nb - b0);
+        for (int c = 0; c < nc; c++) pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_KP_AMX_KB);
+        for (int p = 0; p < np; p++) {
+            const char * xr[PG_QP_R];
+            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+            for (int k = 0; k < kb; k++) {
+                pg_k4p_block(xr, (size_t) (b0 + k) * pg_kp_bsize(t), &w[k], q5);
+                for (int j = 0; j < 8; j++) {
+                    __m512i u[8];
+                    pg_k4p_u(w[k].q + 8 * (j / 2), w[k].qh, j, q5, u);
+#pragma GCC unroll 8
+                    for (int g = 0; g < 8; g++)
+                        _mm512_store_si512((__m512i *) (wq + (8 * k + j) * PG_QP_AMX_B + 64 * g), u[g]);
+                }
+            }
+            for (int g = 0; g < ng; g++) {
+                const int m = PG_MIN(PG_QP_R, nc - g * PG_QP_R);
+                if (m != rows) {
+                    pg_amx_config_blocks(m);
+                    rows = m;
+                }
+                const char * y = (const char *) vy + (size_t) (g * PG_QP_R) * by + (size_t) b0 * sizeof(pg_block_q8_K);
+                pg_kp_amx_group(wq, w, kb, y, by, col + g * PG_QP_R * PG_KP_AMX_KB, cs, acc[p] + g * PG_QP_R);
+            }
+        }
+    }
+    pg_amx_restore(&found);
+    for (int p = 0; p < np; p++) {
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
+    }
+}
+#endif
 /* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
 PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
                                  int nc, float * s, size_t lds) {
@@ -598,6 +687,12 @@ PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t
     case 8: pg_kp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     default: break;
     }
+#if defined(PG_X86_AMX)
+    if (t != PG_TYPE_Q6_K && pg_amx_ready()) {
+        pg_kp_amx_tile(t, n, vx, bx, mr, vy, by, nc, s, lds);
+        return;
+    }
+#endif
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK_K;
     const int np = (mr + PG_QP_R - 1) / PG_QP_R, KB = pg_kp_kb(t);
