@@ -77,6 +77,11 @@ static inline void pg_amx_config_blocks(int m) {
     }
     __asm__ volatile("ldtilecfg %0" ::"m"(c));
 }
+/* the configuration for m rows of A and C, unless *rows (the ones configured, 0: none yet) is m */
+static inline void pg_amx_config_rows(int m, int * rows) {
+    if (m != *rows) pg_amx_config_blocks(m);
+    *rows = m;
+}
 /* slot (a constant; taken mod 4) = A B, A's rows lda bytes apart from a, B's 512 bytes at b */
 PG_ALWAYS_INLINE void pg_amx_block_dp(const int slot, const char * a, size_t lda, const int8_t * b) {
     switch (slot & 3) {

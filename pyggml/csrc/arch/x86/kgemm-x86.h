@@ -654,21 +654,14 @@ PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, si
                 }
             }
             for (int g = 0; g < ng; g++) {
-                const int m = PG_MIN(PG_QP_R, nc - g * PG_QP_R);
-                if (m != rows) {
-                    pg_amx_config_blocks(m);
-                    rows = m;
-                }
+                pg_amx_config_rows(PG_MIN(PG_QP_R, nc - g * PG_QP_R), &rows);
                 const char * y = (const char *) vy + (size_t) (g * PG_QP_R) * by + (size_t) b0 * sizeof(pg_block_q8_K);
                 pg_kp_amx_group(wq, w, kb, y, by, col + g * PG_QP_R * PG_KP_AMX_KB, cs, acc[p] + g * PG_QP_R);
             }
         }
     }
     pg_amx_restore(&found);
-    for (int p = 0; p < np; p++) {
-        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
-        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
-    }
+    pg_qp_store(acc, mr, nc, s, lds);
 }
 #endif
 /* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
@@ -733,10 +726,7 @@ PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t
             }
         }
     }
-    for (int p = 0; p < np; p++) {
-        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
-        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
-    }
+    pg_qp_store(acc, mr, nc, s, lds);
 }
 /* the table's entries: vec_dot_tile of Q4_K, Q5_K and Q6_K, vec_dot_rows (the one-column GEMV) of
  * Q4_K and Q5_K (Q6_K's is the row-pair kernel of arch/x86/kgemv-x86.h, with these f32 steps) */

@@ -619,6 +619,13 @@ PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const 
 static inline void pg_qp_rows(const char * x, size_t bx, int mr, const char ** p) {
     for (int r = 0; r < PG_QP_R; r++) p[r] = x + (size_t) PG_MIN(r, mr - 1) * bx;
 }
+/* a tile's sums of its panels (acc[p][c], lane r: row 16p + r) to s[c*lds + r], r < mr, c < nc */
+PG_ALWAYS_INLINE void pg_qp_store(__m512 (*acc)[PG_QP_NC], int mr, int nc, float * s, size_t lds) {
+    for (int p = 0; p < (mr + PG_QP_R - 1) / PG_QP_R; p++) {
+        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
+        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
+    }
+}
 /* The GEMV's prefetch of the panel after next while one runs. A panel reads its 16 rows side by
  * side, 16 streams that restart at every panel; over rows of a few KB the hardware prefetcher has not
  * caught up with them before the panel ends, and a GEMV from DRAM ran at about half the bandwidth of
@@ -875,21 +882,14 @@ PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, si
             pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
             pg_qp_amx_panel(xr, b0, kb, t, wq, wd);
             for (int g = 0; g < ng; g++) {
-                const int m = PG_MIN(PG_QP_R, nc - g * PG_QP_R);
-                if (m != rows) {
-                    pg_amx_config_blocks(m);
-                    rows = m;
-                }
+                pg_amx_config_rows(PG_MIN(PG_QP_R, nc - g * PG_QP_R), &rows);
                 const char * y = (const char *) vy + (size_t) (g * PG_QP_R) * by + (size_t) b0 * sizeof(pg_block_q8_0);
                 pg_qp_amx_group(wq, wd, kb, y, by, yd + g * PG_QP_R * PG_QP_KB, cs, acc[p] + g * PG_QP_R);
             }
         }
     }
     pg_amx_restore(&found);
-    for (int p = 0; p < np; p++) {
-        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
-        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
-    }
+    pg_qp_store(acc, mr, nc, s, lds);
 }
 #endif
 /* vec_dot_tile of Q4_0 or Q8_0 (q8): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc
@@ -947,10 +947,7 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
                 pg_qp_run_n(w, kb, y + c0, col + c0 * PG_QP_KB, PG_MIN(PG_QP_NCR, nc - c0), acc[p] + c0, t);
         }
     }
-    for (int p = 0; p < np; p++) {
-        const __mmask16 m = (__mmask16) ((1u << PG_MIN(PG_QP_R, mr - p * PG_QP_R)) - 1);
-        for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
-    }
+    pg_qp_store(acc, mr, nc, s, lds);
 }
 static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qp_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
