@@ -14,9 +14,10 @@
  *                      block types; AVX-512, the K-quants and IQ4_XS; mul_mat prefers it to vec_dot_n);
  *                      Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K on AVX-512 with VNNI and GFNI:
  *                      up to tile_mr (64) rows x tile_nc (64) columns, in panels of 16 rows with sums
- *                      of their own (arch/x86/qgemm-x86.h's pg_qp_*, arch/x86/kgemm-x86.h's pg_k4p_*
- *                      and pg_k6p_*), which their vec_dot_rows shares (Q6_K: and its vec_dot) and
- *                      their vec_dot / vec_dot_n (one row: the attention path) do not
+ *                      of their own (arch/x86/qgemm-x86.h's pg_qp_tile, arch/x86/kgemm-x86.h's
+ *                      pg_kp_tile; their many columns from the AMX tiles where the CPU has them), which
+ *                      their vec_dot_rows shares (Q6_K: and its vec_dot) and their vec_dot /
+ *                      vec_dot_n (one row: the attention path) do not
  *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NC f32 rows
  *                      in registers, each sum in pg_vec_dot4_*'s order: mul_mat's few columns
  *   vec_dot_rows       nr rows (bx bytes apart) against one vec_dot_type row: mul_mat's one-column
