@@ -149,9 +149,10 @@ def test_info_says_the_level(tmp_path):
     assert f"simd_levels: {list(_isa.BUILT)}\n" in p.stdout
 
 
-# the child of test_amx: 39 columns of the panel types' weights (the tiles' many-column GEMM, on AMX where the CPU
-# has it) with a last column group of 7, a last panel of 5 rows and a last pass of one block (the 32-element types:
-# 37 blocks, passes of 32) or super-block (Q4_K, Q5_K: 5, passes of 4), and each column alone (the GEMV)
+# the child of test_amx: 39 columns of the panel types' weights (the tiles' many-column GEMM: two groups of 16 on
+# AMX where the CPU has it, the last 7 in the vector panels) with a last panel of 5 rows and a last pass of one
+# block (the 32-element types: 37 blocks, passes of 32) or super-block (Q4_K, Q5_K: 5, passes of 4), and each
+# column alone (the GEMV)
 AMX_CHILD = """
 import sys
 import numpy as np

@@ -58,29 +58,22 @@ typedef struct {
     uint8_t rows[16];
 } pg_amx_cfg;
 
-/* the tiles of the int8 block GEMMs, per thread: four slots of C (tmm0..3, m x 16 int32) for
- * blocks in flight, A in tmm4, tmm5 (m rows of a 32-byte block), B in tmm6, tmm7 (8 rows x 16 dwords:
+/* the tiles of the int8 block GEMMs, per thread: four slots of C (tmm0..3, 16 x 16 int32) for
+ * blocks in flight, A in tmm4, tmm5 (16 rows of a 32-byte block), B in tmm6, tmm7 (8 rows x 16 dwords:
  * a 32-element block of 16 rows), the even and odd slots' */
-static inline void pg_amx_config_blocks(int m) {
+static inline void pg_amx_config_blocks(void) {
     pg_amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t = 0; t < 4; t++) {
-        c.rows[t] = (uint8_t) m;
+    for (int t = 0; t < 6; t++) {
+        c.rows[t] = 16;
+        c.colsb[t] = t < 4 ? 64 : 32;
+    }
+    for (int t = 6; t < 8; t++) {
+        c.rows[t] = 8;
         c.colsb[t] = 64;
     }
-    for (int t = 0; t < 2; t++) {
-        c.rows[4 + t] = (uint8_t) m;
-        c.colsb[4 + t] = 32;
-        c.rows[6 + t] = 8;
-        c.colsb[6 + t] = 64;
-    }
     __asm__ volatile("ldtilecfg %0" ::"m"(c));
-}
-/* the configuration for m rows of A and C, unless *rows (the ones configured, 0: none yet) is m */
-static inline void pg_amx_config_rows(int m, int * rows) {
-    if (m != *rows) pg_amx_config_blocks(m);
-    *rows = m;
 }
 /* slot (a constant; taken mod 4) = A B, A's rows lda bytes apart from a, B's 512 bytes at b */
 PG_ALWAYS_INLINE void pg_amx_block_dp(const int slot, const char * a, size_t lda, const int8_t * b) {

@@ -588,7 +588,9 @@ PG_ALWAYS_INLINE void pg_kp_cols(const int t, const int nc, int64_t n, const voi
  * read in place, rows by apart; B: the panel's codes of the sub-block, pg_k4p_u's dword g of the 16
  * rows in B row g; C row c: column c's 16 row sums), then times the rows' scales into sumi (vpmulld)
  * and each super-block's f32 steps as pg_k4p_acc: the same integers and steps as pg_kp_cols, so the
- * same bits. Sub-block steps run four in flight across super-blocks, as pg_qp_amx_group's blocks. */
+ * same bits. Sub-block steps run four in flight across super-blocks, as pg_qp_amx_group's blocks.
+ * Columns in whole groups of 16 only: a group costs the same however few of its columns are used, and
+ * up to 15 run faster in the vector panels. */
 #define PG_KP_AMX_KB 4                /* super-blocks per pass: their B tiles (8 per super-block) 16 KB */
 /* the A operand of sub-block step s (super-block s / 8, sub-block s % 8) from y (Q8_K blocks) */
 PG_ALWAYS_INLINE const char * pg_kp_amx_a(const char * y, int s) {
@@ -618,25 +620,23 @@ PG_ALWAYS_INLINE void pg_kp_amx_group(const int8_t * wq, const pg_k4p_blk * w, i
         for (int c = 0; c < PG_QP_R; c++) acc[c] = pg_k4p_acc(&w[k], sumi[c], col[c * PG_KP_AMX_KB + k], acc[c]);
     }
 }
-/* pg_kp_tile's GEMM (nc > PG_KP_FEW) of Q4_K and Q5_K on AMX */
+/* pg_kp_tile's GEMM of Q4_K and Q5_K, whole groups of 16 columns (nc a multiple of 16), on AMX */
 PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                      size_t by, int nc, float * s, size_t lds) {
     const int q5 = t == PG_TYPE_Q5_K;
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK_K;
-    const int np = (mr + PG_QP_R - 1) / PG_QP_R, ng = (nc + PG_QP_R - 1) / PG_QP_R;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
     _Alignas(64) int8_t wq[PG_KP_AMX_KB * 8 * PG_QP_AMX_B];
     _Alignas(64) int32_t cs[16][16];                /* a sub-block's sums */
     pg_k4p_blk w[PG_KP_AMX_KB];
-    pg_kp_col col[PG_QP_NC * PG_KP_AMX_KB];         /* 0 for the padding columns of the last group */
+    pg_kp_col col[PG_QP_NC * PG_KP_AMX_KB];
     __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
-    memset(cs, 0, sizeof cs);
-    memset(col, 0, sizeof col);
     for (int p = 0; p < np; p++)
-        for (int c = 0; c < ng * PG_QP_R; c++) acc[p][c] = _mm512_setzero_ps();
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
     pg_amx_cfg found;
     pg_amx_save(&found);
-    int rows = 0;                                   /* the configured rows of A and C */
+    pg_amx_config_blocks();
     for (int64_t b0 = 0; b0 < nb; b0 += PG_KP_AMX_KB) {
         const int kb = (int) PG_MIN(PG_KP_AMX_KB, nb - b0);
         for (int c = 0; c < nc; c++) pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_KP_AMX_KB);
@@ -653,10 +653,9 @@ PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, si
                         _mm512_store_si512((__m512i *) (wq + (8 * k + j) * PG_QP_AMX_B + 64 * g), u[g]);
                 }
             }
-            for (int g = 0; g < ng; g++) {
-                pg_amx_config_rows(PG_MIN(PG_QP_R, nc - g * PG_QP_R), &rows);
-                const char * y = (const char *) vy + (size_t) (g * PG_QP_R) * by + (size_t) b0 * sizeof(pg_block_q8_K);
-                pg_kp_amx_group(wq, w, kb, y, by, col + g * PG_QP_R * PG_KP_AMX_KB, cs, acc[p] + g * PG_QP_R);
+            for (int c0 = 0; c0 < nc; c0 += PG_QP_R) {
+                const char * y = (const char *) vy + (size_t) c0 * by + (size_t) b0 * sizeof(pg_block_q8_K);
+                pg_kp_amx_group(wq, w, kb, y, by, col + c0 * PG_KP_AMX_KB, cs, acc[p] + c0);
             }
         }
     }
@@ -667,6 +666,16 @@ PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, si
 /* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
 PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
                                  int nc, float * s, size_t lds) {
+#if defined(PG_X86_AMX)
+    /* Q4_K and Q5_K: whole groups of 16 columns on AMX where the CPU has it, the rest below */
+    if (t != PG_TYPE_Q6_K && nc >= PG_QP_R && pg_amx_ready()) {
+        const int done = nc - nc % PG_QP_R;
+        pg_kp_amx_tile(t, n, vx, bx, mr, vy, by, done, s, lds);
+        vy = (const char *) vy + (size_t) done * by;
+        s += (size_t) done * lds;
+        nc -= done;
+    }
+#endif
     /* few columns as the GEMV (pg_qp_tile's reasons) */
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
     switch (nc) {
@@ -678,14 +687,9 @@ PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t
     case 6: pg_kp_cols(t, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     case 7: pg_kp_cols(t, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     case 8: pg_kp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 0: return;
     default: break;
     }
-#if defined(PG_X86_AMX)
-    if (t != PG_TYPE_Q6_K && pg_amx_ready()) {
-        pg_kp_amx_tile(t, n, vx, bx, mr, vy, by, nc, s, lds);
-        return;
-    }
-#endif
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK_K;
     const int np = (mr + PG_QP_R - 1) / PG_QP_R, KB = pg_kp_kb(t);

@@ -827,8 +827,7 @@ PG_ALWAYS_INLINE void pg_qp_amx_scale(const int32_t (*cs)[16], __m512 wd, const 
     }
 }
 /* acc[c] += the kb blocks of column c (Q8_0 blocks from y + c*by; d_y yd[c*PG_QP_KB + k]) against a
- * panel's, for the tile's configured rows of A and C (16, or fewer for the last group: the rows
- * past them are left as they were in cs and their sums go unused). A tile product takes several
+ * panel's. A tile product takes several
  * times as long to finish as to start, so the products of the three blocks after the one being
  * stored and scaled are in flight (four C tiles, block k's in slot k % 4). */
 PG_ALWAYS_INLINE void pg_qp_amx_group(const int8_t * wq, const __m512 * wd, int kb, const char * y, size_t by,
@@ -852,25 +851,22 @@ PG_ALWAYS_INLINE void pg_qp_amx_group(const int8_t * wq, const __m512 * wd, int 
 #pragma GCC unroll 16
     for (int c = 0; c < PG_QP_R; c++) acc[c] = a[c];
 }
-/* pg_qp_tile's GEMM (nc > PG_QP_FEW) on AMX */
+/* pg_qp_tile's GEMM of whole groups of 16 columns (nc a multiple of 16) on AMX */
 PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                      size_t by, int nc, float * s, size_t lds) {
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK8_0;
-    const int np = (mr + PG_QP_R - 1) / PG_QP_R, ng = (nc + PG_QP_R - 1) / PG_QP_R;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
     _Alignas(64) int8_t wq[PG_QP_KB * PG_QP_AMX_B];
     _Alignas(64) int32_t cs[16][16];                /* a block's sums */
     __m512 wd[PG_QP_KB];
-    /* the columns' d_y per block, 0 for the padding columns of the last group */
-    float yd[PG_QP_NC * PG_QP_KB];
+    float yd[PG_QP_NC * PG_QP_KB];                  /* the columns' d_y per block */
     __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
-    memset(cs, 0, sizeof cs);
-    memset(yd, 0, sizeof yd);
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
     pg_amx_cfg found;
     pg_amx_save(&found);
-    for (int p = 0; p < np; p++)
-        for (int c = 0; c < ng * PG_QP_R; c++) acc[p][c] = _mm512_setzero_ps();
-    int rows = 0;                                   /* the configured rows of A and C */
+    pg_amx_config_blocks();
     for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_KB) {
         const int kb = (int) PG_MIN(PG_QP_KB, nb - b0);
         for (int c = 0; c < nc; c++) {
@@ -881,10 +877,9 @@ PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, si
             const char * xr[PG_QP_R];
             pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
             pg_qp_amx_panel(xr, b0, kb, t, wq, wd);
-            for (int g = 0; g < ng; g++) {
-                pg_amx_config_rows(PG_MIN(PG_QP_R, nc - g * PG_QP_R), &rows);
-                const char * y = (const char *) vy + (size_t) (g * PG_QP_R) * by + (size_t) b0 * sizeof(pg_block_q8_0);
-                pg_qp_amx_group(wq, wd, kb, y, by, yd + g * PG_QP_R * PG_QP_KB, cs, acc[p] + g * PG_QP_R);
+            for (int c0 = 0; c0 < nc; c0 += PG_QP_R) {
+                const char * y = (const char *) vy + (size_t) c0 * by + (size_t) b0 * sizeof(pg_block_q8_0);
+                pg_qp_amx_group(wq, wd, kb, y, by, yd + c0 * PG_QP_KB, cs, acc[p] + c0);
             }
         }
     }
@@ -896,6 +891,17 @@ PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, si
  * (<= PG_QP_NC) */
 PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                  size_t by, int nc, float * s, size_t lds) {
+#if defined(PG_X86_AMX)
+    /* many columns: their whole groups of 16 on AMX where the CPU has it (a group costs the same
+     * there however few of its columns are used), the rest as few columns */
+    if (nc > PG_QP_FEW && pg_amx_ready()) {
+        const int done = nc - nc % PG_QP_R;
+        pg_qp_amx_tile(t, n, vx, bx, mr, vy, by, done, s, lds);
+        vy = (const char *) vy + (size_t) done * by;
+        s += (size_t) done * lds;
+        nc -= done;
+    }
+#endif
     /* few columns: the panels' blocks in registers, as the GEMV; the two panels after the tile's are
      * prefetched, the caller's next rows */
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
@@ -916,14 +922,9 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
     case 14: pg_qp_cols(t, 14, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     case 15: pg_qp_cols(t, 15, n, vx, bx, mr, nahead, vy, by, s, lds); return;
     case 16: pg_qp_cols(t, 16, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 0: return;
     default: break;
     }
-#if defined(PG_X86_AMX)
-    if (pg_amx_ready()) {
-        pg_qp_amx_tile(t, n, vx, bx, mr, vy, by, nc, s, lds);
-        return;
-    }
-#endif
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK8_0;
     const int np = (mr + PG_QP_R - 1) / PG_QP_R;
