@@ -632,11 +632,8 @@ PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, si
     pg_k4p_blk w[PG_KP_AMX_KB];
     pg_kp_col col[PG_QP_NC * PG_KP_AMX_KB];
     __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
-    for (int p = 0; p < np; p++)
-        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
     pg_amx_cfg found;
-    pg_amx_save(&found);
-    pg_amx_config_blocks();
+    pg_amx_tile_begin(acc, np, nc, &found);
     for (int64_t b0 = 0; b0 < nb; b0 += PG_KP_AMX_KB) {
         const int kb = (int) PG_MIN(PG_KP_AMX_KB, nb - b0);
         for (int c = 0; c < nc; c++) pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_KP_AMX_KB);
@@ -659,8 +656,7 @@ PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, si
             }
         }
     }
-    pg_amx_restore(&found);
-    pg_qp_store(acc, mr, nc, s, lds);
+    pg_amx_tile_end(&found, acc, mr, nc, s, lds);
 }
 #endif
 /* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */

@@ -802,6 +802,20 @@ PG_ALWAYS_INLINE void pg_qp_cols(const int t, const int nc, int64_t n, const voi
  * vector kernels' accumulator. Then the same fma(d_x*d_y, (float) sum, acc) per block, in block order,
  * so the bits are pg_qp_cols'. */
 #define PG_QP_AMX_B 512               /* bytes of one B tile: 8 rows x 64 */
+/* an AMX tile call's start: the accumulators of np panels x nc columns zeroed, the tile configuration
+ * found kept in *found and the blocks' one loaded */
+PG_ALWAYS_INLINE void pg_amx_tile_begin(__m512 (*acc)[PG_QP_NC], int np, int nc, pg_amx_cfg * found) {
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+    pg_amx_save(found);
+    pg_amx_config_blocks();
+}
+/* its end: the configuration found put back, the sums stored */
+PG_ALWAYS_INLINE void pg_amx_tile_end(const pg_amx_cfg * found, __m512 (*acc)[PG_QP_NC], int mr, int nc, float * s,
+                                      size_t lds) {
+    pg_amx_restore(found);
+    pg_qp_store(acc, mr, nc, s, lds);
+}
 /* kb blocks from b0 of the panel xr as B tiles wq[k] and scales wd[k] */
 PG_ALWAYS_INLINE void pg_qp_amx_panel(const char * const * xr, int64_t b0, int kb, const int t, int8_t * wq, __m512 * wd) {
     const __m512i off = _mm512_set1_epi8((char) pg_qp_off(t));
@@ -862,11 +876,8 @@ PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, si
     __m512 wd[PG_QP_KB];
     float yd[PG_QP_NC * PG_QP_KB];                  /* the columns' d_y per block */
     __m512 acc[PG_QP_MR / PG_QP_R][PG_QP_NC];
-    for (int p = 0; p < np; p++)
-        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
     pg_amx_cfg found;
-    pg_amx_save(&found);
-    pg_amx_config_blocks();
+    pg_amx_tile_begin(acc, np, nc, &found);
     for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_KB) {
         const int kb = (int) PG_MIN(PG_QP_KB, nb - b0);
         for (int c = 0; c < nc; c++) {
@@ -883,8 +894,7 @@ PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, si
             }
         }
     }
-    pg_amx_restore(&found);
-    pg_qp_store(acc, mr, nc, s, lds);
+    pg_amx_tile_end(&found, acc, mr, nc, s, lds);
 }
 #endif
 /* vec_dot_tile of Q4_0 or Q8_0 (q8): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc
