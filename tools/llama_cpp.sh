@@ -34,7 +34,7 @@ fi
 if [ ! -d "$tree" ]; then
     tar xzf "$sdist" -C "$cache"
 fi
-# the build's flags, recorded beside the cache: a build made without them is made again
+# the build's flags, recorded beside each build: a build made without them is made again
 stamp=$cache/built-with
 if ! python3 -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$version')" 2>/dev/null \
         || [ "$(cat "$stamp" 2>/dev/null)" != "$version $noamx" ]; then
@@ -45,12 +45,13 @@ if ! python3 -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$vers
 fi
 if [ "${1:-}" = "--server" ]; then
     build=$cache/llama-server-build
-    if [ ! -x "$build/bin/llama-server" ]; then
+    if [ ! -x "$build/bin/llama-server" ] || [ "$(cat "$build/built-with" 2>/dev/null)" != "$version $noamx" ]; then
         echo "tools/llama_cpp.sh: building llama-server from $tree (a few minutes)" >&2
         cmake -S "$tree" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF \
             -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF \
             -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON "${cmake_args[@]}" >&2
         cmake --build "$build" --target llama-server -j "$(nproc)" >&2
+        echo "$version $noamx" > "$build/built-with"
     fi
     echo "$PWD/$build/bin/llama-server"
     exit 0

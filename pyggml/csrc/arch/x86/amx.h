@@ -5,8 +5,9 @@
  * of the vector kernels it replaces.
  *
  * The tile instructions are in every avx512 build and run only where pg_amx_ready(): the CPU has
- * AMX-TILE and AMX-INT8 (cpuid 7.0 EDX bits 24 and 25) and Linux grants the process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM,
- * without which the first tile instruction faults). PYGGML_AMX=0 turns them off. */
+ * AMX-TILE and AMX-INT8 (cpuid 7.0 EDX bits 24 and 25) and Linux grants the process the tile state
+ * (arch_prctl ARCH_REQ_XCOMP_PERM, without which the first tile instruction faults). PYGGML_AMX=0
+ * turns them off. */
 #pragma once
 #include "arch/simd-mappings.h"
 

@@ -841,9 +841,9 @@ PG_ALWAYS_INLINE void pg_qp_amx_scale(const int32_t (*cs)[16], __m512 wd, const 
     }
 }
 /* acc[c] += the kb blocks of column c (Q8_0 blocks from y + c*by; d_y yd[c*PG_QP_KB + k]) against a
- * panel's. A tile product takes several
- * times as long to finish as to start, so the products of the three blocks after the one being
- * stored and scaled are in flight (four C tiles, block k's in slot k % 4). */
+ * panel's. A tile product takes several times as long to finish as to start, so the products of
+ * the three blocks after the one being stored and scaled are in flight (four C tiles, block k's in
+ * slot k % 4). */
 PG_ALWAYS_INLINE void pg_qp_amx_group(const int8_t * wq, const __m512 * wd, int kb, const char * y, size_t by,
                                       const float * yd, int32_t (*cs)[16], __m512 * acc) {
     __m512 a[PG_QP_R];
