@@ -56,7 +56,8 @@ def _cmd_run(args):
     if args.image and not args.mmproj:
         raise UserError("--image needs --mmproj (the vision tower's GGUF)")
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
-                    flash_attn=not args.no_flash_attn, n_batch=args.batch, mmproj=args.mmproj)
+                    flash_attn=not args.no_flash_attn, n_batch=args.batch, mmproj=args.mmproj,
+                    repack=not args.no_repack)
     tok = m.tokenizer
     if args.prompt is not None:
         if tok is None:
@@ -133,7 +134,7 @@ def _cmd_serve(args):
     if args.stages is not None:
         return _serve_pipeline(args, serve)
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
-                    n_batch=args.batch)
+                    n_batch=args.batch, repack=not args.no_repack)
     server = serve.Server(m, n_seq=args.parallel, api_key=args.api_key, name=args.alias, warmup=not args.no_warmup)
     print(f"pyggml serve: {args.model} on http://{args.host}:{args.port} ({args.parallel} sequences of "
           f"{server.engine.n_ctx_seq} tokens)", file=sys.stderr)
@@ -254,6 +255,7 @@ def parser():
                    help="progress bars on stderr (default: prefill bar on a terminal, decode bar when the "
                         "output is not one)")
     from pyggml import chat_cli
+    chat_cli.add_repack_argument(r)
     chat_cli.add_sampling_arguments(r, temp=0.0, top_k=0, top_p=1.0, min_p=0.0)
     r.set_defaults(fn=_cmd_run)
 
@@ -316,6 +318,7 @@ def parser():
     sv.add_argument("--api-key", default=os.environ.get("PYGGML_API_KEY"),
                     help="require Authorization: Bearer KEY (default $PYGGML_API_KEY; none: open)")
     sv.add_argument("--alias", help="the model name /v1/models reports (default the file name)")
+    chat_cli.add_repack_argument(sv)
     sv.add_argument("--no-warmup", action="store_true",
                     help="skip the one-token step run at start (it reads the weights in and builds the decode graph)")
     sv.add_argument("--ray", action="store_true",

@@ -23,6 +23,7 @@ cdef class Tensor:
     cdef str _name
     cdef int _ndim            # numpy rank: trailing ne == 1 dims beyond it are dropped
     cdef object _graph        # of an op result: the CGraph (weakref) holding it, or _graph._SHARED
+    cdef Memory _panels       # the repacked copy behind c.panels (Tensor.repack), or None
 
     cdef void _attach(self, Memory mem, size_t offset)
 

@@ -20,6 +20,10 @@ cdef extern from "ops/copy.h" nogil:
     void pg_load_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, float * buf)
     void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, const float * buf)
 
+cdef extern from "types.h" nogil:
+    size_t pg_panels_size(int t, int64_t n, int64_t nr)
+    void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst)
+
 cdef extern from "stdlib.h" nogil:
     void * aligned_alloc(size_t alignment, size_t size)
 
@@ -565,6 +569,48 @@ cdef class Tensor:
     def is_contiguous(self):
         return bool(tensor_is_contiguous(&self.c))
 
+    def repack(self, bint enable=True):
+        """Give mul_mat a copy of this weight matrix in its kernels' repacked layout; return the bytes
+        the copy takes (0: none). Where the kernels running on this CPU have such a layout for the
+        tensor's type (AVX-512 with VNNI and GFNI: Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K, 2-D
+        tensors with rows packed in dim 0), each block is stored in the order the kernels read
+        it, panel by panel of 16 rows: a one-token GEMV reads one stream instead of 16 and skips a
+        transpose, and every result keeps its bits. Elsewhere nothing is done and 0 returned.
+
+        The rows stay where they are for everything else (views, get_rows, numpy, saving); mul_mat
+        reads the copy. set() and set_bytes() make it again; after writing the rows another way
+        (numpy(), DLPack, the buffer behind from_buffer) call repack() again. A second call keeps the
+        copy it finds; repack(False) drops it."""
+        if not enable:
+            self._panels = None
+            self.c.panels = NULL
+            return 0
+        if self._panels is not None:
+            return self._panels.size
+        return self._pack()
+
+    def _pack(self):
+        """repack()'s copy made (again), its bytes; none (0) where the layout does not apply."""
+        self._panels = None
+        self.c.panels = NULL
+        self._need_data("repack")
+        if self.c.ne[2] != 1 or self.c.ne[3] != 1 or self.c.nb[0] != pg_traits[self.c.type].size or self.c.ne[1] == 0:
+            return 0
+        cdef size_t size = pg_panels_size(self.c.type, self.c.ne[0], self.c.ne[1])
+        if size == 0:
+            return 0
+        cdef Memory mem = Memory(size)
+        with nogil:
+            pg_panels_pack(self.c.type, self.c.ne[0], self.c.ne[1], self.c.data, self.c.nb[1], mem.ptr)
+        self._panels = mem
+        self.c.panels = mem.ptr
+        return size
+
+    @property
+    def repacked(self):
+        """The bytes of the copy repack() made (0: none)."""
+        return 0 if self._panels is None else self._panels.size
+
     def __repr__(self):
         nm = f" {self._name!r}" if self._name else ""
         return f"<pyggml.Tensor{nm} {Type(self.c.type).name} ne={self.ne} op={Op(self.c.op).name}>"
@@ -681,6 +727,8 @@ cdef class Tensor:
                 for i2 in range(self.c.ne[2]):
                     for i1 in range(self.c.ne[1]):
                         pg_store_row_f32(&self.c, i1, i2, i3, &src[i3, i2, i1, 0])
+        if self._panels is not None:
+            self._pack()
 
     def _row_bytes(self):
         if self.c.nb[0] != pg_traits[self.c.type].size and self.c.ne[0] != pg_traits[self.c.type].blck:
@@ -723,3 +771,5 @@ cdef class Tensor:
                         memcpy(<char *> self.c.data + i1 * self.c.nb[1] + i2 * self.c.nb[2] + i3 * self.c.nb[3],
                                &b[k], rb)
                     k += rb
+        if self._panels is not None:
+            self._pack()

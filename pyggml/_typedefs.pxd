@@ -19,6 +19,7 @@ cdef extern from "core/pyggml.h" nogil:
         pg_tensor * view_src
         size_t view_offs
         void * data
+        const void * panels
 
     ctypedef struct pg_shared:
         int chunk

@@ -32,7 +32,13 @@ def add_arguments(p):
     p.add_argument("-n", "--n-predict", type=int, default=-1, help="most tokens per answer (default -1: until the "
                    "context is full)")
     p.add_argument("--system", help="a system message")
+    add_repack_argument(p)
     add_sampling_arguments(p)
+
+
+def add_repack_argument(p):
+    p.add_argument("--no-repack", action="store_true",
+                   help="read the weights in place (zero-copy) instead of the CPU kernels' repacked copies")
 
 
 def add_sampling_arguments(p, temp=0.8, top_k=40, top_p=0.95, min_p=0.05):
@@ -105,7 +111,7 @@ def main(args, stdin=None, out=None):
         # Ctrl-C stops an answer or a prefill even when the chat was started with SIGINT ignored
         # (from a background job, where Python then leaves it ignored)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, n_batch=args.batch)
+    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, n_batch=args.batch, repack=not args.no_repack)
     if m.tokenizer is None:
         raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
     chat.template_of(m)                            # a template that does not parse: an error now

@@ -205,6 +205,21 @@ class GGUFFile:
         """Bytes of tensor data in the file."""
         return sum(t.nbytes for t in self.tensors.values())
 
+    def release(self, tensors):
+        """Let the OS drop the mapped pages wholly inside these tensors' bytes (ones whose reader
+        has another copy: Tensor.repack), so that resident memory does not count them twice; a later
+        read of them maps them in again from the file. Their contents must not have been written."""
+        if self._map is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        view = np.frombuffer(self._map, dtype=np.uint8)
+        base, page = view.ctypes.data, mmap.PAGESIZE
+        del view
+        for t in tensors:
+            start = t.data_ptr - base
+            lo, hi = -(-start // page) * page, (start + t.nbytes) // page * page
+            if 0 <= start and hi > lo:
+                self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
     def close(self):
         """Drop this object's references to the mapping; tensors taken from it keep it alive."""
         self.tensors = {}

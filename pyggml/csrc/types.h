@@ -46,6 +46,17 @@
 
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
+#if !defined(PG_PANELS)
+/* mul_mat's repacked weights (arch/x86/kgemm-x86.h's pg_panels_*): no type has them at this level */
+static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
+    (void) t, (void) n, (void) nr;
+    return 0;
+}
+static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
+    (void) t, (void) n, (void) nr, (void) x, (void) bx, (void) dst;
+}
+#endif
+
 typedef float (*pg_vec_dot_fn)(int64_t n, const void * x, const void * y);
 /* s[j] = dot(x, y_j) for j < nc (1 <= nc <= 4): one weight row x of this type against nc activation
  * rows of vec_dot_type, y_j = (const char *) y + j * by; the weight row is decoded once for all nc */

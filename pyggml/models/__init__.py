@@ -44,7 +44,8 @@ def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **optio
     the Decoder registered for its general.architecture (GGUFError for an unknown one or hyper-
     parameters it cannot run, before anything is allocated). mmproj: an mmproj GGUF (Qwen2-VL's
     vision tower) for Model.eval_multimodal. options: flash_attn (default True), layers=(l0, l1),
-    n_batch, kv_pad, keep (see Model). The file's tokenizer is built when Model.tokenizer is first
+    n_batch, kv_pad, keep, repack (default True; see Model). The mapped pages of repacked weights
+    are given back to the OS (mul_mat reads the copies), so resident memory holds one copy. The file's tokenizer is built when Model.tokenizer is first
     used (a warning and None when the tokenizer library cannot read its vocabulary)."""
     import warnings
 
@@ -64,4 +65,6 @@ def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **optio
     m = Model(f.arch, hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type, tokenizer=tokenizer,
               source=f.path, vision=enc, **options)
     m.gguf = f      # keeps the mapping alive as long as the model
+    if m.repacked_bytes:
+        f.release([t for t in f.tensors.values() if t.repacked])
     return m

@@ -65,10 +65,13 @@ class Model:
     function returning one (or None), called on first use of `tokenizer`: building one from a
     large vocabulary takes seconds that a run from token ids need not pay; vision: a
     pyggml.models.vision.VisionEncoder whose embeddings eval_multimodal places at the image tokens
-    (M-RoPE models only)."""
+    (M-RoPE models only); repack: give each weight matrix the graph multiplies by its repacked copy
+    (Tensor.repack: where the CPU's kernels have one, decode reads one stream per matrix and runs
+    faster, for memory the size of those matrices; repacked_bytes says how much), False to read the
+    weights in place (zero-copy)."""
 
     def __init__(self, arch, hparams, tensors, *, n_ctx=512, n_threads=None, kv_type=Type.F16, flash_attn=True,
-                 layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source="", vision=None):
+                 layers=None, n_batch=512, kv_pad=256, keep=(), tokenizer=None, source="", vision=None, repack=True):
         self.source = str(source)
         self.graph_class = architecture(arch, self.source)
         self.arch = arch
@@ -97,6 +100,7 @@ class Model:
         if self.has_head:
             out = self.weight("output.weight", required=False)
             self.output_weight = self.weight("token_embd.weight") if out is None else out
+        self.repacked_bytes = self._repack() if repack else 0
         self.ctx = Context(f"pyggml.models {self.arch}")
         hp = self.hparams
         self.cache = KVCache(self.ctx, l1 - l0, self.n_ctx, hp.head_dim, hp.n_head_kv, type=kv_type,
@@ -171,6 +175,18 @@ class Model:
                                  f"expected {shape} from the hyper-parameters")
             if len(shape) == 1 and t.type != Type.F32:
                 raise TypeError(f"pyggml.models: {where}: tensor {name!r} must be F32, got {t.type.name}")
+
+    def _repack(self):
+        """Tensor.repack() of every weight matrix the graph multiplies by (the embedding table only
+        when it is also the LM head); the bytes of their copies."""
+        embd = self.tensors.get("token_embd.weight")
+        head = self.output_weight if self.has_head else None
+        total = 0
+        for name, (shape, _) in self._expected().items():
+            t = self.tensors.get(name)
+            if t is not None and len(shape) == 2 and (t is not embd or head is embd):
+                total += t.repack()
+        return total
 
     def _warn_unread(self):
         table = self.hparams.tensor_table()
@@ -509,5 +525,7 @@ class Model:
     def __repr__(self):
         hp = self.hparams
         layers = "" if (self.l0, self.l1) == (0, hp.n_layer) else f", layers=[{self.l0}, {self.l1})"
+        if self.repacked_bytes:
+            layers += f", repacked={self.repacked_bytes / 2**20:.1f} MiB"
         return (f"Model({self.arch}, n_layer={hp.n_layer}, n_embd={hp.n_embd}, n_vocab={self.n_vocab}, "
                 f"n_ctx={self.n_ctx}, kv={self.cache.type.name}, flash_attn={self.flash_attn}{layers})")

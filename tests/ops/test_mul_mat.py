@@ -341,3 +341,82 @@ def test_errors(ctx):
         gg.mul_mat(ctx.new_tensor(T.F32, (4, 8)), gg.transpose(ctx.new_tensor(T.F32, (64, 4))))
     with pytest.raises(ValueError, match="mul_mat: a must be packed in dim 0"):
         gg.mul_mat(gg.transpose(ctx.new_tensor(T.F32, (8, 4))), ctx.new_tensor(T.F32, (4, 4)))
+
+
+# the weight types with a repacked layout where the avx512 level runs (Tensor.repack)
+PANEL_TYPES = ["Q8_0", "Q4_0", "IQ4_NL", "MXFP4", "Q4_K", "Q5_K"]
+
+
+def panels_here(typ):
+    return gg.build_info()["simd"] == "avx512" and typ in PANEL_TYPES
+
+
+@pytest.mark.parametrize("n_threads", THREADS)
+@pytest.mark.parametrize("typ", PANEL_TYPES + ["Q6_K", "Q5_0", "F16"])
+def test_repacked_weights(ctx, rng, typ, n_threads):
+    """Tensor.repack: a copy of the rows in the panel layout the kernels read, where this level has
+    one (else 0 bytes and nothing changes); mul_mat then reads the copy, every column bit for bit
+    what the rows give: the one-column GEMV, few columns, many (AMX where the CPU has it), a last
+    panel of 3 rows, an odd last pass of blocks. Its bytes are the panels' (rows padded to 16, and
+    MXFP4's heads to two bytes)"""
+    blck = gg.blck_size(T[typ])
+    m, k = 16 * 5 + 3, blck * (64 + 3) if blck == 256 else 32 * (256 + 33)
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    a = ctx.from_numpy(w, type=T[typ])
+    x = rng.standard_normal((70, k)).astype(np.float32)
+    outs = [gg.mul_mat(a, ctx.from_numpy(x[:n])) for n in (1, 3, 17, 40, 70)]
+    g = gg.CGraph()
+    for t in outs:
+        g.build_forward_expand(t)
+    g.compute(n_threads=n_threads)
+    rows = [t.to_numpy() for t in outs]
+    nbytes = a.repack()
+    assert a.repacked == nbytes and a.repack() == nbytes
+    if not panels_here(typ):
+        assert nbytes == 0
+        return
+    size = {"MXFP4": 2 + 16}.get(typ, gg.type_size(T[typ]))
+    assert nbytes == 16 * 6 * (k // blck) * size
+    g.compute(n_threads=n_threads)
+    for t, want in zip(outs, rows):
+        np.testing.assert_array_equal(t.to_numpy().view(np.uint32), want.view(np.uint32), err_msg=f"N={t.ne[1]}")
+    assert a.repack(False) == 0 and a.repacked == 0
+
+
+@pytest.mark.parametrize("typ", ["Q4_0", "Q4_K"])
+def test_repacked_weights_are_what_mul_mat_reads(ctx, rng, typ):
+    """mul_mat reads the repacked copy, not the rows: rows written behind the tensor's back (through
+    the buffer of from_buffer) do not change its results until repack() is made again; set_bytes
+    makes it again itself; views and get_rows read the rows; 3-D tensors are not repacked"""
+    if not panels_here(typ):
+        pytest.skip("no repacked layout at this kernel level")
+    k, m = 512, 48
+    w1, w2 = (rng.standard_normal((m, k)).astype(np.float32) for _ in range(2))
+    q1, q2 = (ctx.from_numpy(w, type=T[typ]).tobytes() for w in (w1, w2))
+    buf = bytearray(q1)
+    a = ctx.from_buffer(T[typ], (k, m), buf)
+    x = ctx.from_numpy(rng.standard_normal((1, k)).astype(np.float32))
+    y = gg.mul_mat(a, x)
+    view = gg.view_2d(a, k, 16, a.nb[1], 16 * a.nb[1])
+    yv = gg.mul_mat(view, x)
+    g = gg.CGraph()
+    g.build_forward_expand(y)
+    g.build_forward_expand(yv)
+    g.compute(n_threads=2)
+    first = y.to_numpy().copy()
+    a.repack()
+    buf[:] = q2
+    g.compute(n_threads=2)
+    np.testing.assert_array_equal(y.to_numpy(), first)                 # the copy of the old rows
+    second = gg.mul_mat(ctx.from_numpy(w2, type=T[typ]), x)
+    run(second, 2)
+    np.testing.assert_array_equal(yv.to_numpy(), second.to_numpy()[:, 16:32])   # a view: the rows
+    a.repack(False)
+    a.repack()
+    g.compute(n_threads=2)
+    np.testing.assert_array_equal(y.to_numpy(), second.to_numpy())
+    a.set_bytes(q1)
+    g.compute(n_threads=2)
+    np.testing.assert_array_equal(y.to_numpy(), first)
+    t3 = ctx.from_numpy(rng.standard_normal((2, m, k)).astype(np.float32), type=T[typ])
+    assert t3.repack() == 0

@@ -49,6 +49,9 @@ typedef struct pg_tensor {
     struct pg_tensor * view_src;
     size_t view_offs;
     void * data;
+    /* a copy of the rows in the mul_mat kernels' repacked layout (pg_panels_*, Tensor.repack), which
+     * mul_mat then reads instead; NULL: none */
+    const void * panels;
 } pg_tensor;
 
 /* state shared by the threads of one compute; each counter on its own cache line */

@@ -138,6 +138,26 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
     }
 }
 
+/* a's repacked panels (pg_tensor.panels) where mul_mat reads them: a 2-D matrix of a type with panels
+ * at this level; its rows are then split in whole panels (PG_MM_PANEL_R rows) */
+#if defined(PG_PANELS)
+#define PG_MM_PANEL_R PG_QP_R
+static inline bool pg_mm_panels(const pg_tensor * a) {
+    return a->panels && a->ne[2] == 1 && a->ne[3] == 1 && pg_panels_size(a->type, a->ne[0], 1);
+}
+/* the panel of a's row i (a multiple of PG_MM_PANEL_R), *bp the bytes of one */
+static inline const char * pg_mm_panel(const pg_tensor * a, int64_t i, size_t * bp) {
+    *bp = pg_panels_size(a->type, a->ne[0], PG_MM_PANEL_R);
+    return (const char *) a->panels + (size_t) (i / PG_MM_PANEL_R) * *bp;
+}
+#else
+#define PG_MM_PANEL_R 1
+static inline bool pg_mm_panels(const pg_tensor * a) {
+    (void) a;
+    return false;
+}
+#endif
+
 /* phase 2, types with vec_dot_n: weight rows [i0, i1) of matrix (i12, i13) against columns [j0, j1),
  * mr rows x the type's tile_nc columns per vec_dot_tile call (each row dotted with four columns per
  * vec_dot_n call without one); a column's sums are the same whatever the columns around it. The
@@ -159,6 +179,14 @@ static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, cons
             const int nc = (int) PG_MIN(step, j1 - j);
             const char * brow = pg_mm_brow(b, l, conv, j, i12, i13);
             float * y = (float *) pg_row(dst, j, i12, i13) + i;
+#if defined(PG_PANELS)
+            if (pg_mm_panels(a)) {     /* i0 and mr multiples of PG_MM_PANEL_R (pg_mm_dot_rows, pg_mm_gemm_int) */
+                size_t bp;
+                const char * x = pg_mm_panel(a, i, &bp);
+                pg_panels_tile(a->type, K, x, bp, (int) PG_MIN(mr, i1 - i), brow, l->conv_row, nc, y, lds);
+                continue;
+            }
+#endif
             if (tr->vec_dot_tile) {
                 tr->vec_dot_tile(K, arow, a->nb[1], (int) PG_MIN(mr, i1 - i), brow, l->conv_row, nc, y, lds);
             } else {
@@ -171,7 +199,7 @@ static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, cons
 }
 
 /* phase 2, GEMV and few columns: contiguous ranges of weight rows, each streamed once (one column of
- * an integer type with vec_dot_rows: the whole range in one call) */
+ * an integer type with vec_dot_rows: the whole range in one call), in whole panels of repacked weights */
 static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
@@ -179,13 +207,24 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const pg_type_traits * tr = &pg_traits[a->type];
     const void * brows[PG_MM_GEMM_MIN_N_MAX];       /* activation rows in vec_dot_type */
-    int64_t r0, r1;
-    pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
-    while (r0 < r1) {
-        const int64_t batch = r0 / M, i1 = PG_MIN(M, r0 % M + (r1 - r0));
+    const bool pk = pg_mm_panels(a);
+    const int64_t g = pk ? PG_MM_PANEL_R : 1, nu = (M + g - 1) / g;   /* rows per unit split, units per matrix */
+    int64_t u0, u1;
+    pg_split_rows(nu * b->ne[2] * b->ne[3], p->ith, p->nth, &u0, &u1);
+    while (u0 < u1) {
+        const int64_t batch = u0 / nu, iu1 = PG_MIN(nu, u0 % nu + (u1 - u0));
         const int64_t i12 = batch % b->ne[2], i13 = batch / b->ne[2];
-        const int64_t i0 = r0 % M;
-        r0 += i1 - i0;
+        const int64_t i0 = u0 % nu * g, i1 = PG_MIN(M, iu1 * g);
+        u0 += iu1 - u0 % nu;
+#if defined(PG_PANELS)
+        if (N == 1 && pk) {
+            size_t bp;
+            const char * x = pg_mm_panel(a, i0, &bp);
+            pg_panels_rows(a->type, K, x, bp, i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
+                           (float *) pg_row(dst, 0, i12, i13) + i0);
+            continue;
+        }
+#endif
         if (N == 1 && tr->vec_dot_rows) {
             tr->vec_dot_rows(K, pg_row(a, i0, i12 / r2, i13 / r3), a->nb[1], i1 - i0, pg_mm_brow(b, l, conv, 0, i12, i13),
                              (float *) pg_row(dst, 0, i12, i13) + i0);

@@ -313,10 +313,10 @@ typedef struct { __m512i q[32], qh[8], sc[8], mn[4]; __m512 d, dm; } pg_k4p_blk;
  * c[j] = -32 * its sum over sub-block j */
 typedef struct { float d; int32_t c[16]; } pg_kp_col;
 
-/* the scales, mins and d of the super-block at byte bo of the 16 rows p[r] (all of w but q) */
-PG_ALWAYS_INLINE void pg_k4p_head(const char * const * p, size_t bo, pg_k4p_blk * w) {
+/* the scales, mins and d of super-block b of the panel p of Q4_K (q5 = 0) or Q5_K (all of w but q) */
+PG_ALWAYS_INLINE void pg_k4p_head(const pg_x16_src * p, int64_t b, pg_k4p_blk * w, const int q5) {
     __m512i h[4];
-    pg_x16_dwords(p, bo, h);                 /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
+    pg_x16_dw(p, q5 ? PG_TYPE_Q5_K : PG_TYPE_Q4_K, b, 0, h);   /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
     /* pg_kq_unpack_k4 on the 16 rows' words */
     const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
     const __m512i lo2 = _mm512_set1_epi32(0x03030303), b16 = _mm512_set1_epi32(0x00ff00ff);
@@ -340,16 +340,20 @@ PG_ALWAYS_INLINE void pg_k4p_head(const char * const * p, size_t bo, pg_k4p_blk 
 /* the block size of Q4_K (q5 = 0) or Q5_K, and where its codes start */
 #define PG_K4P_BSIZE(q5) ((q5) ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K))
 #define PG_K4P_QS(q5) ((q5) ? offsetof(pg_block_q5_K, qs) : offsetof(pg_block_q4_K, qs))
-/* q[8t..8t+7] of that super-block: its codes 32t..32t+31 */
-PG_ALWAYS_INLINE void pg_k4p_codes(const char * const * p, size_t bo, int t, __m512i * q, const int q5) {
-    pg_x16_dwords32(p, bo + PG_K4P_QS(q5) + 32 * t, q);
+/* q[8h..8h+7] of that super-block: its codes 32h..32h+31 */
+PG_ALWAYS_INLINE void pg_k4p_codes(const pg_x16_src * p, int64_t b, int h, __m512i * q, const int q5) {
+    pg_x16_dw32(p, q5 ? PG_TYPE_Q5_K : PG_TYPE_Q4_K, b, PG_K4P_QS(q5) + 32 * h, q);
+}
+/* Q5_K's high-bit bytes of that super-block: qh */
+PG_ALWAYS_INLINE void pg_k4p_high(const pg_x16_src * p, int64_t b, __m512i * qh) {
+    pg_x16_dw32(p, PG_TYPE_Q5_K, b, offsetof(pg_block_q5_K, qh), qh);
 }
 /* the whole super-block (Q5_K's high bits too; its head is laid out as Q4_K's) */
-PG_ALWAYS_INLINE void pg_k4p_block(const char * const * p, size_t bo, pg_k4p_blk * w, const int q5) {
-    pg_k4p_head(p, bo, w);
-    if (q5) pg_x16_dwords32(p, bo + offsetof(pg_block_q5_K, qh), w->qh);
+PG_ALWAYS_INLINE void pg_k4p_block(const pg_x16_src * p, int64_t b, pg_k4p_blk * w, const int q5) {
+    pg_k4p_head(p, b, w, q5);
+    if (q5) pg_k4p_high(p, b, w->qh);
 #pragma GCC unroll 4
-    for (int t = 0; t < 4; t++) pg_k4p_codes(p, bo, t, w->q + 8 * t, q5);
+    for (int h = 0; h < 4; h++) pg_k4p_codes(p, b, h, w->q + 8 * h, q5);
 }
 /* sub-block j's codes u[0..7] from its chunk's q[0..7] (the low nibbles for even j, the high for odd),
  * Q5_K's bit j of qh[0..7] as their bit 4 */
@@ -423,16 +427,17 @@ PG_ALWAYS_INLINE void pg_k4p_run(const pg_k4p_blk * w, int kb, const char * cons
  * r = its scale of sub-block j; d: d_x */
 typedef struct { __m512i u[64], sc[16]; __m512 d; } pg_k6p_blk;
 
-/* the super-block at byte bo of the 16 rows p[r] */
-PG_ALWAYS_INLINE void pg_k6p_block(const char * const * p, size_t bo, pg_k6p_blk * w) {
+/* super-block b of the panel p */
+PG_ALWAYS_INLINE void pg_k6p_block(const pg_x16_src * p, int64_t b, pg_k6p_blk * w) {
+    const int t = PG_TYPE_Q6_K;
     /* element 128h + 32q + l: the low (q < 2) or high nibble of ql[64h + 32(q % 2) + l], bits 2q, 2q + 1
      * of qh[32h + l] */
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m512i ql[16], qh[8];
-        pg_x16_dwords32(p, bo + offsetof(pg_block_q6_K, ql) + 64 * h, ql);
-        pg_x16_dwords32(p, bo + offsetof(pg_block_q6_K, ql) + 64 * h + 32, ql + 8);
-        pg_x16_dwords32(p, bo + offsetof(pg_block_q6_K, qh) + 32 * h, qh);
+        pg_x16_dw32(p, t, b, offsetof(pg_block_q6_K, ql) + 64 * h, ql);
+        pg_x16_dw32(p, t, b, offsetof(pg_block_q6_K, ql) + 64 * h + 32, ql + 8);
+        pg_x16_dw32(p, t, b, offsetof(pg_block_q6_K, qh) + 32 * h, qh);
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++)
 #pragma GCC unroll 8
@@ -443,12 +448,12 @@ PG_ALWAYS_INLINE void pg_k6p_block(const char * const * p, size_t bo, pg_k6p_blk
             }
     }
     __m512i sc[4];
-    pg_x16_dwords(p, bo + offsetof(pg_block_q6_K, scales), sc);
+    pg_x16_dw(p, t, b, offsetof(pg_block_q6_K, scales), sc);
 #pragma GCC unroll 4
     for (int a = 0; a < 4; a++)
 #pragma GCC unroll 4
         for (int b = 0; b < 4; b++) w->sc[4 * a + b] = _mm512_srai_epi32(_mm512_slli_epi32(sc[a], 24 - 8 * b), 24);
-    w->d = _mm512_cvtph_ps(pg_x16_words(p, bo + offsetof(pg_block_q6_K, d)));
+    w->d = _mm512_cvtph_ps(pg_x16_hw(p, t, b, offsetof(pg_block_q6_K, d)));
 }
 /* NC (a constant, <= PG_QP_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*cs + k])
  * against kb super-blocks of a panel w, into acc[c] */
@@ -480,9 +485,6 @@ PG_ALWAYS_INLINE void pg_k6p_run(const pg_k6p_blk * w, int kb, const char * cons
 }
 /* The skeletons the three share, over t = PG_TYPE_Q4_K, _Q5_K or _Q6_K (a constant in every caller) */
 #define PG_KP_FEW 8                   /* columns run as the GEMV (pg_kp_cols) */
-PG_ALWAYS_INLINE size_t pg_kp_bsize(const int t) {
-    return t == PG_TYPE_Q6_K ? sizeof(pg_block_q6_K) : t == PG_TYPE_Q5_K ? sizeof(pg_block_q5_K) : sizeof(pg_block_q4_K);
-}
 PG_ALWAYS_INLINE int pg_kp_kb(const int t) { return t == PG_TYPE_Q6_K ? PG_K6P_KB : PG_K4P_KB; }
 /* super-blocks [b0, b0 + kb) of a Q8_K column y */
 static inline void pg_kp_column(const int t, const char * y, int64_t b0, int kb, pg_kp_col * out) {
@@ -509,14 +511,13 @@ PG_ALWAYS_INLINE void pg_kp_run(const int t, const pg_kp_pass * w, int kb, const
     if (t == PG_TYPE_Q6_K) pg_k6p_run(w->k6, kb, y, col, cs, NC, acc);
     else pg_k4p_run(w->k4, kb, y, col, cs, NC, acc, t == PG_TYPE_Q5_K);
 }
-/* nc (a constant, <= PG_KP_FEW) columns y[c] against super-block b of the panel of rows xr, made and
- * used at once, into acc[c] (col[c*cs]: the column's super-block b) */
-PG_ALWAYS_INLINE void pg_kp_step(const int t, const char * const * xr, int64_t b, const pg_block_q8_K * const * y,
+/* nc (a constant, <= PG_KP_FEW) columns y[c] against super-block b of the panel xr, made and used at
+ * once, into acc[c] (col[c*cs]: the column's super-block b) */
+PG_ALWAYS_INLINE void pg_kp_step(const int t, const pg_x16_src * xr, int64_t b, const pg_block_q8_K * const * y,
                                  const pg_kp_col * col, const int cs, const int nc, __m512 * acc) {
-    const size_t bo = (size_t) b * pg_kp_bsize(t);
     if (t == PG_TYPE_Q6_K) {
         pg_k6p_blk w;
-        pg_k6p_block(xr, bo, &w);
+        pg_k6p_block(xr, b, &w);
         const char * yc[PG_KP_FEW];
         for (int c = 0; c < nc; c++) yc[c] = (const char *) (y[c] + b);
         pg_k6p_run(&w, 1, yc, col, cs, nc, acc);
@@ -524,14 +525,14 @@ PG_ALWAYS_INLINE void pg_kp_step(const int t, const char * const * xr, int64_t b
     }
     const int q5 = t == PG_TYPE_Q5_K;
     pg_k4p_blk w;
-    pg_k4p_head(xr, bo, &w);
-    if (q5) pg_x16_dwords32(xr, bo + offsetof(pg_block_q5_K, qh), w.qh);
+    pg_k4p_head(xr, b, &w, q5);
+    if (q5) pg_k4p_high(xr, b, w.qh);
     __m512i sumi[PG_KP_FEW];
     for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int q = 0; q < 4; q++) {
         __m512i codes[8], u[8];
-        pg_k4p_codes(xr, bo, q, codes, q5);
+        pg_k4p_codes(xr, b, q, codes, q5);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             pg_k4p_u(codes, w.qh, 2 * q + h, q5, u);
@@ -544,17 +545,17 @@ PG_ALWAYS_INLINE void pg_kp_step(const int t, const char * const * xr, int64_t b
 /* nc (a constant, <= PG_KP_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's
  * sums, a panel's super-block made and used at once (the one-column GEMV of Q4_K/Q5_K and the tile's
  * few columns); the columns prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR
- * rows; the panel two ahead prefetched up to row nahead, as pg_qp_cols */
+ * rows; the panel two ahead prefetched up to row nahead, and the rows or (pk) repacked panels, as
+ * pg_qp_cols */
 PG_ALWAYS_INLINE void pg_kp_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
-                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds) {
+                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {
     const int64_t nb = n / PG_QK_K;
-    const size_t bs = pg_kp_bsize(t);
     pg_kp_col col[PG_KP_FEW * PG_K4P_GEMV_KB];
     __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_KP_FEW];
     const pg_block_q8_K * y[PG_KP_FEW];
     for (int c = 0; c < nc; c++) y[c] = (const pg_block_q8_K *) ((const char *) vy + (size_t) c * by);
     for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
-        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const char * x = (const char *) vx + (size_t) (pk ? i0 / PG_QP_R : i0) * bx;
         const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
         for (int p = 0; p < np; p++)
             for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
@@ -562,16 +563,13 @@ PG_ALWAYS_INLINE void pg_kp_cols(const int t, const int nc, int64_t n, const voi
             const int kb = (int) PG_MIN(PG_K4P_GEMV_KB, nb - b0);
             for (int c = 0; c < nc; c++) pg_kp_column(t, (const char *) y[c], b0, kb, col + c * PG_K4P_GEMV_KB);
             for (int p = 0; p < np; p++) {
-                const char * xr[PG_QP_R];
-                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
-                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * bs, bx, nahead - i0 - ra,
-                                                       (size_t) kb * bs, kb);
+                const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
+                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, pk);
                 __m512 a[PG_KP_FEW];
                 for (int c = 0; c < nc; c++) a[c] = acc[p][c];
                 for (int k = 0; k < kb; k++) {
                     pg_x16_ahead_step(&ahead);
-                    pg_kp_step(t, xr, b0 + k, y, col + k, PG_K4P_GEMV_KB, nc, a);
+                    pg_kp_step(t, &xr, b0 + k, y, col + k, PG_K4P_GEMV_KB, nc, a);
                 }
                 for (int c = 0; c < nc; c++) acc[p][c] = a[c];
             }
@@ -622,7 +620,7 @@ PG_ALWAYS_INLINE void pg_kp_amx_group(const int8_t * wq, const pg_k4p_blk * w, i
 }
 /* pg_kp_tile's GEMM of Q4_K and Q5_K, whole groups of 16 columns (nc a multiple of 16), on AMX */
 PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                     size_t by, int nc, float * s, size_t lds) {
+                                     size_t by, int nc, float * s, size_t lds, const int pk) {
     const int q5 = t == PG_TYPE_Q5_K;
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK_K;
@@ -638,10 +636,9 @@ PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, si
         const int kb = (int) PG_MIN(PG_KP_AMX_KB, nb - b0);
         for (int c = 0; c < nc; c++) pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_KP_AMX_KB);
         for (int p = 0; p < np; p++) {
-            const char * xr[PG_QP_R];
-            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+            const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
             for (int k = 0; k < kb; k++) {
-                pg_k4p_block(xr, (size_t) (b0 + k) * pg_kp_bsize(t), &w[k], q5);
+                pg_k4p_block(&xr, b0 + k, &w[k], q5);
                 for (int j = 0; j < 8; j++) {
                     __m512i u[8];
                     pg_k4p_u(w[k].q + 8 * (j / 2), w[k].qh, j, q5, u);
@@ -659,14 +656,15 @@ PG_ALWAYS_INLINE void pg_kp_amx_tile(const int t, int64_t n, const void * vx, si
     pg_amx_tile_end(&found, acc, mr, nc, s, lds);
 }
 #endif
-/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC) */
+/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC);
+ * pk: repacked panels (pg_qp_cols) */
 PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                 int nc, float * s, size_t lds) {
+                                 int nc, float * s, size_t lds, const int pk) {
 #if defined(PG_X86_AMX)
     /* Q4_K and Q5_K: whole groups of 16 columns on AMX where the CPU has it, the rest below */
     if (t != PG_TYPE_Q6_K && nc >= PG_QP_R && pg_amx_ready()) {
         const int done = nc - nc % PG_QP_R;
-        pg_kp_amx_tile(t, n, vx, bx, mr, vy, by, done, s, lds);
+        pg_kp_amx_tile(t, n, vx, bx, mr, vy, by, done, s, lds, pk);
         vy = (const char *) vy + (size_t) done * by;
         s += (size_t) done * lds;
         nc -= done;
@@ -675,14 +673,14 @@ PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t
     /* few columns as the GEMV (pg_qp_tile's reasons) */
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
     switch (nc) {
-    case 1: pg_kp_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 2: pg_kp_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 3: pg_kp_cols(t, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 4: pg_kp_cols(t, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 5: pg_kp_cols(t, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 6: pg_kp_cols(t, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 7: pg_kp_cols(t, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 8: pg_kp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 1: pg_kp_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 2: pg_kp_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 3: pg_kp_cols(t, 3, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 4: pg_kp_cols(t, 4, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 5: pg_kp_cols(t, 5, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 6: pg_kp_cols(t, 6, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 7: pg_kp_cols(t, 7, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 8: pg_kp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
     case 0: return;
     default: break;
     }
@@ -702,12 +700,10 @@ PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t
             pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * KB);
         }
         for (int p = 0; p < np; p++) {
-            const char * xr[PG_QP_R];
-            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
+            const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
             for (int k = 0; k < kb; k++) {
-                const size_t bo = (size_t) (b0 + k) * pg_kp_bsize(t);
-                if (t == PG_TYPE_Q6_K) pg_k6p_block(xr, bo, &w.k6[k]);
-                else pg_k4p_block(xr, bo, &w.k4[k], t == PG_TYPE_Q5_K);
+                if (t == PG_TYPE_Q6_K) pg_k6p_block(&xr, b0 + k, &w.k6[k]);
+                else pg_k4p_block(&xr, b0 + k, &w.k4[k], t == PG_TYPE_Q5_K);
             }
             for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR) {
                 const char * const * yc = y + c0;
@@ -732,23 +728,23 @@ PG_ALWAYS_INLINE void pg_kp_tile(const int t, int64_t n, const void * vx, size_t
  * Q4_K and Q5_K (Q6_K's is the row-pair kernel of arch/x86/kgemv-x86.h, with these f32 steps) */
 static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
-    pg_kp_tile(PG_TYPE_Q4_K, n, vx, bx, mr, vy, by, nc, s, lds);
+    pg_kp_tile(PG_TYPE_Q4_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
 static inline void pg_vec_dot_q5_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
-    pg_kp_tile(PG_TYPE_Q5_K, n, vx, bx, mr, vy, by, nc, s, lds);
+    pg_kp_tile(PG_TYPE_Q5_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
 static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
-    pg_kp_tile(PG_TYPE_Q6_K, n, vx, bx, mr, vy, by, nc, s, lds);
+    pg_kp_tile(PG_TYPE_Q6_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
 static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                               float * s) {
-    pg_kp_cols(PG_TYPE_Q4_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
+    pg_kp_cols(PG_TYPE_Q4_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
 }
 static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                               float * s) {
-    pg_kp_cols(PG_TYPE_Q5_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0);
+    pg_kp_cols(PG_TYPE_Q5_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
 }
 #define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
 #define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
@@ -761,4 +757,43 @@ static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t
 #define PG_Q6_K_TILE pg_vec_dot_q6_K_q8_K_ptile
 #define PG_Q6_K_TILE_NC PG_QP_NC
 #define PG_Q6_K_TILE_MR PG_QP_MR
+
+/* mul_mat on repacked weights (pg_x16_pack, arch/x86/qgemm-x86.h; Tensor.repack): the bytes the panels
+ * of nr rows of n elements of type t take (0: t has none), the repacking, and vec_dot_rows and
+ * vec_dot_tile reading the panels, x the one of the call's first row (a multiple of 16), bx the
+ * bytes of a panel. Not Q6_K: its one-column GEMV, the row pairs of arch/x86/kgemv-x86.h, decodes
+ * more bytes per instruction than its panels even from repacked ones, and reads the rows. */
+#define PG_PANELS 1
+static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
+    switch (t) {
+    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4:
+    case PG_TYPE_Q4_K: case PG_TYPE_Q5_K:
+        return (size_t) ((nr + PG_QP_R - 1) / PG_QP_R * (n / pg_x16_blck(t))) * pg_x16_pbsize(t);
+    default: return 0;
+    }
+}
+static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
+    pg_x16_pack(t, n, nr, (const char *) x, bx, (char *) dst);
+}
+static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    switch (t) {
+    case PG_TYPE_Q8_0: pg_qp_cols(PG_TYPE_Q8_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_Q4_0: pg_qp_cols(PG_TYPE_Q4_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_IQ4_NL: pg_qp_cols(PG_TYPE_IQ4_NL, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_MXFP4: pg_qp_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_Q4_K: pg_kp_cols(PG_TYPE_Q4_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    default: pg_kp_cols(PG_TYPE_Q5_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    }
+}
+static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
+                                  float * s, size_t lds) {
+    switch (t) {
+    case PG_TYPE_Q8_0: pg_qp_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_Q4_0: pg_qp_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_IQ4_NL: pg_qp_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_MXFP4: pg_qp_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_Q4_K: pg_kp_tile(PG_TYPE_Q4_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    default: pg_kp_tile(PG_TYPE_Q5_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    }
+}
 #endif

@@ -32,7 +32,7 @@
  * panels of 16 rows, one lane per row, with exact per-block sums (pg_qp_*, at the end of this file).
  */
 #pragma once
-#include "types/quants-legacy.h"
+#include "types/quants-k.h"          /* the block types: the K-quants for the repacked panels of kgemm-x86.h */
 #include "arch/x86/amx.h"
 
 #if defined(PG_SIMD_AVX512)
@@ -587,23 +587,107 @@ PG_ALWAYS_INLINE size_t pg_qp_bsize(const int t) {
 PG_ALWAYS_INLINE size_t pg_qp_qs(const int t) { return t == PG_TYPE_MXFP4 ? 1 : 2; }
 /* how far dpbusd's unsigned operand lies above the value */
 PG_ALWAYS_INLINE int pg_qp_off(const int t) { return t == PG_TYPE_Q4_0 ? 8 : 128; }
-/* the 32 bytes at p[r] + off of 16 rows as eight dword vectors */
-PG_ALWAYS_INLINE void pg_x16_dwords32(const char * const * p, size_t off, __m512i * out) {
-    pg_x16_dwords(p, off, out);
-    pg_x16_dwords(p, off + 16, out + 4);
+
+/* The panels' repacked layout (pg_x16_pack, made once, e.g. when a model loads: Tensor.repack). The
+ * kernels below read a panel's block as 16 vectors' worth of bytes gathered from 16 rows and
+ * transposed (pg_x16_dwords, pg_x16_words); the repacked copy holds each block of a panel in that
+ * transposed order already, so a block is a few whole-vector loads and a GEMV reads one stream
+ * instead of 16. Per panel of 16 rows, block after block; a block of type t: its head (the first
+ * pg_x16_hb bytes: the fp16 d, MXFP4's E8M0 exponent) as one 16-bit word per row (lane r: row r),
+ * then the rest of the block, padded to whole dwords, as dword vectors (vector i, lane r: dword i of
+ * row r's rest). Rows past the matrix's last repeat it. The arithmetic does not change, so the bits
+ * do not. */
+PG_ALWAYS_INLINE int64_t pg_x16_blck(const int t) {
+    return t == PG_TYPE_Q4_K || t == PG_TYPE_Q5_K || t == PG_TYPE_Q6_K ? PG_QK_K : PG_QK8_0;
 }
-/* the block at byte bo of the 16 rows p[r] of type t */
-PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const int t) {
+PG_ALWAYS_INLINE size_t pg_x16_bsize(const int t) {
+    switch (t) {
+    case PG_TYPE_Q4_K: return sizeof(pg_block_q4_K);
+    case PG_TYPE_Q5_K: return sizeof(pg_block_q5_K);
+    case PG_TYPE_Q6_K: return sizeof(pg_block_q6_K);
+    default: return pg_qp_bsize(t);
+    }
+}
+PG_ALWAYS_INLINE size_t pg_x16_hb(const int t) { return pg_x16_blck(t) == PG_QK_K ? 0 : pg_qp_qs(t); }
+/* bytes of a repacked block's heads, and of the whole block */
+PG_ALWAYS_INLINE size_t pg_x16_heads(const int t) { return pg_x16_hb(t) ? 2 * PG_QP_R : 0; }
+PG_ALWAYS_INLINE size_t pg_x16_pbsize(const int t) {
+    return pg_x16_heads(t) + PG_QP_R * ((pg_x16_bsize(t) - pg_x16_hb(t) + 3) / 4 * 4);
+}
+/* rows [0, nr) of n elements of type t (x + r*bx) repacked into dst, panel p at dst + p * the bytes of
+ * a panel; the bytes it writes */
+static inline size_t pg_x16_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
+    const int64_t nb = n / pg_x16_blck(t), np = (nr + PG_QP_R - 1) / PG_QP_R;
+    const size_t bs = pg_x16_bsize(t), hb = pg_x16_hb(t), rest = bs - hb, pbs = pg_x16_pbsize(t);
+    for (int64_t p = 0; p < np; p++)
+        for (int64_t b = 0; b < nb; b++) {
+            char * q = dst + (size_t) (p * nb + b) * pbs;
+            for (int r = 0; r < PG_QP_R; r++) {
+                const char * blk = x + (size_t) PG_MIN(PG_QP_R * p + r, nr - 1) * bx + (size_t) b * bs;
+                uint16_t h = 0;
+                memcpy(&h, blk, hb);
+                if (hb) memcpy(q + 2 * r, &h, 2);
+                for (size_t i = 0; 4 * i < rest; i++) {
+                    uint32_t d = 0;
+                    memcpy(&d, blk + hb + 4 * i, PG_MIN(4, rest - 4 * i));
+                    memcpy(q + pg_x16_heads(t) + 64 * i + 4 * r, &d, 4);
+                }
+            }
+        }
+    return (size_t) (np * nb) * pbs;
+}
+/* where a kernel reads a panel's 16 rows: the rows as stored (r[i]: row i) or, pk, their repacked
+ * panel */
+typedef struct { const char * r[PG_QP_R]; const char * pk; } pg_x16_src;
+/* panel p of a call's mr rows: rows x + i*bx, those past mr repeating row mr - 1; pk (a constant):
+ * the repacked panels from x, bx bytes apart */
+PG_ALWAYS_INLINE pg_x16_src pg_x16_panel(const char * x, size_t bx, int p, int mr, const int pk) {
+    pg_x16_src s;
+    s.pk = pk ? x + (size_t) p * bx : NULL;
+    if (!pk)
+        for (int r = 0; r < PG_QP_R; r++) s.r[r] = x + (size_t) (p * PG_QP_R + PG_MIN(r, mr - p * PG_QP_R - 1)) * bx;
+    return s;
+}
+/* block b's bytes [o, o + 16) of the 16 rows of type t as four dword vectors (out[g] lane r: dword g
+ * of row r's); o - pg_x16_hb(t) a multiple of 4 */
+PG_ALWAYS_INLINE void pg_x16_dw(const pg_x16_src * s, const int t, int64_t b, size_t o, __m512i * out) {
+    if (!s->pk) {
+        pg_x16_dwords(s->r, (size_t) b * pg_x16_bsize(t) + o, out);
+        return;
+    }
+    const char * q = s->pk + (size_t) b * pg_x16_pbsize(t) + pg_x16_heads(t) + 16 * (o - pg_x16_hb(t));
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) out[g] = _mm512_loadu_si512((const void *) (q + 64 * g));
+}
+/* the same for the 32 bytes [o, o + 32): eight dword vectors */
+PG_ALWAYS_INLINE void pg_x16_dw32(const pg_x16_src * s, const int t, int64_t b, size_t o, __m512i * out) {
+    pg_x16_dw(s, t, b, o, out);
+    pg_x16_dw(s, t, b, o + 16, out + 4);
+}
+/* the 16-bit words at byte o of block b of the 16 rows (lane r: row r's): o = 0 (the head) or o -
+ * pg_x16_hb(t) even */
+PG_ALWAYS_INLINE __m256i pg_x16_hw(const pg_x16_src * s, const int t, int64_t b, size_t o) {
+    if (!s->pk) return pg_x16_words(s->r, (size_t) b * pg_x16_bsize(t) + o);
+    const char * q = s->pk + (size_t) b * pg_x16_pbsize(t);
+    if (o < pg_x16_hb(t)) return _mm256_loadu_si256((const __m256i *) q);
+    const size_t i = o - pg_x16_hb(t);
+    __m512i v = _mm512_loadu_si512((const void *) (q + pg_x16_heads(t) + 16 * (i & ~(size_t) 3)));
+    if (i & 2) v = _mm512_srli_epi32(v, 16);
+    return _mm512_cvtepi32_epi16(v);
+}
+/* block b of the panel s of type t */
+PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const pg_x16_src * s, int64_t b, const int t) {
     pg_qp_blk w;
     if (t == PG_TYPE_Q8_0) {
-        pg_x16_dwords32(p, bo + pg_qp_qs(t), w.q);
+        pg_x16_dw32(s, t, b, pg_qp_qs(t), w.q);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) w.q[g] = _mm512_xor_si512(w.q[g], _mm512_set1_epi8((char) 0x80));
     } else {
-        pg_x16_dwords(p, bo + pg_qp_qs(t), w.q);
+        pg_x16_dw(s, t, b, pg_qp_qs(t), w.q);
     }
-    /* the blocks' first two bytes: the fp16 d_x; MXFP4: its E8M0 exponent and a code byte */
-    const __m256i hv = pg_x16_words(p, bo);
+    /* the blocks' first two bytes: the fp16 d_x; MXFP4: its E8M0 exponent and a code byte (repacked:
+     * and 0) */
+    const __m256i hv = pg_x16_hw(s, t, b, 0);
     if (t == PG_TYPE_MXFP4) {
         /* as ggml_e8m0_to_fp32_half: 2^(e-128), for e < 2 the subnormal 0x00200000 << e */
         const __m512i e = _mm512_and_si512(_mm512_cvtepu16_epi32(hv), _mm512_set1_epi32(0xff));
@@ -614,10 +698,6 @@ PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const char * const * p, size_t bo, const 
         w.d = _mm512_cvtph_ps(hv);
     }
     return w;
-}
-/* the row pointers of the panel of rows x + r*bx, r < mr (rows past mr repeat row mr - 1) */
-static inline void pg_qp_rows(const char * x, size_t bx, int mr, const char ** p) {
-    for (int r = 0; r < PG_QP_R; r++) p[r] = x + (size_t) PG_MIN(r, mr - 1) * bx;
 }
 /* a tile's sums of its panels (acc[p][c], lane r: row 16p + r) to s[c*lds + r], r < mr, c < nc */
 PG_ALWAYS_INLINE void pg_qp_store(__m512 (*acc)[PG_QP_NC], int mr, int nc, float * s, size_t lds) {
@@ -658,6 +738,19 @@ PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
     }
 }
 #define PG_X16_AHEAD 2                /* panels ahead */
+/* the prefetch while panel p of a call's rows runs blocks [b0, b0 + kb) of type t: the rows (x, bx as
+ * pg_x16_panel's) of the panel two ahead, up to row nahead - i0 (i0: the call's rows before x) */
+PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_of(const int t, const char * x, size_t bx, int p, int64_t i0,
+                                              int64_t nahead, int64_t b0, int kb, const int pk) {
+    const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
+    if (pk) {
+        const size_t len = (size_t) kb * pg_x16_pbsize(t);
+        return pg_x16_ahead_init(x + (size_t) (p + PG_X16_AHEAD) * bx + (size_t) b0 * pg_x16_pbsize(t), len,
+                                 nahead - i0 - ra > 0, len, kb);
+    }
+    return pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * pg_x16_bsize(t), bx, nahead - i0 - ra,
+                             (size_t) kb * pg_x16_bsize(t), kb);
+}
 /* blocks [b0, b0 + kb) of a Q8_0 column y against weights whose codes are off above their values */
 static inline void pg_qp_column(const char * y, int64_t b0, int kb, int off, pg_qp_col * out) {
     const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
@@ -748,18 +841,18 @@ PG_ALWAYS_INLINE void pg_qp_run_n(const pg_qp_blk * w, int kb, const char * cons
  * each panel's blocks made and used in registers (the one-column GEMV and the tile's few columns); the
  * columns' d_y and -off*sum(y) made once per PG_QP_GEMV_KB blocks for up to PG_QP_GEMV_MR rows, whose
  * accumulators wait on the stack between passes. The panel two ahead is prefetched while one runs, up
- * to row nahead (past nr when the caller's next rows follow: a prefetch reads nothing) */
+ * to row nahead (past nr when the caller's next rows follow: a prefetch reads nothing). The rows: vx +
+ * r*bx, or (pk, a constant) repacked panels from vx, bx bytes apart (the same for every caller below) */
 #define PG_QP_GEMV_KB 256
 #define PG_QP_GEMV_MR 512
 #define PG_QP_FEW 16
 PG_ALWAYS_INLINE void pg_qp_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
-                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds) {
+                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {
     const int64_t nb = n / PG_QK8_0;
-    const size_t bs = pg_qp_bsize(t);
     pg_qp_col col[PG_QP_FEW][PG_QP_GEMV_KB];
     __m512 acc[PG_QP_GEMV_MR / PG_QP_R][PG_QP_FEW];
     for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
-        const char * x = (const char *) vx + (size_t) i0 * bx;
+        const char * x = (const char *) vx + (size_t) (pk ? i0 / PG_QP_R : i0) * bx;
         const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
         for (int p = 0; p < np; p++)
             for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
@@ -771,16 +864,13 @@ PG_ALWAYS_INLINE void pg_qp_cols(const int t, const int nc, int64_t n, const voi
                 pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, pg_qp_off(t), col[c]);
             }
             for (int p = 0; p < np; p++) {
-                const char * xr[PG_QP_R];
-                pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-                const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
-                pg_x16_ahead ahead = pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * bs, bx, nahead - i0 - ra,
-                                                       (size_t) kb * bs, kb);
+                const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
+                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, pk);
                 __m512 a[PG_QP_FEW];
                 for (int c = 0; c < nc; c++) a[c] = acc[p][c];
                 for (int k = 0; k < kb; k++) {
                     pg_x16_ahead_step(&ahead);
-                    const pg_qp_blk w = pg_qp_block(xr, (size_t) (b0 + k) * bs, t);
+                    const pg_qp_blk w = pg_qp_block(&xr, b0 + k, t);
                     __m512i lo[4], hi[4];
                     pg_qp_operands(&w, t, lo, hi);
                     for (int c = 0; c < nc; c++) a[c] = pg_qp_dot(lo, hi, w.d, yb[c][k].qs, col[c][k], a[c], 1);
@@ -817,10 +907,10 @@ PG_ALWAYS_INLINE void pg_amx_tile_end(const pg_amx_cfg * found, __m512 (*acc)[PG
     pg_qp_store(acc, mr, nc, s, lds);
 }
 /* kb blocks from b0 of the panel xr as B tiles wq[k] and scales wd[k] */
-PG_ALWAYS_INLINE void pg_qp_amx_panel(const char * const * xr, int64_t b0, int kb, const int t, int8_t * wq, __m512 * wd) {
+PG_ALWAYS_INLINE void pg_qp_amx_panel(const pg_x16_src * xr, int64_t b0, int kb, const int t, int8_t * wq, __m512 * wd) {
     const __m512i off = _mm512_set1_epi8((char) pg_qp_off(t));
     for (int k = 0; k < kb; k++) {
-        const pg_qp_blk w = pg_qp_block(xr, (size_t) (b0 + k) * pg_qp_bsize(t), t);
+        const pg_qp_blk w = pg_qp_block(xr, b0 + k, t);
         __m512i lo[4], hi[4];
         pg_qp_operands(&w, t, lo, hi);
 #pragma GCC unroll 4
@@ -867,7 +957,7 @@ PG_ALWAYS_INLINE void pg_qp_amx_group(const int8_t * wq, const __m512 * wd, int 
 }
 /* pg_qp_tile's GEMM of whole groups of 16 columns (nc a multiple of 16) on AMX */
 PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                     size_t by, int nc, float * s, size_t lds) {
+                                     size_t by, int nc, float * s, size_t lds, const int pk) {
     const char * x = (const char *) vx;
     const int64_t nb = n / PG_QK8_0;
     const int np = (mr + PG_QP_R - 1) / PG_QP_R;
@@ -885,9 +975,8 @@ PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, si
             for (int k = 0; k < kb; k++) yd[c * PG_QP_KB + k] = pg_fp16_to_fp32(yb[k].d);
         }
         for (int p = 0; p < np; p++) {
-            const char * xr[PG_QP_R];
-            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-            pg_qp_amx_panel(xr, b0, kb, t, wq, wd);
+            const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
+            pg_qp_amx_panel(&xr, b0, kb, t, wq, wd);
             for (int c0 = 0; c0 < nc; c0 += PG_QP_R) {
                 const char * y = (const char *) vy + (size_t) c0 * by + (size_t) b0 * sizeof(pg_block_q8_0);
                 pg_qp_amx_group(wq, wd, kb, y, by, yd + c0 * PG_QP_KB, cs, acc[p] + c0);
@@ -897,16 +986,16 @@ PG_ALWAYS_INLINE void pg_qp_amx_tile(const int t, int64_t n, const void * vx, si
     pg_amx_tile_end(&found, acc, mr, nc, s, lds);
 }
 #endif
-/* vec_dot_tile of Q4_0 or Q8_0 (q8): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc
- * (<= PG_QP_NC) */
+/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC);
+ * pk: repacked panels (pg_qp_cols) */
 PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy,
-                                 size_t by, int nc, float * s, size_t lds) {
+                                 size_t by, int nc, float * s, size_t lds, const int pk) {
 #if defined(PG_X86_AMX)
     /* many columns: their whole groups of 16 on AMX where the CPU has it (a group costs the same
      * there however few of its columns are used), the rest as few columns */
     if (nc > PG_QP_FEW && pg_amx_ready()) {
         const int done = nc - nc % PG_QP_R;
-        pg_qp_amx_tile(t, n, vx, bx, mr, vy, by, done, s, lds);
+        pg_qp_amx_tile(t, n, vx, bx, mr, vy, by, done, s, lds, pk);
         vy = (const char *) vy + (size_t) done * by;
         s += (size_t) done * lds;
         nc -= done;
@@ -916,22 +1005,22 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
      * prefetched, the caller's next rows */
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
     switch (nc) {
-    case 1: pg_qp_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 2: pg_qp_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 3: pg_qp_cols(t, 3, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 4: pg_qp_cols(t, 4, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 5: pg_qp_cols(t, 5, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 6: pg_qp_cols(t, 6, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 7: pg_qp_cols(t, 7, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 8: pg_qp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 9: pg_qp_cols(t, 9, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 10: pg_qp_cols(t, 10, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 11: pg_qp_cols(t, 11, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 12: pg_qp_cols(t, 12, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 13: pg_qp_cols(t, 13, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 14: pg_qp_cols(t, 14, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 15: pg_qp_cols(t, 15, n, vx, bx, mr, nahead, vy, by, s, lds); return;
-    case 16: pg_qp_cols(t, 16, n, vx, bx, mr, nahead, vy, by, s, lds); return;
+    case 1: pg_qp_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 2: pg_qp_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 3: pg_qp_cols(t, 3, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 4: pg_qp_cols(t, 4, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 5: pg_qp_cols(t, 5, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 6: pg_qp_cols(t, 6, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 7: pg_qp_cols(t, 7, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 8: pg_qp_cols(t, 8, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 9: pg_qp_cols(t, 9, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 10: pg_qp_cols(t, 10, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 11: pg_qp_cols(t, 11, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 12: pg_qp_cols(t, 12, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 13: pg_qp_cols(t, 13, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 14: pg_qp_cols(t, 14, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 15: pg_qp_cols(t, 15, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 16: pg_qp_cols(t, 16, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
     case 0: return;
     default: break;
     }
@@ -951,9 +1040,8 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
             pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, pg_qp_off(t), col + c * PG_QP_KB);
         }
         for (int p = 0; p < np; p++) {
-            const char * xr[PG_QP_R];
-            pg_qp_rows(x + (size_t) (p * PG_QP_R) * bx, bx, PG_MIN(PG_QP_R, mr - p * PG_QP_R), xr);
-            for (int k = 0; k < kb; k++) w[k] = pg_qp_block(xr, (size_t) (b0 + k) * pg_qp_bsize(t), t);
+            const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
+            for (int k = 0; k < kb; k++) w[k] = pg_qp_block(&xr, b0 + k, t);
             for (int c0 = 0; c0 < nc; c0 += PG_QP_NCR)
                 pg_qp_run_n(w, kb, y + c0, col + c0 * PG_QP_KB, PG_MIN(PG_QP_NCR, nc - c0), acc[p] + c0, t);
         }
@@ -961,16 +1049,16 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
     pg_qp_store(acc, mr, nc, s, lds);
 }
 static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+    pg_qp_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
 }
 static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_Q4_0, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+    pg_qp_cols(PG_TYPE_Q4_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
 }
 static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_IQ4_NL, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+    pg_qp_cols(PG_TYPE_IQ4_NL, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
 }
 static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_MXFP4, 1, n, vx, bx, nr, nr, y, 0, s, 0);
+    pg_qp_cols(PG_TYPE_MXFP4, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
 }
 #define PG_Q4_0_TILE_MR PG_QP_MR
 #define PG_Q4_0_TILE_NC PG_QP_NC
@@ -988,7 +1076,7 @@ PG_ALWAYS_INLINE void pg_qtile_of(const int t, int64_t n, const void * x, size_t
                                   int nc, float * s, size_t lds) {
 #if defined(PG_X86_GEMV)
     if (t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
-        pg_qp_tile(t, n, x, bx, mr, y, by, nc, s, lds);
+        pg_qp_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
         return;
     }
 #endif

@@ -1,0 +1,39 @@
+"""Models with repacked weights (Model(repack=True), the default of pyggml.models.load): the same
+logits bit for bit and the same tokens as reading the weights in place (repack=False), the bytes
+reported, and the mapped pages of repacked weights given back."""
+import numpy as np
+import pytest
+
+import pyggml as gg
+from pyggml import models
+from pyggml.demo import write_random_llama
+
+PANELS = gg.build_info()["simd"] == "avx512"
+TINY = {"n_layer": 2, "n_embd": 256, "n_head": 4, "n_head_kv": 2, "n_ff": 512, "n_vocab": 320}
+
+
+@pytest.mark.parametrize("typ,tied", [("q8_0", True), ("q4_k_m", False)])
+def test_repacked_model_matches_in_place(tmp_path, typ, tied):
+    path = tmp_path / f"{typ}.gguf"
+    write_random_llama(path, **TINY, type=typ, tied=tied, seed=5)
+    ids = np.random.default_rng(1).integers(0, TINY["n_vocab"], 9).tolist()
+    runs = {}
+    for repack in (False, True):
+        m = models.load(path, n_ctx=64, n_threads=2, repack=repack)
+        logits = [m.eval(ids[:7]), m.eval(ids[7:8]), m.eval(ids[8:])]
+        m.reset()
+        runs[repack] = (m, np.concatenate(logits), m.generate(ids, 6))
+    (flat, lf, tf), (packed, lp, tp) = runs[False], runs[True]
+    np.testing.assert_array_equal(lp.view(np.uint32), lf.view(np.uint32))
+    assert tp == tf
+    assert flat.repacked_bytes == 0 and all(t.repacked == 0 for t in flat.tensors.values())
+    if not PANELS:
+        assert packed.repacked_bytes == 0
+        return
+    done = {name for name, t in packed.tensors.items() if t.repacked}
+    # every matrix of a panel type the graph multiplies by (Q6_K's have no repacked layout)
+    want = {name for name, t in packed.tensors.items() if len(t.shape) == 2 and t.type.name in ("Q8_0", "Q4_K")
+            and (name != "token_embd.weight" or tied)}
+    assert done == want and want
+    assert packed.repacked_bytes == sum(packed.tensors[n].repacked for n in done)
+    assert "repacked=" in repr(packed)
