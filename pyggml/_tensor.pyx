@@ -572,10 +572,12 @@ cdef class Tensor:
     def repack(self, bint enable=True):
         """Give mul_mat a copy of this weight matrix in its kernels' repacked layout; return the bytes
         the copy takes (0: none). Where the kernels running on this CPU have such a layout for the
-        tensor's type (AVX-512 with VNNI and GFNI: Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K, 2-D
-        tensors with rows packed in dim 0), each block is stored in the order the kernels read
-        it, panel by panel of 16 rows: a one-token GEMV reads one stream instead of 16 and skips a
-        transpose, and every result keeps its bits. Elsewhere nothing is done and 0 returned.
+        tensor's type (AVX-512 with VNNI and GFNI: Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K, with
+        rows packed in dim 0), each block is stored in the order the kernels read it, panel by panel
+        of 16 rows: a one-token GEMV reads one stream instead of 16 and skips a transpose, and every
+        result keeps its bits. A 3-D tensor is a stack of matrices (mul_mat_id's experts), each
+        repacked in turn; mul_mat reads the copy of a 2-D one. Elsewhere nothing is done and 0 is
+        returned.
 
         The rows stay where they are for everything else (views, get_rows, numpy, saving); mul_mat
         reads the copy. set() and set_bytes() make it again; after writing the rows another way
@@ -594,17 +596,20 @@ cdef class Tensor:
         self._panels = None
         self.c.panels = NULL
         self._need_data("repack")
-        if self.c.ne[2] != 1 or self.c.ne[3] != 1 or self.c.nb[0] != pg_traits[self.c.type].size or self.c.ne[1] == 0:
+        if self.c.ne[3] != 1 or self.c.nb[0] != pg_traits[self.c.type].size or self.c.ne[1] * self.c.ne[2] == 0:
             return 0
         cdef size_t size = pg_panels_size(self.c.type, self.c.ne[0], self.c.ne[1])
         if size == 0:
             return 0
-        cdef Memory mem = Memory(size)
+        cdef Memory mem = Memory(size * self.c.ne[2])
+        cdef int64_t i2
         with nogil:
-            pg_panels_pack(self.c.type, self.c.ne[0], self.c.ne[1], self.c.data, self.c.nb[1], mem.ptr)
+            for i2 in range(self.c.ne[2]):
+                pg_panels_pack(self.c.type, self.c.ne[0], self.c.ne[1], <char *> self.c.data + i2 * self.c.nb[2],
+                               self.c.nb[1], mem.ptr + i2 * size)
         self._panels = mem
         self.c.panels = mem.ptr
-        return size
+        return mem.size
 
     @property
     def repacked(self):

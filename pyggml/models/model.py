@@ -178,13 +178,13 @@ class Model:
 
     def _repack(self):
         """Tensor.repack() of every weight matrix the graph multiplies by (the embedding table only
-        when it is also the LM head); the bytes of their copies."""
+        when it is also the LM head; the experts' stacks); the bytes of their copies."""
         embd = self.tensors.get("token_embd.weight")
         head = self.output_weight if self.has_head else None
         total = 0
         for name, (shape, _) in self._expected().items():
             t = self.tensors.get(name)
-            if t is not None and len(shape) == 2 and (t is not embd or head is embd):
+            if t is not None and (len(shape) == 2 or "_exps." in name) and (t is not embd or head is embd):
                 total += t.repack()
         return total
 

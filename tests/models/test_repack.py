@@ -37,3 +37,24 @@ def test_repacked_model_matches_in_place(tmp_path, typ, tied):
     assert done == want and want
     assert packed.repacked_bytes == sum(packed.tensors[n].repacked for n in done)
     assert "repacked=" in repr(packed)
+
+
+def test_repacked_experts(tmp_path):
+    """qwen3moe with Q8_0 experts (mul_mat_id over their repacked stacks): the logits of the weights
+    in place, bit for bit, in prefill and decode"""
+    from pyggml.demo import write_random_model
+
+    keys = {"block_count": 2, "embedding_length": 256, "attention.head_count": 4, "attention.head_count_kv": 2,
+            "feed_forward_length": 512, "vocab_size": 320, "context_length": 256,
+            "attention.layer_norm_rms_epsilon": 1e-5, "expert_count": 8, "expert_used_count": 2,
+            "expert_feed_forward_length": 96}
+    path = tmp_path / "moe.gguf"
+    write_random_model(path, "qwen3moe", keys, type="q8_0", seed=2)
+    ids = np.random.default_rng(3).integers(0, 320, 9).tolist()
+    out = {}
+    for repack in (False, True):
+        m = models.load(path, n_ctx=64, n_threads=2, repack=repack)
+        out[repack] = np.concatenate([m.eval(ids[:7]), m.eval(ids[7:8]), m.eval(ids[8:])])
+        if repack and PANELS:
+            assert m.tensors["blk.0.ffn_up_exps.weight"].repacked > 0
+    np.testing.assert_array_equal(out[True].view(np.uint32), out[False].view(np.uint32))

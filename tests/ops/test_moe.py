@@ -245,6 +245,28 @@ def test_mul_mat_id_prefill_groups(ctx, rng, typ):
     np.testing.assert_array_equal(out.to_numpy(), mul_mat_columns(ctx, a, x, ids))
 
 
+@pytest.mark.parametrize("nth", THREADS)
+@pytest.mark.parametrize("typ", ["Q8_0", "Q4_0", "IQ4_NL", "MXFP4", "Q4_K", "Q5_K"])
+def test_mul_mat_id_repacked_experts(ctx, rng, typ, nth):
+    """Tensor.repack of the experts' stack (where the kernels have a repacked layout): decode and
+    prefill columns bit for bit those of the rows, with 37 rows an expert (a split between threads
+    in whole panels of 16, a last panel of 5), one expert with 20 columns (AMX groups of 16)"""
+    n_expert, M, K = 4, 37, 512
+    a, _ = experts(ctx, rng, typ, n_expert, M, K)
+    outs = []
+    for n_tok in (1, 6, 20):
+        ids = np.stack([np.full(n_tok, 2, np.int32), rng.integers(0, n_expert, n_tok).astype(np.int32)], 1)
+        outs.append(gg.mul_mat_id(a, ctx.from_numpy(values(rng, (n_tok, 1, K))), ctx.from_numpy(ids)))
+    g = run(outs, nth)
+    rows = [o.to_numpy() for o in outs]
+    blck, size = gg.blck_size(T[typ]), {"MXFP4": 2 + 16}.get(typ, gg.type_size(T[typ]))
+    here = gg.build_info()["simd"] == "avx512"
+    assert a.repack() == (n_expert * 16 * 3 * (K // blck) * size if here else 0)
+    g.compute(n_threads=nth)
+    for o, want in zip(outs, rows):
+        np.testing.assert_array_equal(o.to_numpy().view(np.uint32), want.view(np.uint32))
+
+
 def test_mul_mat_id_ids_view(ctx, rng):
     """ids a strided view (argsort_top_k's first k of n_expert columns), as llama.cpp builds it"""
     n_tok, n_expert, k, M, K = 6, 8, 2, 9, 64

@@ -387,7 +387,7 @@ def test_repacked_weights(ctx, rng, typ, n_threads):
 def test_repacked_weights_are_what_mul_mat_reads(ctx, rng, typ):
     """mul_mat reads the repacked copy, not the rows: rows written behind the tensor's back (through
     the buffer of from_buffer) do not change its results until repack() is made again; set_bytes
-    makes it again itself; views and get_rows read the rows; 3-D tensors are not repacked"""
+    makes it again itself; views read the rows; a 4-D tensor is not repacked"""
     if not panels_here(typ):
         pytest.skip("no repacked layout at this kernel level")
     k, m = 512, 48
@@ -418,5 +418,5 @@ def test_repacked_weights_are_what_mul_mat_reads(ctx, rng, typ):
     a.set_bytes(q1)
     g.compute(n_threads=2)
     np.testing.assert_array_equal(y.to_numpy(), first)
-    t3 = ctx.from_numpy(rng.standard_normal((2, m, k)).astype(np.float32), type=T[typ])
-    assert t3.repack() == 0
+    t4 = ctx.from_numpy(rng.standard_normal((2, 1, m, k)).astype(np.float32), type=T[typ])
+    assert t4.repack() == 0

@@ -21,7 +21,9 @@
  *     thread, balanced by the columns each row is dotted with; per expert the thread's rows run
  *     against the expert's columns in groups of PG_MM_IC: vec_dot_rows for a lone column, else the
  *     integer tiles of mul_mat (vec_dot_tile or vec_dot_n, through a small buffer scattered to the
- *     columns), vec_dot for float weights.
+ *     columns), vec_dot for float weights. Repacked experts (pg_tensor.panels: each expert's panels
+ *     in turn) take whole panels: the split's rows rounded to PG_MM_PANEL_R, and mul_mat's
+ *     pg_panels_rows/_tile on them.
  * Every sum is computed by the kernels mul_mat uses for one expert's matrix, so each column is bit
  * for bit mul_mat's: for the integer types whatever the number of columns (their tiles give each
  * column the same bits), for F32/F16/BF16 as mul_mat's one-column GEMV (vec_dot_rows' sums are
@@ -63,14 +65,21 @@ static inline int32_t pg_mmid_id(const pg_tensor * ids, int64_t u, int64_t t) {
     return *(const int32_t *) ((const char *) ids->data + u * ids->nb[0] + t * ids->nb[1]);
 }
 
+/* as's repacked panels where mul_mat_id reads them (pg_mm_panels' for each expert) */
+static inline bool pg_mmid_panels(const pg_tensor * as) {
+    return as->panels && as->ne[3] == 1 && pg_panels_size(as->type, as->ne[0], 1);
+}
+
 /* phase 3's split: the boundary w of the work (each row of expert e weighs its column count) as
- * (expert, row); adjacent threads compute their common boundary alike, so the ranges tile the work */
-static inline int64_t pg_mmid_pos(const int64_t * off, int64_t n_expert, int64_t M, int64_t w, int64_t * row) {
+ * (expert, row), the row rounded up to a multiple of g; adjacent threads compute their common
+ * boundary alike, so the ranges tile the work */
+static inline int64_t pg_mmid_pos(const int64_t * off, int64_t n_expert, int64_t M, int64_t w, int64_t g,
+                                  int64_t * row) {
     int64_t cum = 0;
     for (int64_t e = 0; e < n_expert; e++) {
         const int64_t c = off[e + 1] - off[e];
         if (w < cum + M * c) {
-            *row = (w - cum + c - 1) / c;
+            *row = PG_MIN(M, ((w - cum + c - 1) / c + g - 1) / g * g);
             return e;
         }
         cum += M * c;
@@ -92,6 +101,18 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
             for (int64_t c = 0; c < nc; c++) PG_MMID_COL(c)[i] = tr->vec_dot(K, a0 + i * as->nb[1], y + c * l->conv_row);
         return;
     }
+#if defined(PG_PANELS)
+    size_t bp = 0;
+    const char * pk = NULL;             /* expert e's panels */
+    if (pg_mmid_panels(as)) {
+        bp = pg_panels_size(as->type, K, PG_MM_PANEL_R);
+        pk = (const char *) as->panels + (size_t) e * pg_panels_size(as->type, K, as->ne[1]);
+    }
+    if (nc == 1 && pk) {
+        pg_panels_rows(as->type, K, pk + (size_t) (i0 / PG_MM_PANEL_R) * bp, bp, i1 - i0, y, PG_MMID_COL(0) + i0);
+        return;
+    }
+#endif
     if (nc == 1 && tr->vec_dot_rows) {
         tr->vec_dot_rows(K, a0 + i0 * as->nb[1], as->nb[1], i1 - i0, y, PG_MMID_COL(0) + i0);
         return;
@@ -107,6 +128,12 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
             const char * arow = a0 + i * as->nb[1];
             for (int64_t j = j0; j < j1; j += step) {
                 const int n = (int) PG_MIN(step, j1 - j);
+#if defined(PG_PANELS)
+                if (pk)
+                    pg_panels_tile(as->type, K, pk + (size_t) (i / PG_MM_PANEL_R) * bp, bp, r, y + j * l->conv_row,
+                                   l->conv_row, n, s, (size_t) mr);
+                else
+#endif
                 if (tr->vec_dot_tile)
                     tr->vec_dot_tile(K, arow, as->nb[1], r, y + j * l->conv_row, l->conv_row, n, s, (size_t) mr);
                 else tr->vec_dot_n(K, arow, y + j * l->conv_row, l->conv_row, n, s);
@@ -170,10 +197,10 @@ static inline void pg_compute_mul_mat_id(const pg_params * p, pg_tensor * dst) {
     pg_barrier(p);
 
     /* 3: this thread's share of the (expert, row) pairs */
-    const int64_t work = M * l.n_ids;
+    const int64_t work = M * l.n_ids, g = pg_mmid_panels(as) ? PG_MM_PANEL_R : 1;
     int64_t r0, r1;
-    const int64_t e0 = pg_mmid_pos(off, l.n_expert, M, work * p->ith / p->nth, &r0);
-    const int64_t e1 = pg_mmid_pos(off, l.n_expert, M, work * (p->ith + 1) / p->nth, &r1);
+    const int64_t e0 = pg_mmid_pos(off, l.n_expert, M, work * p->ith / p->nth, g, &r0);
+    const int64_t e1 = pg_mmid_pos(off, l.n_expert, M, work * (p->ith + 1) / p->nth, g, &r1);
     for (int64_t e = e0; e <= e1 && e < l.n_expert; e++) {
         const int64_t nc = off[e + 1] - off[e];
         const int64_t i0 = e == e0 ? r0 : 0, i1 = e == e1 ? r1 : M;
