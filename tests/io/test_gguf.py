@@ -232,6 +232,26 @@ def test_load_adds_little_anonymous_memory(tmp_path):
     assert delta < 0.15 * nbytes, (delta, nbytes)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc/self/status")
+def test_release_drops_mapped_pages(tmp_path, rng):
+    """GGUFFile.release (models.load's after Tensor.repack): the pages wholly inside the tensors'
+    bytes leave the process's resident file memory; a later read maps them in again, the same"""
+    def rss_file():
+        for line in open("/proc/self/status"):
+            if line.startswith("RssFile"):
+                return int(line.split()[1]) * 1024
+
+    path = str(tmp_path / "w.gguf")
+    G.save(path, {"w": rng.standard_normal((1024, 1024)).astype(np.float32)}, {"general.architecture": "llama"})
+    f = G.load(path)
+    t = f.tensor("w")
+    want = t.numpy().copy()                 # every page read in
+    before = rss_file()
+    f.release([t])
+    assert before - rss_file() > 0.9 * t.nbytes
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
 # save
 
 def test_round_trip_keeps_bytes_and_values(tmp_path, rng, ctx):
