@@ -6,6 +6,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
+from pyggml._openmp cimport pg_parallel_run
 from pyggml._typedefs cimport PG_MAX_SRC, pg_tensor, pg_traits
 
 import operator
@@ -21,8 +22,32 @@ cdef extern from "ops/copy.h" nogil:
     void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, const float * buf)
 
 cdef extern from "types.h" nogil:
+    enum:
+        PG_PANELS_R
     size_t pg_panels_size(int t, int64_t n, int64_t nr)
     void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst)
+
+
+# Tensor.repack's work: nmat matrices of nr rows (x + m*bmat) into their panels (dst + m*size), the
+# (matrix, panel) pairs split across the threads
+cdef struct _pack_arg:
+    int type
+    int64_t n, nr, nmat, npanel
+    const char * x
+    size_t bx, bmat, size, panel
+    char * dst
+
+
+cdef void _pack_worker(void * arg, int ith, int nth) noexcept nogil:
+    cdef _pack_arg * a = <_pack_arg *> arg
+    cdef int64_t units = a.nmat * a.npanel
+    cdef int64_t u = units * ith // nth, u1 = units * (ith + 1) // nth, m, p0, p1
+    while u < u1:
+        m, p0 = u // a.npanel, u % a.npanel
+        p1 = min(a.npanel, p0 + (u1 - u))
+        pg_panels_pack(a.type, a.n, min(a.nr, PG_PANELS_R * p1) - PG_PANELS_R * p0,
+                       a.x + m * a.bmat + PG_PANELS_R * p0 * a.bx, a.bx, a.dst + m * a.size + p0 * a.panel)
+        u += p1 - p0
 
 cdef extern from "stdlib.h" nogil:
     void * aligned_alloc(size_t alignment, size_t size)
@@ -569,7 +594,7 @@ cdef class Tensor:
     def is_contiguous(self):
         return bool(tensor_is_contiguous(&self.c))
 
-    def repack(self, bint enable=True):
+    def repack(self, bint enable=True, int n_threads=1):
         """Give mul_mat a copy of this weight matrix in its kernels' repacked layout; return the bytes
         the copy takes (0: none). Where the kernels running on this CPU have such a layout for the
         tensor's type (AVX-512 with VNNI and GFNI: Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K, with
@@ -582,16 +607,16 @@ cdef class Tensor:
         The rows stay where they are for everything else (views, get_rows, numpy, saving); mul_mat
         reads the copy. set() and set_bytes() make it again; after writing the rows another way
         (numpy(), DLPack, the buffer behind from_buffer) call repack() again. A second call keeps the
-        copy it finds; repack(False) drops it."""
+        copy it finds; repack(False) drops it. n_threads: threads making the copy."""
         if not enable:
             self._panels = None
             self.c.panels = NULL
             return 0
         if self._panels is not None:
             return self._panels.size
-        return self._pack()
+        return self._pack(n_threads)
 
-    def _pack(self):
+    def _pack(self, int n_threads=1):
         """repack()'s copy made (again), its bytes; none (0) where the layout does not apply."""
         self._panels = None
         self.c.panels = NULL
@@ -602,11 +627,13 @@ cdef class Tensor:
         if size == 0:
             return 0
         cdef Memory mem = Memory(size * self.c.ne[2])
-        cdef int64_t i2
+        cdef _pack_arg a
+        a.type, a.n, a.nr, a.nmat = self.c.type, self.c.ne[0], self.c.ne[1], self.c.ne[2]
+        a.npanel = (a.nr + PG_PANELS_R - 1) // PG_PANELS_R
+        a.x, a.bx, a.bmat = <const char *> self.c.data, self.c.nb[1], self.c.nb[2]
+        a.size, a.panel, a.dst = size, pg_panels_size(a.type, a.n, 1), mem.ptr
         with nogil:
-            for i2 in range(self.c.ne[2]):
-                pg_panels_pack(self.c.type, self.c.ne[0], self.c.ne[1], <char *> self.c.data + i2 * self.c.nb[2],
-                               self.c.nb[1], mem.ptr + i2 * size)
+            pg_parallel_run(max(1, min(n_threads, a.nmat * a.npanel)), _pack_worker, &a)
         self._panels = mem
         self.c.panels = mem.ptr
         return mem.size

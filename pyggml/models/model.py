@@ -185,7 +185,7 @@ class Model:
         for name, (shape, _) in self._expected().items():
             t = self.tensors.get(name)
             if t is not None and (len(shape) == 2 or "_exps." in name) and (t is not embd or head is embd):
-                total += t.repack()
+                total += t.repack(n_threads=self.n_threads)
         return total
 
     def _warn_unread(self):

@@ -22,7 +22,7 @@
  *     against the expert's columns in groups of PG_MM_IC: vec_dot_rows for a lone column, else the
  *     integer tiles of mul_mat (vec_dot_tile or vec_dot_n, through a small buffer scattered to the
  *     columns), vec_dot for float weights. Repacked experts (pg_tensor.panels: each expert's panels
- *     in turn) take whole panels: the split's rows rounded to PG_MM_PANEL_R, and mul_mat's
+ *     in turn) take whole panels: the split's rows rounded to PG_PANELS_R, and mul_mat's
  *     pg_panels_rows/_tile on them.
  * Every sum is computed by the kernels mul_mat uses for one expert's matrix, so each column is bit
  * for bit mul_mat's: for the integer types whatever the number of columns (their tiles give each
@@ -105,11 +105,11 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
     size_t bp = 0;
     const char * pk = NULL;             /* expert e's panels */
     if (pg_mmid_panels(as)) {
-        bp = pg_panels_size(as->type, K, PG_MM_PANEL_R);
+        bp = pg_panels_size(as->type, K, PG_PANELS_R);
         pk = (const char *) as->panels + (size_t) e * pg_panels_size(as->type, K, as->ne[1]);
     }
     if (nc == 1 && pk) {
-        pg_panels_rows(as->type, K, pk + (size_t) (i0 / PG_MM_PANEL_R) * bp, bp, i1 - i0, y, PG_MMID_COL(0) + i0);
+        pg_panels_rows(as->type, K, pk + (size_t) (i0 / PG_PANELS_R) * bp, bp, i1 - i0, y, PG_MMID_COL(0) + i0);
         return;
     }
 #endif
@@ -130,7 +130,7 @@ static inline void pg_mmid_rows(pg_tensor * dst, const pg_mmid_layout * l, int64
                 const int n = (int) PG_MIN(step, j1 - j);
 #if defined(PG_PANELS)
                 if (pk)
-                    pg_panels_tile(as->type, K, pk + (size_t) (i / PG_MM_PANEL_R) * bp, bp, r, y + j * l->conv_row,
+                    pg_panels_tile(as->type, K, pk + (size_t) (i / PG_PANELS_R) * bp, bp, r, y + j * l->conv_row,
                                    l->conv_row, n, s, (size_t) mr);
                 else
 #endif
@@ -197,7 +197,7 @@ static inline void pg_compute_mul_mat_id(const pg_params * p, pg_tensor * dst) {
     pg_barrier(p);
 
     /* 3: this thread's share of the (expert, row) pairs */
-    const int64_t work = M * l.n_ids, g = pg_mmid_panels(as) ? PG_MM_PANEL_R : 1;
+    const int64_t work = M * l.n_ids, g = pg_mmid_panels(as) ? PG_PANELS_R : 1;
     int64_t r0, r1;
     const int64_t e0 = pg_mmid_pos(off, l.n_expert, M, work * p->ith / p->nth, g, &r0);
     const int64_t e1 = pg_mmid_pos(off, l.n_expert, M, work * (p->ith + 1) / p->nth, g, &r1);

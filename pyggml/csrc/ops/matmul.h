@@ -139,19 +139,17 @@ static inline void pg_mm_convert_b(const pg_params * p, const pg_tensor * b, con
 }
 
 /* a's repacked panels (pg_tensor.panels) where mul_mat reads them: a 2-D matrix of a type with panels
- * at this level; its rows are then split in whole panels (PG_MM_PANEL_R rows) */
+ * at this level; its rows are then split in whole panels (PG_PANELS_R rows) */
 #if defined(PG_PANELS)
-#define PG_MM_PANEL_R PG_QP_R
 static inline bool pg_mm_panels(const pg_tensor * a) {
     return a->panels && a->ne[2] == 1 && a->ne[3] == 1 && pg_panels_size(a->type, a->ne[0], 1);
 }
-/* the panel of a's row i (a multiple of PG_MM_PANEL_R), *bp the bytes of one */
+/* the panel of a's row i (a multiple of PG_PANELS_R), *bp the bytes of one */
 static inline const char * pg_mm_panel(const pg_tensor * a, int64_t i, size_t * bp) {
-    *bp = pg_panels_size(a->type, a->ne[0], PG_MM_PANEL_R);
-    return (const char *) a->panels + (size_t) (i / PG_MM_PANEL_R) * *bp;
+    *bp = pg_panels_size(a->type, a->ne[0], PG_PANELS_R);
+    return (const char *) a->panels + (size_t) (i / PG_PANELS_R) * *bp;
 }
 #else
-#define PG_MM_PANEL_R 1
 static inline bool pg_mm_panels(const pg_tensor * a) {
     (void) a;
     return false;
@@ -180,7 +178,7 @@ static inline void pg_mm_int_tiles(pg_tensor * dst, const pg_mm_layout * l, cons
             const char * brow = pg_mm_brow(b, l, conv, j, i12, i13);
             float * y = (float *) pg_row(dst, j, i12, i13) + i;
 #if defined(PG_PANELS)
-            if (pg_mm_panels(a)) {     /* i0 and mr multiples of PG_MM_PANEL_R (pg_mm_dot_rows, pg_mm_gemm_int) */
+            if (pg_mm_panels(a)) {     /* i0 and mr multiples of PG_PANELS_R (pg_mm_dot_rows, pg_mm_gemm_int) */
                 size_t bp;
                 const char * x = pg_mm_panel(a, i, &bp);
                 pg_panels_tile(a->type, K, x, bp, (int) PG_MIN(mr, i1 - i), brow, l->conv_row, nc, y, lds);
@@ -208,7 +206,7 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
     const pg_type_traits * tr = &pg_traits[a->type];
     const void * brows[PG_MM_GEMM_MIN_N_MAX];       /* activation rows in vec_dot_type */
     const bool pk = pg_mm_panels(a);
-    const int64_t g = pk ? PG_MM_PANEL_R : 1, nu = (M + g - 1) / g;   /* rows per unit split, units per matrix */
+    const int64_t g = pk ? PG_PANELS_R : 1, nu = (M + g - 1) / g;   /* rows per unit split, units per matrix */
     int64_t u0, u1;
     pg_split_rows(nu * b->ne[2] * b->ne[3], p->ith, p->nth, &u0, &u1);
     while (u0 < u1) {

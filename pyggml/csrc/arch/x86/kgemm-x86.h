@@ -764,6 +764,7 @@ static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t
  * bytes of a panel. Not Q6_K: its one-column GEMV, the row pairs of arch/x86/kgemv-x86.h, decodes
  * more bytes per instruction than its panels even from repacked ones, and reads the rows. */
 #define PG_PANELS 1
+#define PG_PANELS_R PG_QP_R           /* rows per panel */
 static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
     switch (t) {
     case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4:
@@ -773,7 +774,16 @@ static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
     }
 }
 static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
-    pg_x16_pack(t, n, nr, (const char *) x, bx, (char *) dst);
+    const char * r = (const char *) x;
+    char * d = (char *) dst;
+    switch (t) {
+    case PG_TYPE_Q8_0: pg_x16_pack(PG_TYPE_Q8_0, n, nr, r, bx, d); return;
+    case PG_TYPE_Q4_0: pg_x16_pack(PG_TYPE_Q4_0, n, nr, r, bx, d); return;
+    case PG_TYPE_IQ4_NL: pg_x16_pack(PG_TYPE_IQ4_NL, n, nr, r, bx, d); return;
+    case PG_TYPE_MXFP4: pg_x16_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
+    case PG_TYPE_Q4_K: pg_x16_pack(PG_TYPE_Q4_K, n, nr, r, bx, d); return;
+    default: pg_x16_pack(PG_TYPE_Q5_K, n, nr, r, bx, d); return;
+    }
 }
 static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     switch (t) {

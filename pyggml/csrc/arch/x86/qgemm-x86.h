@@ -614,28 +614,6 @@ PG_ALWAYS_INLINE size_t pg_x16_heads(const int t) { return pg_x16_hb(t) ? 2 * PG
 PG_ALWAYS_INLINE size_t pg_x16_pbsize(const int t) {
     return pg_x16_heads(t) + PG_QP_R * ((pg_x16_bsize(t) - pg_x16_hb(t) + 3) / 4 * 4);
 }
-/* rows [0, nr) of n elements of type t (x + r*bx) repacked into dst, panel p at dst + p * the bytes of
- * a panel; the bytes it writes */
-static inline size_t pg_x16_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
-    const int64_t nb = n / pg_x16_blck(t), np = (nr + PG_QP_R - 1) / PG_QP_R;
-    const size_t bs = pg_x16_bsize(t), hb = pg_x16_hb(t), rest = bs - hb, pbs = pg_x16_pbsize(t);
-    for (int64_t p = 0; p < np; p++)
-        for (int64_t b = 0; b < nb; b++) {
-            char * q = dst + (size_t) (p * nb + b) * pbs;
-            for (int r = 0; r < PG_QP_R; r++) {
-                const char * blk = x + (size_t) PG_MIN(PG_QP_R * p + r, nr - 1) * bx + (size_t) b * bs;
-                uint16_t h = 0;
-                memcpy(&h, blk, hb);
-                if (hb) memcpy(q + 2 * r, &h, 2);
-                for (size_t i = 0; 4 * i < rest; i++) {
-                    uint32_t d = 0;
-                    memcpy(&d, blk + hb + 4 * i, PG_MIN(4, rest - 4 * i));
-                    memcpy(q + pg_x16_heads(t) + 64 * i + 4 * r, &d, 4);
-                }
-            }
-        }
-    return (size_t) (np * nb) * pbs;
-}
 /* where a kernel reads a panel's 16 rows: the rows as stored (r[i]: row i) or, pk, their repacked
  * panel */
 typedef struct { const char * r[PG_QP_R]; const char * pk; } pg_x16_src;
@@ -674,6 +652,30 @@ PG_ALWAYS_INLINE __m256i pg_x16_hw(const pg_x16_src * s, const int t, int64_t b,
     __m512i v = _mm512_loadu_si512((const void *) (q + pg_x16_heads(t) + 16 * (i & ~(size_t) 3)));
     if (i & 2) v = _mm512_srli_epi32(v, 16);
     return _mm512_cvtepi32_epi16(v);
+}
+/* rows [0, nr) of n elements of type t (x + r*bx) repacked into dst, panel p at dst + p * the bytes of
+ * a panel, through the accessors that read the rows (so the copy is, by construction, what they
+ * read from it) */
+PG_ALWAYS_INLINE void pg_x16_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
+    const int64_t nb = n / pg_x16_blck(t), np = (nr + PG_QP_R - 1) / PG_QP_R;
+    const size_t hb = pg_x16_hb(t), rest = pg_x16_bsize(t) - hb;      /* rest: a multiple of 16 here */
+    for (int64_t p = 0; p < np; p++) {
+        const pg_x16_src src = pg_x16_panel(x, bx, (int) p, (int) nr, 0);
+        for (int64_t b = 0; b < nb; b++) {
+            char * q = dst + (size_t) (p * nb + b) * pg_x16_pbsize(t);
+            if (hb) {
+                __m256i h = pg_x16_hw(&src, t, b, 0);
+                if (hb == 1) h = _mm256_and_si256(h, _mm256_set1_epi16(0xff));
+                _mm256_storeu_si256((__m256i *) q, h);
+            }
+            for (size_t o = 0; o < rest; o += 16) {
+                __m512i v[4];
+                pg_x16_dw(&src, t, b, hb + o, v);
+                char * out = q + pg_x16_heads(t) + 16 * o;      /* dword vector o / 4 of the rest */
+                for (int g = 0; g < 4; g++) _mm512_storeu_si512((void *) (out + 64 * g), v[g]);
+            }
+        }
+    }
 }
 /* block b of the panel s of type t */
 PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const pg_x16_src * s, int64_t b, const int t) {
