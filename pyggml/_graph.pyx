@@ -43,7 +43,7 @@ from pyggml._openmp cimport pg_have_openmp, pg_parallel_run
 from pyggml._tensor cimport Memory, Tensor, block_align, check_int, tensor_nbytes
 from pyggml._typedefs cimport *
 
-from pyggml._enums import Op
+from pyggml._enums import Op, Type
 from pyggml._tables import FA_PARAMS as _FA_PARAMS, FA_PATHS as _FA_PATHS
 from pyggml._threads import count_threads
 
@@ -176,12 +176,13 @@ def default_threads():
 def build_info():
     """What this build runs: simd ISA (on riscv64 "scalar" where the CPU has no V), vlen (vector
     register bits the kernels use, read at run time for RVV; 0 for scalar), amx (the integer GEMMs
-    use Intel AMX tiles: avx512 on a CPU with AMX-INT8, unless PYGGML_AMX=0), OpenMP, compiler,
-    version."""
+    use Intel AMX tiles: avx512 on a CPU with AMX-INT8, unless PYGGML_AMX=0), repack (the weight
+    types Tensor.repack has a layout for here), OpenMP, compiler, version."""
     return {
         "simd": pg_simd_name().decode(),
         "vlen": pg_simd_vlen(),
         "amx": bool(pg_amx_on()),
+        "repack": [t.name for t in Type if pg_traits[t].blck and pg_panels_size(t, pg_traits[t].blck, 1)],
         "openmp": bool(pg_have_openmp()),
         "compiler": pg_build_compiler().decode(),
         "version": _version(),

@@ -7,7 +7,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from pyggml._openmp cimport pg_parallel_run
-from pyggml._typedefs cimport PG_MAX_SRC, pg_tensor, pg_traits
+from pyggml._typedefs cimport PG_MAX_SRC, PG_PANELS_R, pg_panels_pack, pg_panels_size, pg_tensor, pg_traits
 
 import operator
 
@@ -20,13 +20,6 @@ cdef extern from "ops/copy.h" nogil:
     bint pg_is_contiguous(const pg_tensor * t)
     void pg_load_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, float * buf)
     void pg_store_row_f32(const pg_tensor * x, int64_t i1, int64_t i2, int64_t i3, const float * buf)
-
-cdef extern from "types.h" nogil:
-    enum:
-        PG_PANELS_R
-    size_t pg_panels_size(int t, int64_t n, int64_t nr)
-    void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst)
-
 
 # Tensor.repack's work: nmat matrices of nr rows (x + m*bmat) into their panels (dst + m*size), the
 # (matrix, panel) pairs split across the threads

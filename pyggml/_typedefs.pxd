@@ -72,6 +72,11 @@ cdef extern from "types.h" nogil:
 
     const pg_type_traits pg_traits[]
     size_t pg_row_size(int type, int64_t n)
+    # mul_mat's repacked weights (Tensor.repack): rows per panel, bytes, the copy
+    enum:
+        PG_PANELS_R
+    size_t pg_panels_size(int t, int64_t n, int64_t nr)
+    void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst)
 
 
 cdef extern from "arch/simd-mappings.h":

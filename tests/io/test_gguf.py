@@ -237,9 +237,8 @@ def test_release_drops_mapped_pages(tmp_path, rng):
     """GGUFFile.release (models.load's after Tensor.repack): the pages wholly inside the tensors'
     bytes leave the process's resident file memory; a later read maps them in again, the same"""
     def rss_file():
-        for line in open("/proc/self/status"):
-            if line.startswith("RssFile"):
-                return int(line.split()[1]) * 1024
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssFile"))
 
     path = str(tmp_path / "w.gguf")
     G.save(path, {"w": rng.standard_normal((1024, 1024)).astype(np.float32)}, {"general.architecture": "llama"})

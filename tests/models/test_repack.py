@@ -8,7 +8,7 @@ import pyggml as gg
 from pyggml import models
 from pyggml.demo import write_random_llama
 
-PANELS = gg.build_info()["simd"] == "avx512"
+PANELS = bool(gg.build_info()["repack"])
 TINY = {"n_layer": 2, "n_embd": 256, "n_head": 4, "n_head_kv": 2, "n_ff": 512, "n_vocab": 320}
 
 

@@ -343,12 +343,20 @@ def test_errors(ctx):
         gg.mul_mat(gg.transpose(ctx.new_tensor(T.F32, (8, 4))), ctx.new_tensor(T.F32, (4, 4)))
 
 
-# the weight types with a repacked layout where the avx512 level runs (Tensor.repack)
+# the weight types with a repacked layout (Tensor.repack) where the panels run (AVX-512 with VNNI, GFNI)
 PANEL_TYPES = ["Q8_0", "Q4_0", "IQ4_NL", "MXFP4", "Q4_K", "Q5_K"]
 
 
 def panels_here(typ):
-    return gg.build_info()["simd"] == "avx512" and typ in PANEL_TYPES
+    return typ in gg.build_info()["repack"]
+
+
+def test_repack_types():
+    """build_info()["repack"]: the panel types where the kernels have them, none elsewhere"""
+    here = gg.build_info()["repack"]
+    assert set(here) in (set(), set(PANEL_TYPES)) and len(here) == len(set(here))
+    if gg.build_info()["simd"] in ("scalar", "avx2", "neon", "rvv"):
+        assert here == []
 
 
 @pytest.mark.parametrize("n_threads", THREADS)
