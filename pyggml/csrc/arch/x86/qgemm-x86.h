@@ -687,8 +687,8 @@ PG_ALWAYS_INLINE pg_qp_blk pg_qp_block(const pg_x16_src * s, int64_t b, const in
     } else {
         pg_x16_dw(s, t, b, pg_qp_qs(t), w.q);
     }
-    /* the blocks' first two bytes: the fp16 d_x; MXFP4: its E8M0 exponent and a code byte (repacked:
-     * and 0) */
+    /* the blocks' first two bytes: the fp16 d_x; MXFP4: its E8M0 exponent, then a code byte (0 in a
+     * repacked copy) */
     const __m256i hv = pg_x16_hw(s, t, b, 0);
     if (t == PG_TYPE_MXFP4) {
         /* as ggml_e8m0_to_fp32_half: 2^(e-128), for e < 2 the subnormal 0x00200000 << e */
