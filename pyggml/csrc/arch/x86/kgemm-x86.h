@@ -795,8 +795,8 @@ static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, i
     default: pg_kp_cols(PG_TYPE_Q5_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     }
 }
-static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
-                                  float * s, size_t lds) {
+static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                  int nc, float * s, size_t lds) {
     switch (t) {
     case PG_TYPE_Q8_0: pg_qp_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     case PG_TYPE_Q4_0: pg_qp_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
