@@ -4,6 +4,8 @@ reported, and the mapped pages of repacked weights given back."""
 import numpy as np
 import pytest
 
+pytest.importorskip("gguf")     # the random GGUFs are written with it
+
 import pyggml as gg
 from pyggml import models
 from pyggml.demo import write_random_llama
