@@ -487,8 +487,10 @@ def test_disconnect_frees_the_sequence(srv):
     assert wait_idle(eng, 5.0)
     assert eng.stats["tokens_generated"] - before < 400
     before = eng.stats["tokens_generated"]
+    # sampled, so no sequence may end early on end-of-text: its logit is taken down
+    no_eos = {str(eng.model.hparams.eos_id): -100}
     with httpx.stream("POST", srv.url + "/v1/completions", timeout=60,
-                      json={"prompt": "hello", "max_tokens": 100000, "stream": True, "n": 3}) as r:
+                      json={"prompt": "hello", "max_tokens": 100000, "stream": True, "n": 3, "logit_bias": no_eos}) as r:
         lines = r.iter_lines()
         got = [next(lines) for _ in range(12)]
         assert eng.n_running == 3
