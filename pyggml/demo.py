@@ -20,7 +20,7 @@ DEMO = {"n_layer": 8, "n_embd": 1024, "n_head": 16, "n_head_kv": 4, "n_ff": 2816
 def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, type="f16", tied=False, seed=0,
                        show_progress=None):
     """Write a llama GGUF with seeded random weights (matrices N(0, 1/fan_in), norms near 1) of
-    `type` ("f32", "f16", "q8_0", or the mixture "q4_k_m": Q4_K with Q6_K where llama-quantize puts
+    `type` ("f32", "f16", "q8_0", "q4_0", or the mixture "q4_k_m": Q4_K with Q6_K where llama-quantize puts
     it, pyggml._mixtures; quantised with pyggml's CPU quantisers, as ggml's) with pyggml.gguf.save.
     tied: no output.weight (the LM head is the token embedding). Returns the metadata written."""
     import pyggml as gg
@@ -30,7 +30,7 @@ def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, 
 
     rng = np.random.default_rng(seed)
     ctx = gg.Context()
-    typ = {"f32": gg.Type.F32, "f16": gg.Type.F16, "q8_0": gg.Type.Q8_0, "q4_k_m": None}[type]
+    typ = {"f32": gg.Type.F32, "f16": gg.Type.F16, "q8_0": gg.Type.Q8_0, "q4_0": gg.Type.Q4_0, "q4_k_m": None}[type]
     hd = n_embd // n_head
     shapes = {"token_embd.weight": (n_vocab, n_embd), "output_norm.weight": (n_embd,)}
     if not tied:
@@ -58,7 +58,7 @@ def write_random_llama(path, n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, 
                 t = types[name]
                 tensors[name] = a.astype(np.float16) if t == gg.Type.F16 else ctx.from_numpy(a, type=t)
             bar.update()
-    file_type = {"f32": 0, "f16": 1, "q8_0": 7, "q4_k_m": FTYPES["q4_k_m"][1]}[type]
+    file_type = {"f32": 0, "f16": 1, "q8_0": 7, "q4_0": 2, "q4_k_m": FTYPES["q4_k_m"][1]}[type]
     metadata = {"general.architecture": "llama", "general.name": "pyggml random llama",
                 "general.file_type": file_type,
                 "llama.block_count": n_layer, "llama.context_length": 4096, "llama.embedding_length": n_embd,

@@ -15,18 +15,21 @@
  *                      Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K on AVX-512 with VNNI and GFNI:
  *                      up to tile_mr (64) rows x tile_nc (64) columns, in panels of 16 rows with sums
  *                      of their own (arch/x86/qgemm-x86.h's pg_qp_tile, arch/x86/kgemm-x86.h's
- *                      pg_kp_tile; their many columns from the AMX tiles where the CPU has them), which
+ *                      pg_kp_tile; their many columns from the AMX tiles where the CPU has them), and
+ *                      the first four on AVX2 in the same panels (arch/x86/qpanel-avx2.h, the same
+ *                      bits), which
  *                      their vec_dot_rows shares (Q6_K: and its vec_dot) and their vec_dot /
  *                      vec_dot_n (one row: the attention path) do not
  *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NC f32 rows
  *                      in registers, each sum in pg_vec_dot4_*'s order: mul_mat's few columns
  *   vec_dot_rows       nr rows (bx bytes apart) against one vec_dot_type row: mul_mat's one-column
  *                      GEMV, a thread's whole row range per call. Integer types: each sum bit for bit
- *                      vec_dot_tile's (vec_dot_n's without a tile; AVX2, the 32-element block types:
- *                      the column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
+ *                      vec_dot_tile's (vec_dot_n's without a tile; AVX2, Q4_1, Q5_0, Q5_1: the
+ *                      column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
  *                      those (the column prepared once) and Q2_K, Q3_K, Q6_K, IQ4_XS: rows i and
  *                      i + nr/2 side by side, two read streams; Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K,
- *                      Q5_K: the tile's panels of 16 rows, made and used in registers). Float types:
+ *                      Q5_K, and the first four on AVX2: the tile's panels of 16 rows, made and used in
+ *                      registers). Float types:
  *                      rows i and i + nr/2 side by side against the column widened to f32 once
  *                      (exact), or in place when long (pg_type_float_rows). NULL: the GEMV calls
  *                      vec_dot_tile (or vec_dot) per row
@@ -47,7 +50,8 @@
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
 #if !defined(PG_PANELS)
-/* mul_mat's repacked weights (arch/x86/kgemm-x86.h's pg_panels_*): no type has them at this level */
+/* mul_mat's repacked weights (arch/x86/kgemm-x86.h's and qpanel-avx2.h's pg_panels_*): no type has them at
+ * this level */
 #define PG_PANELS_R 1
 static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
     (void) t, (void) n, (void) nr;
@@ -98,11 +102,13 @@ typedef struct pg_type_traits {
     pg_attn_acc_fn attn_acc;
 } pg_type_traits;
 
-/* Q8_0's, Q4_0's, IQ4_NL's and MXFP4's tiles: panels of 16 rows on AVX-512 with VNNI and GFNI (arch/x86/qgemm-x86.h), else
- * the other 32-element block types' */
+/* Q8_0's, Q4_0's, IQ4_NL's and MXFP4's tiles: panels of 16 rows on AVX-512 with VNNI and GFNI (arch/x86/qgemm-x86.h)
+ * and on AVX2 (arch/x86/qpanel-avx2.h), else the other 32-element block types' */
 #if !defined(PG_Q4_0_TILE_MR)
 #define PG_Q4_0_TILE_MR 0
 #define PG_Q4_0_TILE_NC PG_QGEMM_NC
+#endif
+#if !defined(PG_Q8_0_TILE_MR)
 #define PG_Q8_0_TILE_MR 0
 #define PG_Q8_0_TILE_NC PG_QGEMM_NC
 #define PG_IQ4_NL_TILE_MR 0

@@ -117,6 +117,27 @@ def test_forced_level(tmp_path, level):
             assert err < 1e-10, (typ, n, err)
 
 
+@needs_dispatch
+@pytest.mark.subprocess
+def test_panels_same_bits_at_both_levels(tmp_path):
+    """Q8_0, Q4_0 and MXFP4 run the panels' arithmetic at the avx2 and avx512 levels (exact block
+    sums, then the same f32 steps in the same order): the GEMV's and the GEMM's bits are the same at
+    both"""
+    levels = ("avx2", "avx512")
+    if not all(lv in _isa.BUILT and lv in _isa.cpu_levels() for lv in levels):
+        pytest.skip("this build or CPU lacks the avx2 or the avx512 level")
+    got = {}
+    for lv in levels:
+        (tmp_path / lv).mkdir()
+        p = run_child(tmp_path / lv, lv)
+        assert p.returncode == 0, p.stderr
+        got[lv] = np.load(tmp_path / lv / "out.npz")
+    for typ in ("Q8_0", "Q4_0", "MXFP4"):
+        for n in (1, 20):
+            a, b = got["avx2"][f"{typ}_{n}"], got["avx512"][f"{typ}_{n}"]
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=f"{typ} N={n}")
+
+
 @pytest.mark.subprocess
 @pytest.mark.parametrize("value", ["sse9", "AVX2", "x86-64-v3"])
 def test_bad_value_is_one_line(tmp_path, value):

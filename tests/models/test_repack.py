@@ -10,11 +10,11 @@ import pyggml as gg
 from pyggml import models
 from pyggml.demo import write_random_llama
 
-PANELS = bool(gg.build_info()["repack"])
+REPACKED = set(gg.build_info()["repack"])     # the types with a repacked layout at this level
 TINY = {"n_layer": 2, "n_embd": 256, "n_head": 4, "n_head_kv": 2, "n_ff": 512, "n_vocab": 320}
 
 
-@pytest.mark.parametrize("typ,tied", [("q8_0", True), ("q4_k_m", False)])
+@pytest.mark.parametrize("typ,tied", [("q8_0", True), ("q4_k_m", False), ("q4_0", False)])
 def test_repacked_model_matches_in_place(tmp_path, typ, tied):
     path = tmp_path / f"{typ}.gguf"
     write_random_llama(path, **TINY, type=typ, tied=tied, seed=5)
@@ -29,14 +29,14 @@ def test_repacked_model_matches_in_place(tmp_path, typ, tied):
     np.testing.assert_array_equal(lp.view(np.uint32), lf.view(np.uint32))
     assert tp == tf
     assert flat.repacked_bytes == 0 and all(t.repacked == 0 for t in flat.tensors.values())
-    if not PANELS:
+    done = {name for name, t in packed.tensors.items() if t.repacked}
+    # every matrix of a type with a repacked layout the graph multiplies by (Q6_K's have none)
+    want = {name for name, t in packed.tensors.items() if len(t.shape) == 2 and t.type.name in REPACKED
+            and (name != "token_embd.weight" or tied)}
+    assert done == want
+    if not want:
         assert packed.repacked_bytes == 0
         return
-    done = {name for name, t in packed.tensors.items() if t.repacked}
-    # every matrix of a panel type the graph multiplies by (Q6_K's have no repacked layout)
-    want = {name for name, t in packed.tensors.items() if len(t.shape) == 2 and t.type.name in ("Q8_0", "Q4_K")
-            and (name != "token_embd.weight" or tied)}
-    assert done == want and want
     assert packed.repacked_bytes == sum(packed.tensors[n].repacked for n in done)
     assert "repacked=" in repr(packed)
 
@@ -57,6 +57,6 @@ def test_repacked_experts(tmp_path):
     for repack in (False, True):
         m = models.load(path, n_ctx=64, n_threads=2, repack=repack)
         out[repack] = np.concatenate([m.eval(ids[:7]), m.eval(ids[7:8]), m.eval(ids[8:])])
-        if repack and PANELS:
-            assert m.tensors["blk.0.ffn_up_exps.weight"].repacked > 0
+        if repack:
+            assert (m.tensors["blk.0.ffn_up_exps.weight"].repacked > 0) == ("Q8_0" in REPACKED)
     np.testing.assert_array_equal(out[True].view(np.uint32), out[False].view(np.uint32))

@@ -42,7 +42,8 @@ static inline void pg_vec_dot_mxfp4_n(int64_t n, const void * x, const void * y,
 /* vec_dot_tile (mul_mat's GEMV and GEMM): PG_QGEMM_MR weight rows x 4 columns in registers on x86 (up to
  * PG_QGEMM_NC columns per call, 4 at a time);
  * elsewhere none, and mul_mat takes vec_dot_n row by row. vec_dot_rows (the one-column GEMV, the
- * tile's bits): AVX2 (arch/x86/qgemm-x86.h) and AVX-512 with VNNI and GFNI (arch/x86/qgemv-x86.h) */
+ * tile's bits): AVX2 (arch/x86/qgemm-x86.h, qpanel-avx2.h) and AVX-512 with VNNI and GFNI
+ * (arch/x86/qgemv-x86.h, qgemm-x86.h) */
 #if defined(PG_SIMD_AVX512) || defined(PG_SIMD_AVX2)
 #include "arch/x86/qgemm-x86.h"
 #define PG_QTILE_FN(NAME) pg_vec_dot_##NAME##_tile

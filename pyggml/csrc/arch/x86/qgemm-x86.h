@@ -16,9 +16,7 @@
  * blocks in one 8-lane f32 accumulator, so a step costs one conversion and one FMA per (row, column)
  * (a one-block step would wait on one FMA chain per row, two FMAs a block for Q4_1/Q5_1), and
  * Q4_1/Q5_1 add m*s off that chain. Without VNNI the 4- and 5-bit types fold maddubs'
- * int16 pair sums of both blocks into hadd's lanes before their one madd, and the signed ones in
- * tiles of several rows interleave the two blocks' dwords once per row and column (pg_qgemm_pq), so
- * each pair sums to hadd's lanes with one add. Each (row, column) has one
+ * int16 pair sums of both blocks into hadd's lanes before their one madd. Each (row, column) has one
  * accumulator whatever the tile, so a GEMM column equals the GEMV's bit for bit on every x86 build.
  *
  * The products are unsigned x signed with the weights the unsigned side, so the activations need no
@@ -29,10 +27,11 @@
  * kernel does. MXFP4's E8M0 scales, which fp16 cannot hold, enter as f32 (pg_qgemm_scales_f32).
  *
  * Q8_0, Q4_0, IQ4_NL and MXFP4 with VNNI and GFNI (PG_X86_GEMV) have a tile of their own instead:
- * panels of 16 rows, one lane per row, with exact per-block sums (pg_qp_*, at the end of this file).
+ * panels of 16 rows, one lane per row, with exact per-block sums (pg_qp_*, at the end of this file);
+ * so have they on AVX2 (qpanel-avx2.h), with the same bits.
  */
 #pragma once
-#include "types/quants-k.h"          /* the block types: the K-quants for the repacked panels of kgemm-x86.h */
+#include "arch/x86/panels.h"
 #include "arch/x86/amx.h"
 
 #if defined(PG_SIMD_AVX512)
@@ -201,16 +200,6 @@ static inline pg_qgemm_f pg_qgemm_cvt(pg_qgemm_i p) {
     return _mm256_cvtepi32_ps(_mm256_hadd_epi32(p.e, p.o));
 }
 #if !PG_QGEMM_VNNI
-/* the signed types' two blocks with their dwords interleaved as pg_qgemm_cvt16's shuffles do, dwords 0, 2
- * of e, 0, 2 of o (4, 6 of e, 4, 6 of o) in .e and 1, 3 (5, 7) in .o: the two blocks' products then
- * sum to hadd's int32 lanes with one add per pair (pg_qgemm_cvt_pq), the two shuffles made once per row
- * and per column of a step instead of hadd's per pair */
-static inline pg_qgemm_i pg_qgemm_pq(pg_qgemm_i v) {
-    const __m256 e = _mm256_castsi256_ps(v.e), o = _mm256_castsi256_ps(v.o);
-    return pg_qgemm_two(_mm256_castps_si256(_mm256_shuffle_ps(e, o, _MM_SHUFFLE(2, 0, 2, 0))),
-                     _mm256_castps_si256(_mm256_shuffle_ps(e, o, _MM_SHUFFLE(3, 1, 3, 1))));
-}
-static inline pg_qgemm_f pg_qgemm_cvt_pq(pg_qgemm_i p) { return _mm256_cvtepi32_ps(_mm256_add_epi32(p.e, p.o)); }
 /* int16 pair sums (|.| <= 2*31*128, so two still fit) added in hadd's lane order, int32 lanes 0, 2
  * of e, 0, 2 of o (4, 6 of e, 4, 6 of o) plus lanes 1, 3 (5, 7), then one madd: one shuffle pair and
  * madd fewer than two madds and hadd, the same int32 sums */
@@ -256,30 +245,12 @@ typedef struct { pg_qgemm_i u, s; pg_qgemm_f d, m; } pg_qgemm_w;
 /* of an activation row: its int8 y, the correction -off*sum(y) per lane, d_y (and s) per block */
 typedef struct { pg_qgemm_i y, c; pg_qgemm_f d, s; } pg_qgemm_y;
 
-/* pq: tiles of several rows on AVX2 without VNNI, the signed types' blocks interleaved (pg_qgemm_pq) */
-#if !defined(PG_SIMD_AVX512) && !PG_QGEMM_VNNI
-#define PG_QGEMM_HAVE_PQ 1
-#else
-#define PG_QGEMM_HAVE_PQ 0
-#endif
-#define PG_QGEMM_PQ(mode, pq) ((pq) && (mode) == PG_QGEMM_SIGNED)
-static inline __attribute__((always_inline)) pg_qgemm_w pg_qgemm_weights(pg_qgemm_i q, int mode, int pq) {
+static inline __attribute__((always_inline)) pg_qgemm_w pg_qgemm_weights(pg_qgemm_i q, int mode) {
     pg_qgemm_w w;
-#if PG_QGEMM_HAVE_PQ
-    if (PG_QGEMM_PQ(mode, pq)) q = pg_qgemm_pq(q);
-#endif
     w.s = q;
     if (mode != PG_QGEMM_SIGNED) w.u = q;
     else w.u = PG_QGEMM_VNNI ? pg_qgemm_xor80(q) : pg_qgemm_abs8(q);
     return w;
-}
-static inline __attribute__((always_inline)) pg_qgemm_i pg_qgemm_acts(const int8_t * q0, const int8_t * q1, int mode,
-                                                                      int pq) {
-    const pg_qgemm_i y = pg_qgemm_load(q0, q1);
-#if PG_QGEMM_HAVE_PQ
-    if (PG_QGEMM_PQ(mode, pq)) return pg_qgemm_pq(y);
-#endif
-    return y;
 }
 static inline __attribute__((always_inline)) pg_qgemm_i pg_qgemm_correction(pg_qgemm_i y, int mode, int off) {
     if (mode == PG_QGEMM_UNS || (mode == PG_QGEMM_SIGNED && !PG_QGEMM_VNNI)) return pg_qgemm_zero_i();
@@ -292,15 +263,10 @@ static inline __attribute__((always_inline)) pg_qgemm_i pg_qgemm_correction(pg_q
 /* the f32 lanes of x . y; without VNNI the unsigned types stay in maddubs' int16 pair sums (the
  * offset's share taken off there: |u.y| <= 2*31*128, exact) until pg_qgemm_cvt16 widens them */
 static inline __attribute__((always_inline)) pg_qgemm_f pg_qgemm_pair(const pg_qgemm_w * w, const pg_qgemm_y * a,
-                                                                      int mode, int pq) {
+                                                                      int mode) {
 #if !PG_QGEMM_VNNI
-    if (mode == PG_QGEMM_SIGNED) {
-        const pg_qgemm_i p = pg_qgemm_dot(pg_qgemm_zero_i(), w->u, pg_qgemm_sign8(a->y, w->s));
-#if PG_QGEMM_HAVE_PQ
-        if (pq) return pg_qgemm_cvt_pq(p);
-#endif
-        return pg_qgemm_cvt(p);
-    }
+    if (mode == PG_QGEMM_SIGNED)
+        return pg_qgemm_cvt(pg_qgemm_dot(pg_qgemm_zero_i(), w->u, pg_qgemm_sign8(a->y, w->s)));
     const pg_qgemm_i p = pg_qgemm_ubs16(w->u, a->y);
     return pg_qgemm_cvt16(mode == PG_QGEMM_OFF ? pg_qgemm_sub16(p, a->c) : p);
 #else
@@ -357,10 +323,9 @@ PG_ALWAYS_INLINE void pg_qgemm_block_scales(const int min, const void * b0, cons
 }
 
 /* one step of a weight row x of type t decoded: its blocks ib and i1 (i1 = ib for an odd last block) */
-PG_ALWAYS_INLINE pg_qgemm_w pg_qgemm_tile_w(const int t, const char * x, int64_t ib, int64_t i1, const int two,
-                                            const int MR) {
+PG_ALWAYS_INLINE pg_qgemm_w pg_qgemm_tile_w(const int t, const char * x, int64_t ib, int64_t i1, const int two) {
     const char * b0 = x + ib * pg_qblock_size(t), * b1 = x + i1 * pg_qblock_size(t);
-    pg_qgemm_w w = pg_qgemm_weights(pg_qgemm_decode(t, b0, b1), pg_qgemm_desc_of(t).mode, MR > 1);
+    pg_qgemm_w w = pg_qgemm_weights(pg_qgemm_decode(t, b0, b1), pg_qgemm_desc_of(t).mode);
     if (t == PG_TYPE_MXFP4) w.d = pg_qgemm_scales_f32(pg_qblock_d(t, b0), two ? pg_qblock_d(t, b1) : 0.0f);
     else pg_qgemm_block_scales(pg_qblock_min(t), b0, b1, two, &w.d, &w.m);
     return w;
@@ -376,18 +341,18 @@ PG_ALWAYS_INLINE void pg_qgemm_tile_step(const int t, const char * const * x, co
     const int64_t i1 = two ? ib + 1 : ib;
     pg_qgemm_w w[PG_QGEMM_MR];
 #pragma GCC unroll 4
-    for (int r = 0; r < MR; r++) w[r] = wp ? wp[r] : pg_qgemm_tile_w(t, x[r], ib, i1, two, MR);
+    for (int r = 0; r < MR; r++) w[r] = wp ? wp[r] : pg_qgemm_tile_w(t, x[r], ib, i1, two);
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++) {
         const char * b0 = y[c] + ib * ys, * b1 = y[c] + i1 * ys;
         pg_qgemm_y a;
-        a.y = pg_qgemm_acts(pg_qgemm_act_qs(min, b0), pg_qgemm_act_qs(min, b1), td.mode, MR > 1);
+        a.y = pg_qgemm_load(pg_qgemm_act_qs(min, b0), pg_qgemm_act_qs(min, b1));
         a.c = pg_qgemm_correction(a.y, td.mode, td.off);
         if (yd) a.d = yd[ib / 2], a.s = pg_qgemm_zero_f();
         else pg_qgemm_block_scales(min, b0, b1, two, &a.d, &a.s);
 #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
-            const pg_qgemm_f p = pg_qgemm_pair(&w[r], &a, td.mode, MR > 1);
+            const pg_qgemm_f p = pg_qgemm_pair(&w[r], &a, td.mode);
             if (min) acc[r][c] = pg_qgemm_acc_dm(acc[r][c], w[r].d, w[r].m, a.d, a.s, p);
             else acc[r][c] = pg_qgemm_fma(pg_qgemm_mul(w[r].d, a.d), p, acc[r][c]);
         }
@@ -403,7 +368,7 @@ PG_ALWAYS_INLINE void pg_qgemm_tile_pre(const int t, int64_t n, const void * vx,
         const int two = ib + 1 < nb;
         const int64_t i1 = two ? ib + 1 : ib;
 #pragma GCC unroll 4
-        for (int r = 0; r < PG_QGEMM_MR; r++) wp[r] = pg_qgemm_tile_w(t, x[r], ib, i1, two, PG_QGEMM_MR);
+        for (int r = 0; r < PG_QGEMM_MR; r++) wp[r] = pg_qgemm_tile_w(t, x[r], ib, i1, two);
     }
 }
 /* s[c*lds + r] = x_r . y_c for r < mr, c < nc (a constant, <= 4), in MR (a constant) rows */
@@ -465,6 +430,9 @@ PG_ALWAYS_INLINE void pg_qgemm_tile(const int t, int64_t n, const void * x, size
     }
 }
 
+#if defined(PG_SIMD_AVX2)
+#include "arch/x86/qpanel-avx2.h"   /* Q8_0's, Q4_0's, IQ4_NL's and MXFP4's panels at this level */
+#endif
 #if !defined(PG_SIMD_AVX512)
 /* vec_dot_rows of type t on AVX2 (mul_mat's one-column GEMV): s[r] = x_r . y for r < nr, x_r = vx +
  * r*bx; the column's d_y (and s) vectors converted once for all rows (up to PG_QGEMM_ROWS_STEPS steps: a
@@ -493,12 +461,6 @@ PG_ALWAYS_INLINE void pg_qgemm_rows(const int t, int64_t n, const void * vx, siz
     for (int64_t r = 0; r < nr; r++)
         pg_qgemm_tile_body(t, n, (const char *) vx + (size_t) r * bx, bx, 1, 1, vy, 0, 1, s + r, 1, yd, NULL);
 }
-static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemm_rows(PG_TYPE_Q8_0, n, x, bx, nr, y, s);
-}
-static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemm_rows(PG_TYPE_Q4_0, n, x, bx, nr, y, s);
-}
 static inline void pg_vec_dot_q4_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemm_rows(PG_TYPE_Q4_1, n, x, bx, nr, y, s);
 }
@@ -507,12 +469,6 @@ static inline void pg_vec_dot_q5_0_rows(int64_t n, const void * x, size_t bx, in
 }
 static inline void pg_vec_dot_q5_1_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_qgemm_rows(PG_TYPE_Q5_1, n, x, bx, nr, y, s);
-}
-static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemm_rows(PG_TYPE_IQ4_NL, n, x, bx, nr, y, s);
-}
-static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qgemm_rows(PG_TYPE_MXFP4, n, x, bx, nr, y, s);
 }
 #endif
 
@@ -537,17 +493,11 @@ static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * x, size_t bx, i
  * columns run against blocks made once per pass of PG_QP_KB for all of them (PG_QP_NCR at a time in
  * registers), the columns' d_y and -off*sum(y) made once for all panels, the accumulators kept
  * between passes. */
-#define PG_QP_R 16                   /* rows per panel: one lane each */
-#define PG_QP_MR 64                  /* rows per call (types.h's tile_mr) */
-#define PG_QP_NC 64                  /* columns per call (tile_nc) */
-#define PG_QP_KB 32                  /* blocks per pass */
 #define PG_QP_NCR 8                  /* columns in registers */
 
 /* block b of a panel: q[g] lane r = dword g of row r's codes (the 4-bit types: g < 4; Q8_0: g < 8,
  * xor 0x80); d lane r = row r's d_x */
 typedef struct { __m512i q[8]; __m512 d; } pg_qp_blk;
-/* block b of a column: d_y and -off*sum(y) */
-typedef struct { float d; int32_t c; } pg_qp_col;
 
 /* the 16 bytes at p[r] + off of 16 rows as four dword vectors: out[g] lane r = dword g of row r */
 PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i * out) {
@@ -568,64 +518,7 @@ PG_ALWAYS_INLINE void pg_x16_dwords(const char * const * p, size_t off, __m512i 
     out[2] = _mm512_unpacklo_epi64(t1, t3);
     out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
-/* the 16-bit words at p[r] + off of 16 rows, lane r; four rows' packed in a 64-bit word by the
- * scalar units (idle here; a gather costs the vector ports more) */
-PG_ALWAYS_INLINE __m256i pg_x16_words(const char * const * p, size_t off) {
-    uint64_t h[4];
-#pragma GCC unroll 4
-    for (int a = 0; a < 4; a++) {
-        uint16_t e[4];
-        for (int i = 0; i < 4; i++) memcpy(&e[i], p[4 * a + i] + off, 2);
-        h[a] = (uint64_t) e[0] | (uint64_t) e[1] << 16 | (uint64_t) e[2] << 32 | (uint64_t) e[3] << 48;
-    }
-    return _mm256_set_epi64x((long long) h[3], (long long) h[2], (long long) h[1], (long long) h[0]);
-}
-/* a panel type's block size and where its codes start */
-PG_ALWAYS_INLINE size_t pg_qp_bsize(const int t) {
-    return t == PG_TYPE_Q8_0 ? sizeof(pg_block_q8_0) : t == PG_TYPE_MXFP4 ? sizeof(pg_block_mxfp4) : sizeof(pg_block_q4_0);
-}
-PG_ALWAYS_INLINE size_t pg_qp_qs(const int t) { return t == PG_TYPE_MXFP4 ? 1 : 2; }
-/* how far dpbusd's unsigned operand lies above the value */
-PG_ALWAYS_INLINE int pg_qp_off(const int t) { return t == PG_TYPE_Q4_0 ? 8 : 128; }
 
-/* The panels' repacked layout (pg_x16_pack, made once, e.g. when a model loads: Tensor.repack). The
- * kernels below read a panel's block as 16 vectors' worth of bytes gathered from 16 rows and
- * transposed (pg_x16_dwords, pg_x16_words); the repacked copy holds each block of a panel in that
- * transposed order already, so a block is a few whole-vector loads and a GEMV reads one stream
- * instead of 16. Per panel of 16 rows, block after block; a block of type t: its head (the first
- * pg_x16_hb bytes: the fp16 d, MXFP4's E8M0 exponent) as one 16-bit word per row (lane r: row r),
- * then the rest of the block, padded to whole dwords, as dword vectors (vector i, lane r: dword i of
- * row r's rest). Rows past the matrix's last repeat it. The arithmetic does not change, so the bits
- * do not. */
-PG_ALWAYS_INLINE int64_t pg_x16_blck(const int t) {
-    return t == PG_TYPE_Q4_K || t == PG_TYPE_Q5_K || t == PG_TYPE_Q6_K ? PG_QK_K : PG_QK8_0;
-}
-PG_ALWAYS_INLINE size_t pg_x16_bsize(const int t) {
-    switch (t) {
-    case PG_TYPE_Q4_K: return sizeof(pg_block_q4_K);
-    case PG_TYPE_Q5_K: return sizeof(pg_block_q5_K);
-    case PG_TYPE_Q6_K: return sizeof(pg_block_q6_K);
-    default: return pg_qp_bsize(t);
-    }
-}
-PG_ALWAYS_INLINE size_t pg_x16_hb(const int t) { return pg_x16_blck(t) == PG_QK_K ? 0 : pg_qp_qs(t); }
-/* bytes of a repacked block's heads, and of the whole block */
-PG_ALWAYS_INLINE size_t pg_x16_heads(const int t) { return pg_x16_hb(t) ? 2 * PG_QP_R : 0; }
-PG_ALWAYS_INLINE size_t pg_x16_pbsize(const int t) {
-    return pg_x16_heads(t) + PG_QP_R * ((pg_x16_bsize(t) - pg_x16_hb(t) + 3) / 4 * 4);
-}
-/* where a kernel reads a panel's 16 rows: the rows as stored (r[i]: row i) or, pk, their repacked
- * panel */
-typedef struct { const char * r[PG_QP_R]; const char * pk; } pg_x16_src;
-/* panel p of a call's mr rows: rows x + i*bx, those past mr repeating row mr - 1; pk (a constant):
- * the repacked panels from x, bx bytes apart */
-PG_ALWAYS_INLINE pg_x16_src pg_x16_panel(const char * x, size_t bx, int p, int mr, const int pk) {
-    pg_x16_src s;
-    s.pk = pk ? x + (size_t) p * bx : NULL;
-    if (!pk)
-        for (int r = 0; r < PG_QP_R; r++) s.r[r] = x + (size_t) (p * PG_QP_R + PG_MIN(r, mr - p * PG_QP_R - 1)) * bx;
-    return s;
-}
 /* block b's bytes [o, o + 16) of the 16 rows of type t as four dword vectors (out[g] lane r: dword g
  * of row r's); o - pg_x16_hb(t) a multiple of 4 */
 PG_ALWAYS_INLINE void pg_x16_dw(const pg_x16_src * s, const int t, int64_t b, size_t o, __m512i * out) {
@@ -708,64 +601,6 @@ PG_ALWAYS_INLINE void pg_qp_store(__m512 (*acc)[PG_QP_NC], int mr, int nc, float
         for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(s + (size_t) c * lds + p * PG_QP_R, m, acc[p][c]);
     }
 }
-/* The GEMV's prefetch of the panel after next while one runs. A panel reads its 16 rows side by
- * side, 16 streams that restart at every panel; over rows of a few KB the hardware prefetcher has not
- * caught up with them before the panel ends, and a GEMV from DRAM ran at about half the bandwidth of
- * the one-row kernels (docs/bench/journal.md). So each step of a panel also prefetches, into L2 (a
- * panel of long rows does not fit L1 beside the running one), its share of the bytes of the panel
- * two ahead, row after row. */
-typedef struct { const char * p; size_t bx; int nrow, lines, per, row, line; } pg_x16_ahead;
-/* the rows x + r*bx (r < nrow, at most 16) over the bytes [0, len) from x, spread over kb steps;
- * rows read whole (len == bx) are one run of bytes */
-PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_init(const char * x, size_t bx, int64_t nrow, size_t len, int kb) {
-    int n = (int) PG_MAX(0, PG_MIN(nrow, PG_QP_R));
-    if (len == bx && n > 0) {
-        len *= (size_t) n;
-        n = 1;
-    }
-    const int lines = (int) ((len + 127) / 64);      /* one more line than len needs: x may not be aligned */
-    return (pg_x16_ahead) {x, bx, n, lines, (n * lines + kb - 1) / kb, 0, 0};
-}
-PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
-    for (int todo = a->per; todo > 0 && a->row < a->nrow;) {
-        const int end = PG_MIN(a->lines, a->line + todo);
-        for (int l = a->line; l < end; l++) __builtin_prefetch(a->p + (size_t) l * 64, 0, 2);
-        todo -= end - a->line;
-        a->line = end;
-        if (end == a->lines) {
-            a->line = 0;
-            a->row++;
-            a->p += a->bx;
-        }
-    }
-}
-#define PG_X16_AHEAD 2                /* panels ahead */
-/* the prefetch while panel p of a call's rows runs blocks [b0, b0 + kb) of type t: the rows (x, bx as
- * pg_x16_panel's) of the panel two ahead, up to row nahead - i0 (i0: the call's rows before x) */
-PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_of(const int t, const char * x, size_t bx, int p, int64_t i0,
-                                              int64_t nahead, int64_t b0, int kb, const int pk) {
-    const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
-    if (pk) {
-        const size_t len = (size_t) kb * pg_x16_pbsize(t);
-        return pg_x16_ahead_init(x + (size_t) (p + PG_X16_AHEAD) * bx + (size_t) b0 * pg_x16_pbsize(t), len,
-                                 nahead - i0 - ra > 0, len, kb);
-    }
-    return pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * pg_x16_bsize(t), bx, nahead - i0 - ra,
-                             (size_t) kb * pg_x16_bsize(t), kb);
-}
-/* blocks [b0, b0 + kb) of a Q8_0 column y against weights whose codes are off above their values */
-static inline void pg_qp_column(const char * y, int64_t b0, int kb, int off, pg_qp_col * out) {
-    const pg_block_q8_0 * yb = (const pg_block_q8_0 *) y + b0;
-    for (int k = 0; k < kb; k++) {
-        /* sum(y) + 32*128: the bytes xor 0x80 summed in four qwords */
-        const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *) yb[k].qs), _mm256_set1_epi8((char) 0x80));
-        const __m256i q = _mm256_sad_epu8(v, _mm256_setzero_si256());
-        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
-        out[k].c = -off * (_mm_cvtsi128_si32(t) - 32 * 128);
-        out[k].d = pg_fp16_to_fp32(yb[k].d);
-    }
-}
 /* the low (hi = 0) or high nibbles of every byte: one affine byte transform */
 PG_ALWAYS_INLINE __m512i pg_x16_nibbles(__m512i v, const int hi) {
     return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(hi ? 0x1020408000000000 : 0x0102040800000000), 0);
@@ -845,8 +680,6 @@ PG_ALWAYS_INLINE void pg_qp_run_n(const pg_qp_blk * w, int kb, const char * cons
  * accumulators wait on the stack between passes. The panel two ahead is prefetched while one runs, up
  * to row nahead (past nr when the caller's next rows follow: a prefetch reads nothing). The rows: vx +
  * r*bx, or (pk, a constant) repacked panels from vx, bx bytes apart (the same for every caller below) */
-#define PG_QP_GEMV_KB 256
-#define PG_QP_GEMV_MR 512
 #define PG_QP_FEW 16
 PG_ALWAYS_INLINE void pg_qp_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
                                  int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {
@@ -1079,6 +912,11 @@ PG_ALWAYS_INLINE void pg_qtile_of(const int t, int64_t n, const void * x, size_t
 #if defined(PG_X86_GEMV)
     if (t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
         pg_qp_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
+        return;
+    }
+#elif defined(PG_SIMD_AVX2)
+    if (t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
+        pg_q2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
         return;
     }
 #endif

@@ -1,0 +1,315 @@
+/* Q8_0, Q4_0, IQ4_NL and MXFP4 on AVX2: the panels of 16 weight rows (panels.h) with the AVX-512
+ * panels' arithmetic, so the same bits at both levels. Per (row, column) and block b the exact integer
+ * sum_b = sum_j x_j y_j, then acc = fma(d_x*d_y, (float) sum_b, acc) in block order from 0;
+ * vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for bit.
+ *
+ * A panel is two halves of 8 rows, one 32-bit lane per row: vector g of a half holds dword g of its
+ * rows' codes (made from the rows, pg_x8_dwords, or read from the repacked copy). Operand j holds
+ * elements 4j..4j+3 of each row (the 4-bit types: the low nibbles of dword j, or for j >= 4 the high
+ * ones of dword j - 4) and meets a broadcast dword j of the column's int8 values in maddubs, whose
+ * int16 pair sums must not saturate:
+ * - Q4_0: the codes (0..15, the values + 8) are the unsigned side; a block's 16 products per int16
+ *   lane stay below 2^15 (16 * 15 * 128), so they add in int16 and one madd takes them to int32,
+ *   starting from -8*sum(y): about 21 vector operations per 8 rows, column and block.
+ * - Q8_0, IQ4_NL (its table), MXFP4 (its table): signed values; |v| is the unsigned side and y takes
+ *   v's sign (at most 2 * 128 * 127 per pair), each operand's pairs to int32 at once: about 36.
+ *
+ * Up to PG_Q2_FEW columns run each panel's blocks in registers, the panel two ahead prefetched (the
+ * GEMV); more take blocks decoded once per pass of PG_QP_KB into a stack buffer, PG_Q2_NCR columns
+ * at a time. */
+#pragma once
+#include "arch/x86/panels.h"
+
+#define PG_Q2_H 8                    /* rows per half panel */
+#define PG_Q2_FEW 2                  /* columns whose blocks are decoded in registers */
+#define PG_Q2_NCR 4                  /* columns in registers from the decoded buffer */
+
+/* a half panel's block: u[j] the unsigned operand of elements 4j..4j+3 (lane r: row r), v[j] their
+ * signed values (the signed types), d the rows' scales */
+typedef struct { __m256i u[8], v[8]; __m256 d; } pg_q2_blk;
+/* how far the unsigned operand lies above the value: Q4_0's codes, else |v| against y signed as v */
+PG_ALWAYS_INLINE int pg_q2_off(const int t) { return t == PG_TYPE_Q4_0 ? 8 : 0; }
+
+/* the 16 bytes at p[r] + off of 8 rows as four dword vectors: out[g] lane r = dword g of row r */
+PG_ALWAYS_INLINE void pg_x8_dwords(const char * const * p, size_t off, __m256i * out) {
+    __m256i z[4];
+    /* z[a]: row a's bytes in the low 128-bit lane, row 4 + a's in the high one */
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++)
+        z[a] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *) (p[a] + off))),
+                                       _mm_loadu_si128((const __m128i *) (p[4 + a] + off)), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm256_unpacklo_epi64(t0, t2);
+    out[1] = _mm256_unpackhi_epi64(t0, t2);
+    out[2] = _mm256_unpacklo_epi64(t1, t3);
+    out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+/* half h (rows 8h..8h+7) of block b of type t of the panel s: its code dwords q[g] (g < 8 for Q8_0,
+ * else 4) and its rows' heads (the fp16 d, MXFP4's E8M0 exponent in the low byte) */
+PG_ALWAYS_INLINE void pg_q2_raw(const pg_x16_src * s, const int t, int64_t b, int h, __m256i * q, __m128i * d) {
+    const int nq = t == PG_TYPE_Q8_0 ? 8 : 4;
+    if (s->pk) {
+        const char * k = s->pk + (size_t) b * pg_x16_pbsize(t);
+        *d = _mm_loadu_si128((const __m128i *) (k + 2 * PG_Q2_H * h));
+        for (int g = 0; g < nq; g++)
+            q[g] = _mm256_loadu_si256((const __m256i *) (k + pg_x16_heads(t) + 4 * PG_QP_R * g + 4 * PG_Q2_H * h));
+        return;
+    }
+    const char * const * p = s->r + PG_Q2_H * h;
+    const size_t o = (size_t) b * pg_qp_bsize(t);
+    for (int g = 0; g < nq; g += 4) pg_x8_dwords(p, o + pg_qp_qs(t) + 4 * g, q + g);
+    uint16_t e[PG_Q2_H];
+    for (int i = 0; i < PG_Q2_H; i++) memcpy(&e[i], p[i] + o, 2);
+    *d = _mm_loadu_si128((const __m128i *) e);
+}
+/* half h of block b of the panel s, decoded into *w */
+PG_ALWAYS_INLINE void pg_q2_block(const pg_x16_src * s, const int t, int64_t b, int h, pg_q2_blk * w) {
+    __m256i q[8];
+    __m128i hd;
+    pg_q2_raw(s, t, b, h, q, &hd);
+    if (t == PG_TYPE_MXFP4) {
+        /* as ggml_e8m0_to_fp32_half: 2^(e-128), for e < 2 the subnormal 0x00200000 << e */
+        const __m256i e = _mm256_and_si256(_mm256_cvtepu16_epi32(hd), _mm256_set1_epi32(0xff));
+        const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+        const __m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+        w->d = _mm256_castsi256_ps(_mm256_blendv_epi8(nrm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+    } else {
+        w->d = _mm256_cvtph_ps(hd);
+    }
+    if (t == PG_TYPE_Q8_0) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            w->v[j] = q[j];
+            w->u[j] = _mm256_abs_epi8(q[j]);
+        }
+        return;
+    }
+    const __m256i m = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        w->u[g] = _mm256_and_si256(q[g], m);
+        w->u[4 + g] = _mm256_and_si256(_mm256_srli_epi16(q[g], 4), m);
+    }
+    if (t == PG_TYPE_Q4_0) return;
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *) (t == PG_TYPE_IQ4_NL ? pg_iq4nl_values : pg_mxfp4_values)));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        w->v[j] = _mm256_shuffle_epi8(lut, w->u[j]);
+        w->u[j] = _mm256_abs_epi8(w->v[j]);
+    }
+}
+/* acc + d_x*d_y * (the exact block sums) of a half panel's block w and a column's block (codes q, cb) */
+PG_ALWAYS_INLINE __m256 pg_q2_dot(const int t, const pg_q2_blk * w, const int8_t * q, pg_qp_col cb, __m256 acc) {
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i i = _mm256_set1_epi32(cb.c);
+    if (t == PG_TYPE_Q4_0) {
+        __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            int32_t a;
+            memcpy(&a, q + 4 * j, 4);
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w->u[j], _mm256_set1_epi32(a)));
+        }
+        i = _mm256_add_epi32(i, _mm256_madd_epi16(s, one));
+    } else {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            int32_t a;
+            memcpy(&a, q + 4 * j, 4);
+            const __m256i y = _mm256_sign_epi8(_mm256_set1_epi32(a), w->v[j]);
+            i = _mm256_add_epi32(i, _mm256_madd_epi16(_mm256_maddubs_epi16(w->u[j], y), one));
+        }
+    }
+    return _mm256_fmadd_ps(_mm256_mul_ps(w->d, _mm256_set1_ps(cb.d)), _mm256_cvtepi32_ps(i), acc);
+}
+/* the sums of a half panel (lane r: row r) to s[r], r < n */
+PG_ALWAYS_INLINE void pg_q2_store(__m256 v, int n, float * s) {
+    if (n >= PG_Q2_H) {
+        _mm256_storeu_ps(s, v);
+        return;
+    }
+    float t[PG_Q2_H];
+    _mm256_storeu_ps(t, v);
+    memcpy(s, t, (size_t) PG_MAX(n, 0) * sizeof(float));
+}
+/* nc (a constant, <= PG_Q2_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: each half
+ * panel's blocks made and used in registers, as pg_qp_cols (the columns' d_y and -8*sum(y) made once
+ * per PG_QP_GEMV_KB blocks for up to PG_QP_GEMV_MR rows, the panel two ahead prefetched up to row
+ * nahead); pk (a constant): the rows are repacked panels from vx, bx bytes apart */
+PG_ALWAYS_INLINE void pg_q2_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {
+    const int64_t nb = n / PG_QK8_0;
+    pg_qp_col col[PG_Q2_FEW][PG_QP_GEMV_KB];
+    __m256 acc[2 * PG_QP_GEMV_MR / PG_QP_R][PG_Q2_FEW];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) (pk ? i0 / PG_QP_R : i0) * bx;
+        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
+        for (int p = 0; p < 2 * np; p++)
+            for (int c = 0; c < nc; c++) acc[p][c] = _mm256_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_QP_GEMV_KB, nb - b0);
+            const pg_block_q8_0 * yb[PG_Q2_FEW];
+            for (int c = 0; c < nc; c++) {
+                yb[c] = (const pg_block_q8_0 *) ((const char *) vy + (size_t) c * by) + b0;
+                pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, pg_q2_off(t), col[c]);
+            }
+            for (int p = 0; p < np; p++) {
+                const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
+                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, pk);
+                __m256 a[2][PG_Q2_FEW];
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < nc; c++) a[h][c] = acc[2 * p + h][c];
+                for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++) {
+                        pg_q2_blk w;
+                        pg_q2_block(&xr, t, b0 + k, h, &w);
+                        for (int c = 0; c < nc; c++) a[h][c] = pg_q2_dot(t, &w, yb[c][k].qs, col[c][k], a[h][c]);
+                    }
+                }
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < nc; c++) acc[2 * p + h][c] = a[h][c];
+            }
+        }
+        for (int p = 0; p < 2 * np; p++)
+            for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + i0 + PG_Q2_H * p);
+    }
+}
+/* NC (a constant, <= PG_Q2_NCR) columns y[c] (Q8_0 rows from block b0 on, their blocks' col[c*PG_QP_KB
+ * + k]) against kb decoded blocks w[k] of a half panel, into acc[c] */
+PG_ALWAYS_INLINE void pg_q2_run(const int t, const pg_q2_blk * w, int kb, const char * const * y, const pg_qp_col * col,
+                                const int NC, __m256 * acc) {
+    __m256 a[PG_Q2_NCR];
+    for (int c = 0; c < NC; c++) a[c] = acc[c];
+    for (int k = 0; k < kb; k++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++)
+            a[c] = pg_q2_dot(t, &w[k], ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_QP_KB + k], a[c]);
+    for (int c = 0; c < NC; c++) acc[c] = a[c];
+}
+/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC); pk:
+ * repacked panels */
+PG_ALWAYS_INLINE void pg_q2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                 int nc, float * s, size_t lds, const int pk) {
+    const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
+    switch (nc) {
+    case 1: pg_q2_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 2: pg_q2_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 0: return;
+    default: break;
+    }
+    const int64_t nb = n / PG_QK8_0;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
+    pg_qp_col col[PG_QP_NC * PG_QP_KB];
+    pg_q2_blk w[PG_QP_KB];
+    __m256 acc[2 * PG_QP_MR / PG_QP_R][PG_QP_NC];
+    for (int p = 0; p < 2 * np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_KB) {
+        const int kb = (int) PG_MIN(PG_QP_KB, nb - b0);
+        const char * y[PG_QP_NC];
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_0);
+            pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, pg_q2_off(t), col + c * PG_QP_KB);
+        }
+        for (int p = 0; p < np; p++) {
+            const pg_x16_src xr = pg_x16_panel((const char *) vx, bx, p, mr, pk);
+            for (int h = 0; h < 2; h++) {
+                for (int k = 0; k < kb; k++) pg_q2_block(&xr, t, b0 + k, h, &w[k]);
+                for (int c0 = 0; c0 < nc; c0 += PG_Q2_NCR) {
+                    __m256 * a = acc[2 * p + h] + c0;
+                    switch (PG_MIN(PG_Q2_NCR, nc - c0)) {
+                    case 1: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 1, a); break;
+                    case 2: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 2, a); break;
+                    case 3: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 3, a); break;
+                    default: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 4, a); break;
+                    }
+                }
+            }
+        }
+    }
+    for (int p = 0; p < 2 * np; p++)
+        for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + PG_Q2_H * p);
+}
+/* rows [0, nr) of n elements of type t (x + r*bx) repacked into dst in panels.h's layout, through the
+ * reader that takes them from the rows (so the copy is what it reads from either) */
+PG_ALWAYS_INLINE void pg_q2_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
+    const int64_t nb = n / PG_QK8_0, np = (nr + PG_QP_R - 1) / PG_QP_R;
+    const int nq = t == PG_TYPE_Q8_0 ? 8 : 4;
+    for (int64_t p = 0; p < np; p++) {
+        const pg_x16_src src = pg_x16_panel(x, bx, (int) p, (int) nr, 0);
+        for (int64_t b = 0; b < nb; b++) {
+            char * k = dst + (size_t) (p * nb + b) * pg_x16_pbsize(t);
+            for (int h = 0; h < 2; h++) {
+                __m256i q[8];
+                __m128i d;
+                pg_q2_raw(&src, t, b, h, q, &d);
+                if (t == PG_TYPE_MXFP4) d = _mm_and_si128(d, _mm_set1_epi16(0xff));   /* the exponent alone */
+                _mm_storeu_si128((__m128i *) (k + 2 * PG_Q2_H * h), d);
+                for (int g = 0; g < nq; g++)
+                    _mm256_storeu_si256((__m256i *) (k + pg_x16_heads(t) + 4 * PG_QP_R * g + 4 * PG_Q2_H * h), q[g]);
+            }
+        }
+    }
+}
+static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_q2_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+}
+static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_q2_cols(PG_TYPE_Q4_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+}
+static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_q2_cols(PG_TYPE_IQ4_NL, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+}
+static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_q2_cols(PG_TYPE_MXFP4, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+}
+#define PG_Q4_0_TILE_MR PG_QP_MR
+#define PG_Q4_0_TILE_NC PG_QP_NC
+#define PG_Q8_0_TILE_MR PG_QP_MR
+#define PG_Q8_0_TILE_NC PG_QP_NC
+#define PG_IQ4_NL_TILE_MR PG_QP_MR
+#define PG_IQ4_NL_TILE_NC PG_QP_NC
+#define PG_MXFP4_TILE_MR PG_QP_MR
+#define PG_MXFP4_TILE_NC PG_QP_NC
+
+/* mul_mat's repacked weights at this level: the four types' panels (types.h's pg_panels_* interface) */
+#define PG_PANELS 1
+#define PG_PANELS_R PG_QP_R
+PG_ALWAYS_INLINE int pg_q2_type(int t) {
+    return t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4;
+}
+static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
+    if (!pg_q2_type(t)) return 0;
+    return (size_t) ((nr + PG_QP_R - 1) / PG_QP_R * (n / PG_QK8_0)) * pg_x16_pbsize(t);
+}
+static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
+    const char * r = (const char *) x;
+    char * d = (char *) dst;
+    switch (t) {
+    case PG_TYPE_Q8_0: pg_q2_pack(PG_TYPE_Q8_0, n, nr, r, bx, d); return;
+    case PG_TYPE_Q4_0: pg_q2_pack(PG_TYPE_Q4_0, n, nr, r, bx, d); return;
+    case PG_TYPE_IQ4_NL: pg_q2_pack(PG_TYPE_IQ4_NL, n, nr, r, bx, d); return;
+    default: pg_q2_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
+    }
+}
+static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    switch (t) {
+    case PG_TYPE_Q8_0: pg_q2_cols(PG_TYPE_Q8_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_Q4_0: pg_q2_cols(PG_TYPE_Q4_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_IQ4_NL: pg_q2_cols(PG_TYPE_IQ4_NL, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    default: pg_q2_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    }
+}
+static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                  int nc, float * s, size_t lds) {
+    switch (t) {
+    case PG_TYPE_Q8_0: pg_q2_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_Q4_0: pg_q2_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_IQ4_NL: pg_q2_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    default: pg_q2_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    }
+}
