@@ -883,17 +883,30 @@ PG_ALWAYS_INLINE void pg_qp_tile(const int t, int64_t n, const void * vx, size_t
     }
     pg_qp_store(acc, mr, nc, s, lds);
 }
+#endif
+
+#if defined(PG_X86_GEMV) || defined(PG_SIMD_AVX2)
+/* the four panel types' one-column GEMV (vec_dot_rows) and tile sizes: the panels of this level,
+ * with the same bits at both */
+PG_ALWAYS_INLINE void pg_panel_gemv(const int t, int64_t n, const void * vx, size_t bx, int64_t nr, const void * y,
+                                    float * s) {
+#if defined(PG_X86_GEMV)
+    pg_qp_cols(t, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+#else
+    pg_q2_cols(t, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+#endif
+}
 static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+    pg_panel_gemv(PG_TYPE_Q8_0, n, vx, bx, nr, y, s);
 }
 static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_Q4_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+    pg_panel_gemv(PG_TYPE_Q4_0, n, vx, bx, nr, y, s);
 }
 static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_IQ4_NL, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+    pg_panel_gemv(PG_TYPE_IQ4_NL, n, vx, bx, nr, y, s);
 }
 static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_qp_cols(PG_TYPE_MXFP4, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
+    pg_panel_gemv(PG_TYPE_MXFP4, n, vx, bx, nr, y, s);
 }
 #define PG_Q4_0_TILE_MR PG_QP_MR
 #define PG_Q4_0_TILE_NC PG_QP_NC
@@ -909,14 +922,13 @@ static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * vx, size_t bx, 
  * else the register tiles */
 PG_ALWAYS_INLINE void pg_qtile_of(const int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
                                   int nc, float * s, size_t lds) {
+#if defined(PG_X86_GEMV) || defined(PG_SIMD_AVX2)
+    if (t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
 #if defined(PG_X86_GEMV)
-    if (t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
         pg_qp_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
-        return;
-    }
-#elif defined(PG_SIMD_AVX2)
-    if (t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4) {
+#else
         pg_q2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
+#endif
         return;
     }
 #endif

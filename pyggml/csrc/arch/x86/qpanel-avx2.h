@@ -255,27 +255,6 @@ PG_ALWAYS_INLINE void pg_q2_pack(const int t, int64_t n, int64_t nr, const char 
         }
     }
 }
-static inline void pg_vec_dot_q8_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_q2_cols(PG_TYPE_Q8_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
-}
-static inline void pg_vec_dot_q4_0_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_q2_cols(PG_TYPE_Q4_0, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
-}
-static inline void pg_vec_dot_iq4_nl_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_q2_cols(PG_TYPE_IQ4_NL, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
-}
-static inline void pg_vec_dot_mxfp4_rows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_q2_cols(PG_TYPE_MXFP4, 1, n, vx, bx, nr, nr, y, 0, s, 0, 0);
-}
-#define PG_Q4_0_TILE_MR PG_QP_MR
-#define PG_Q4_0_TILE_NC PG_QP_NC
-#define PG_Q8_0_TILE_MR PG_QP_MR
-#define PG_Q8_0_TILE_NC PG_QP_NC
-#define PG_IQ4_NL_TILE_MR PG_QP_MR
-#define PG_IQ4_NL_TILE_NC PG_QP_NC
-#define PG_MXFP4_TILE_MR PG_QP_MR
-#define PG_MXFP4_TILE_NC PG_QP_NC
-
 /* mul_mat's repacked weights at this level: the four types' panels (types.h's pg_panels_* interface) */
 #define PG_PANELS 1
 #define PG_PANELS_R PG_QP_R
