@@ -16,7 +16,7 @@
  *                      up to tile_mr (64) rows x tile_nc (64) columns, in panels of 16 rows with sums
  *                      of their own (arch/x86/qgemm-x86.h's pg_qp_tile, arch/x86/kgemm-x86.h's
  *                      pg_kp_tile; their many columns from the AMX tiles where the CPU has them), and
- *                      the first four on AVX2 in the same panels (arch/x86/qpanel-avx2.h, the same
+ *                      the first five on AVX2 in the same panels (arch/x86/qpanel-avx2.h, the same
  *                      bits), which
  *                      their vec_dot_rows shares (Q6_K: and its vec_dot) and their vec_dot /
  *                      vec_dot_n (one row: the attention path) do not
@@ -28,7 +28,7 @@
  *                      column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
  *                      those (the column prepared once) and Q2_K, Q3_K, Q6_K, IQ4_XS: rows i and
  *                      i + nr/2 side by side, two read streams; Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K,
- *                      Q5_K, and the first four on AVX2: the tile's panels of 16 rows, made and used in
+ *                      Q5_K, and the first five on AVX2: the tile's panels of 16 rows, made and used in
  *                      registers). Float types:
  *                      rows i and i + nr/2 side by side against the column widened to f32 once
  *                      (exact), or in place when long (pg_type_float_rows). NULL: the GEMV calls
@@ -116,12 +116,15 @@ typedef struct pg_type_traits {
 #define PG_MXFP4_TILE_MR 0
 #define PG_MXFP4_TILE_NC PG_QGEMM_NC
 #endif
-/* Q4_K's and Q5_K's: the same panels there (arch/x86/kgemm-x86.h), else the other K-quants' */
+/* Q4_K's and Q5_K's: the same panels there (arch/x86/kgemm-x86.h) and Q4_K's on AVX2
+ * (arch/x86/qpanel-avx2.h), else the other K-quants' */
 #if !defined(PG_Q4_K_TILE_MR)
 #define PG_Q4_K_TILE PG_KTILE_FN(q4_K)
 #define PG_Q4_K_ROWS PG_KROWS_FN(q4_K)
 #define PG_Q4_K_TILE_NC PG_KTILE_NC(q4_K)
 #define PG_Q4_K_TILE_MR 0
+#endif
+#if !defined(PG_Q5_K_TILE_MR)
 #define PG_Q5_K_TILE PG_KTILE_FN(q5_K)
 #define PG_Q5_K_ROWS PG_KROWS_FN(q5_K)
 #define PG_Q5_K_TILE_NC PG_KTILE_NC(q5_K)

@@ -309,9 +309,6 @@ PG_ALWAYS_INLINE void pg_kgemm_tile(const int T, const size_t size, const int nc
  * r = dword g of its high-bit bytes; sc[j] lane r = row r's scale of sub-block j; mn[k] lane r = its
  * mins (0, 2), (1, 3), (4, 6), (5, 7) as int16 pairs for k = 0..3; d, dm: d_x and dmin_x */
 typedef struct { __m512i q[32], qh[8], sc[8], mn[4]; __m512 d, dm; } pg_k4p_blk;
-/* super-block of a column: d_y; Q4_K/Q5_K: c[0..3] its sub-block sums paired as the mins are, Q6_K:
- * c[j] = -32 * its sum over sub-block j */
-typedef struct { float d; int32_t c[16]; } pg_kp_col;
 
 /* the scales, mins and d of super-block b of the panel p of Q4_K (q5 = 0) or Q5_K (all of w but q) */
 PG_ALWAYS_INLINE void pg_k4p_head(const pg_x16_src * p, int64_t b, pg_k4p_blk * w, const int q5) {
@@ -486,23 +483,6 @@ PG_ALWAYS_INLINE void pg_k6p_run(const pg_k6p_blk * w, int kb, const char * cons
 /* The skeletons the three share, over t = PG_TYPE_Q4_K, _Q5_K or _Q6_K (a constant in every caller) */
 #define PG_KP_FEW 8                   /* columns run as the GEMV (pg_kp_cols) */
 PG_ALWAYS_INLINE int pg_kp_kb(const int t) { return t == PG_TYPE_Q6_K ? PG_K6P_KB : PG_K4P_KB; }
-/* super-blocks [b0, b0 + kb) of a Q8_K column y */
-static inline void pg_kp_column(const int t, const char * y, int64_t b0, int kb, pg_kp_col * out) {
-    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
-    for (int k = 0; k < kb; k++) {
-        out[k].d = yb[k].d;
-        if (t == PG_TYPE_Q6_K) {
-            for (int j = 0; j < 16; j++) out[k].c[j] = -32 * yb[k].bsums[j];
-            continue;
-        }
-        int32_t b[8];
-        for (int j = 0; j < 8; j++) b[j] = yb[k].bsums[2 * j] + yb[k].bsums[2 * j + 1];
-        for (int i = 0; i < 4; i++) {
-            const int j = 4 * (i / 2) + i % 2;       /* pairs (0, 2), (1, 3), (4, 6), (5, 7) */
-            out[k].c[i] = (int32_t) ((uint32_t) (uint16_t) b[j] | (uint32_t) (uint16_t) b[j + 2] << 16);
-        }
-    }
-}
 /* a pass's super-blocks of one panel, made once for all the columns */
 typedef union { pg_k4p_blk k4[PG_K4P_KB]; pg_k6p_blk k6[PG_K6P_KB]; } pg_kp_pass;
 /* NC (a constant, <= PG_QP_NCR) columns against kb super-blocks of a pass w, into acc[c] */

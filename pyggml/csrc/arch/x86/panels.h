@@ -131,3 +131,23 @@ static inline void pg_qp_column(const char * y, int64_t b0, int kb, int off, pg_
         out[k].d = pg_fp16_to_fp32(yb[k].d);
     }
 }
+/* super-block of a column: d_y; Q4_K/Q5_K: c[0..3] its sub-block sums paired as the mins are, Q6_K:
+ * c[j] = -32 * its sum over sub-block j */
+typedef struct { float d; int32_t c[16]; } pg_kp_col;
+/* super-blocks [b0, b0 + kb) of a Q8_K column y */
+static inline void pg_kp_column(const int t, const char * y, int64_t b0, int kb, pg_kp_col * out) {
+    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
+    for (int k = 0; k < kb; k++) {
+        out[k].d = yb[k].d;
+        if (t == PG_TYPE_Q6_K) {
+            for (int j = 0; j < 16; j++) out[k].c[j] = -32 * yb[k].bsums[j];
+            continue;
+        }
+        int32_t b[8];
+        for (int j = 0; j < 8; j++) b[j] = yb[k].bsums[2 * j] + yb[k].bsums[2 * j + 1];
+        for (int i = 0; i < 4; i++) {
+            const int j = 4 * (i / 2) + i % 2;       /* pairs (0, 2), (1, 3), (4, 6), (5, 7) */
+            out[k].c[i] = (int32_t) ((uint32_t) (uint16_t) b[j] | (uint32_t) (uint16_t) b[j + 2] << 16);
+        }
+    }
+}

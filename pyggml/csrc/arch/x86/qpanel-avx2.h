@@ -1,5 +1,5 @@
-/* Q8_0, Q4_0, IQ4_NL and MXFP4 on AVX2: the panels of 16 weight rows (panels.h) with the AVX-512
- * panels' arithmetic, so the same bits at both levels. Per (row, column) and block b the exact integer
+/* Q8_0, Q4_0, IQ4_NL and MXFP4 (pg_q2_*) and Q4_K (pg_k2_*, below) on AVX2: the panels of 16 weight
+ * rows (panels.h) with the AVX-512 panels' arithmetic, so the same bits at both levels. Per (row, column) and block b the exact integer
  * sum_b = sum_j x_j y_j, then acc = fma(d_x*d_y, (float) sum_b, acc) in block order from 0;
  * vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for bit.
  *
@@ -255,15 +255,262 @@ PG_ALWAYS_INLINE void pg_q2_pack(const int t, int64_t n, int64_t nr, const char 
         }
     }
 }
-/* mul_mat's repacked weights at this level: the four types' panels (types.h's pg_panels_* interface) */
+/* Q4_K on AVX2: the AVX-512 Q4_K panels' arithmetic (kgemm-x86.h) on halves of 8 rows, so their bits.
+ * Per (row, column) and super-block the exact integers sumi = sum_j scale_j * (sub-block j's sum of
+ * q y) and summ = sum_j min_j * (the column's sum over sub-block j), then acc = fma(d_x*d_y, sumi,
+ * acc) and acc = fnmadd(dmin_x*d_y, summ, acc). A sub-block's codes (0..15) meet the column's dword
+ * broadcasts in 8 maddubs summed in int16 (16 products per lane: < 2^15), and one madd against the
+ * row's scale in both int16 halves of its lane makes scale * sum in int32; the mins are int16 pairs
+ * madd'ed against the column's sub-block sums, paired alike (pg_kp_column). */
+#define PG_K2_KB 4                   /* super-blocks per pass of the tile */
+
+/* a half panel's super-block: u[8j + g] lane r = the codes of elements 32j+4g..32j+4g+3 of row r;
+ * sc[j] its scale of sub-block j in both int16 halves; mn[i] its mins (0, 2), (1, 3), (4, 6), (5, 7)
+ * as int16 pairs; d, dm its d and dmin */
+typedef struct { __m256i u[64], sc[8], mn[4]; __m256 d, dm; } pg_k2_blk;
+
+/* dwords [i0, i0 + 4n) of super-block b of half h of the Q4_K panel s: out[i] lane r = dword i0 + i of
+ * row r's block */
+PG_ALWAYS_INLINE void pg_k2_dw(const pg_x16_src * s, int64_t b, int h, int i0, const int n, __m256i * out) {
+    if (s->pk) {
+        const char * k = s->pk + (size_t) b * pg_x16_pbsize(PG_TYPE_Q4_K) + 4 * PG_QP_R * i0 + 4 * PG_Q2_H * h;
+        for (int i = 0; i < 4 * n; i++) out[i] = _mm256_loadu_si256((const __m256i *) (k + 4 * PG_QP_R * i));
+        return;
+    }
+    const size_t o = (size_t) b * sizeof(pg_block_q4_K) + 4 * (size_t) i0;
+    for (int m = 0; m < n; m++) pg_x8_dwords(s->r + PG_Q2_H * h, o + 16 * m, out + 4 * m);
+}
+/* the 16-bit words at the low (hi = 0) or high half of each dword lane, as 8 f32 (fp16) */
+PG_ALWAYS_INLINE __m256 pg_k2_half(__m256i v, const int hi) {
+    const __m256i w = hi ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08)));
+}
+/* the scales, mins, d and dmin of half h of super-block b of the Q4_K panel s (all of *w but u) */
+PG_ALWAYS_INLINE void pg_k2_head(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
+    __m256i hd[4];
+    pg_k2_dw(s, b, h, 0, 1, hd);     /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
+    const __m256i lo6 = _mm256_set1_epi32(0x3f3f3f3f), lo4 = _mm256_set1_epi32(0x0f0f0f0f);
+    const __m256i lo2 = _mm256_set1_epi32(0x03030303), b16 = _mm256_set1_epi32(0x00ff00ff);
+    const __m256i s03 = _mm256_and_si256(hd[1], lo6), m03 = _mm256_and_si256(hd[2], lo6);
+    const __m256i s47 = _mm256_or_si256(_mm256_and_si256(hd[3], lo4),
+                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hd[1], 6), lo2), 4));
+    const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(hd[3], 4), lo4),
+                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hd[2], 6), lo2), 4));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const __m256i a = _mm256_and_si256(_mm256_srli_epi32(s03, 8 * j), _mm256_set1_epi32(0xff));
+        const __m256i c = _mm256_and_si256(_mm256_srli_epi32(s47, 8 * j), _mm256_set1_epi32(0xff));
+        w->sc[j] = _mm256_or_si256(a, _mm256_slli_epi32(a, 16));
+        w->sc[4 + j] = _mm256_or_si256(c, _mm256_slli_epi32(c, 16));
+    }
+    w->mn[0] = _mm256_and_si256(m03, b16);
+    w->mn[1] = _mm256_and_si256(_mm256_srli_epi32(m03, 8), b16);
+    w->mn[2] = _mm256_and_si256(m47, b16);
+    w->mn[3] = _mm256_and_si256(_mm256_srli_epi32(m47, 8), b16);
+    w->d = pg_k2_half(hd[0], 0);
+    w->dm = pg_k2_half(hd[0], 1);
+}
+/* the codes of sub-blocks 2t and 2t + 1 (their u[0..7] and u[8..15]) from the chunk's dwords q */
+PG_ALWAYS_INLINE void pg_k2_nibbles(const __m256i * q, __m256i * u) {
+    const __m256i m = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        u[g] = _mm256_and_si256(q[g], m);
+        u[8 + g] = _mm256_and_si256(_mm256_srli_epi16(q[g], 4), m);
+    }
+}
+/* half h of super-block b of the Q4_K panel s, decoded into *w */
+PG_ALWAYS_INLINE void pg_k2_block(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
+    pg_k2_head(s, b, h, w);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        __m256i q[8];
+        pg_k2_dw(s, b, h, 4 + 8 * t, 2, q);     /* codes 32t..32t+31: sub-blocks 2t (low nibbles), 2t + 1 */
+        pg_k2_nibbles(q, w->u + 16 * t);
+    }
+}
+/* a sub-block's codes u[0..7] against the column's 32 values yq, times the scales sc: exact, int32 */
+PG_ALWAYS_INLINE __m256i pg_k2_sub(const __m256i * u, const int8_t * yq, __m256i sc) {
+    __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        int32_t a;
+        memcpy(&a, yq + 4 * g, 4);
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[g], _mm256_set1_epi32(a)));
+    }
+    return _mm256_madd_epi16(s, sc);
+}
+/* acc + the super-block's f32 steps: sumi, then the mins against the column's sub-block sums cb */
+PG_ALWAYS_INLINE __m256 pg_k2_acc(const pg_k2_blk * w, __m256i sumi, const pg_kp_col * cb, __m256 acc) {
+    __m256i summ = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) summ = _mm256_add_epi32(summ, _mm256_madd_epi16(w->mn[i], _mm256_set1_epi32(cb->c[i])));
+    const __m256 dy = _mm256_set1_ps(cb->d);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(w->d, dy), _mm256_cvtepi32_ps(sumi), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(w->dm, dy), _mm256_cvtepi32_ps(summ), acc);
+}
+/* acc + a half panel's decoded super-block w against a column's (values yq, cb) */
+PG_ALWAYS_INLINE __m256 pg_k2_dot(const pg_k2_blk * w, const int8_t * yq, const pg_kp_col * cb, __m256 acc) {
+    __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) sumi = _mm256_add_epi32(sumi, pg_k2_sub(w->u + 8 * j, yq + 32 * j, w->sc[j]));
+    return pg_k2_acc(w, sumi, cb, acc);
+}
+/* nc (a constant, <= PG_Q2_FEW) columns y_c = vy + c*by (Q8_K rows) against nr rows, s[c*lds + r]: a
+ * half panel's super-block made and used at once; the columns prepared once per PG_K2_GEMV_KB
+ * super-blocks for up to PG_QP_GEMV_MR rows, the panel two ahead prefetched up to row nahead, the
+ * rows or (pk) repacked panels (as pg_q2_cols) */
+#define PG_K2_GEMV_KB 64
+PG_ALWAYS_INLINE void pg_k2_cols(const int nc, int64_t n, const void * vx, size_t bx, int64_t nr, int64_t nahead,
+                                 const void * vy, size_t by, float * s, size_t lds, const int pk) {
+    const int t = PG_TYPE_Q4_K;
+    const int64_t nb = n / PG_QK_K;
+    pg_kp_col col[PG_Q2_FEW][PG_K2_GEMV_KB];
+    __m256 acc[2 * PG_QP_GEMV_MR / PG_QP_R][PG_Q2_FEW];
+    for (int64_t i0 = 0; i0 < nr; i0 += PG_QP_GEMV_MR) {
+        const char * x = (const char *) vx + (size_t) (pk ? i0 / PG_QP_R : i0) * bx;
+        const int mr = (int) PG_MIN(PG_QP_GEMV_MR, nr - i0), np = (mr + PG_QP_R - 1) / PG_QP_R;
+        for (int p = 0; p < 2 * np; p++)
+            for (int c = 0; c < nc; c++) acc[p][c] = _mm256_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += PG_K2_GEMV_KB) {
+            const int kb = (int) PG_MIN(PG_K2_GEMV_KB, nb - b0);
+            const pg_block_q8_K * yb[PG_Q2_FEW];
+            for (int c = 0; c < nc; c++) {
+                yb[c] = (const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + b0;
+                pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col[c]);
+            }
+            for (int p = 0; p < np; p++) {
+                const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
+                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, pk);
+                __m256 a[2][PG_Q2_FEW];
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < nc; c++) a[h][c] = acc[2 * p + h][c];
+                for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
+                    /* each chunk's codes decoded and used at once, for the nc columns */
+                    for (int h = 0; h < 2; h++) {
+                        pg_k2_blk w;
+                        pg_k2_head(&xr, b0 + k, h, &w);
+                        __m256i sumi[PG_Q2_FEW];
+                        for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                        for (int t4 = 0; t4 < 4; t4++) {
+                            __m256i q[8], u[16];
+                            pg_k2_dw(&xr, b0 + k, h, 4 + 8 * t4, 2, q);
+                            pg_k2_nibbles(q, u);
+                            for (int c = 0; c < nc; c++)
+                                for (int j = 0; j < 2; j++)
+                                    sumi[c] = _mm256_add_epi32(sumi[c], pg_k2_sub(u + 8 * j, yb[c][k].qs + 64 * t4 + 32 * j,
+                                                                                  w.sc[2 * t4 + j]));
+                        }
+                        for (int c = 0; c < nc; c++) a[h][c] = pg_k2_acc(&w, sumi[c], &col[c][k], a[h][c]);
+                    }
+                }
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < nc; c++) acc[2 * p + h][c] = a[h][c];
+            }
+        }
+        for (int p = 0; p < 2 * np; p++)
+            for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + i0 + PG_Q2_H * p);
+    }
+}
+/* NC (a constant, <= PG_Q2_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K2_KB + k])
+ * against kb decoded super-blocks w[k] of a half panel, into acc[c] */
+PG_ALWAYS_INLINE void pg_k2_run(const pg_k2_blk * w, int kb, const char * const * y, const pg_kp_col * col, const int NC,
+                                __m256 * acc) {
+    __m256 a[PG_Q2_NCR];
+    for (int c = 0; c < NC; c++) a[c] = acc[c];
+    for (int k = 0; k < kb; k++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++)
+            a[c] = pg_k2_dot(&w[k], ((const pg_block_q8_K *) y[c])[k].qs, &col[c * PG_K2_KB + k], a[c]);
+    for (int c = 0; c < NC; c++) acc[c] = a[c];
+}
+/* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC); pk:
+ * repacked panels */
+PG_ALWAYS_INLINE void pg_k2_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by, int nc,
+                                 float * s, size_t lds, const int pk) {
+    const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
+    switch (nc) {
+    case 1: pg_k2_cols(1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 2: pg_k2_cols(2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 0: return;
+    default: break;
+    }
+    const int64_t nb = n / PG_QK_K;
+    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
+    pg_kp_col col[PG_QP_NC * PG_K2_KB];
+    pg_k2_blk w[PG_K2_KB];
+    __m256 acc[2 * PG_QP_MR / PG_QP_R][PG_QP_NC];
+    for (int p = 0; p < 2 * np; p++)
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += PG_K2_KB) {
+        const int kb = (int) PG_MIN(PG_K2_KB, nb - b0);
+        const char * y[PG_QP_NC];
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
+            pg_kp_column(PG_TYPE_Q4_K, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K2_KB);
+        }
+        for (int p = 0; p < np; p++) {
+            const pg_x16_src xr = pg_x16_panel((const char *) vx, bx, p, mr, pk);
+            for (int h = 0; h < 2; h++) {
+                for (int k = 0; k < kb; k++) pg_k2_block(&xr, b0 + k, h, &w[k]);
+                for (int c0 = 0; c0 < nc; c0 += PG_Q2_NCR) {
+                    __m256 * a = acc[2 * p + h] + c0;
+                    switch (PG_MIN(PG_Q2_NCR, nc - c0)) {
+                    case 1: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 1, a); break;
+                    case 2: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 2, a); break;
+                    case 3: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 3, a); break;
+                    default: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 4, a); break;
+                    }
+                }
+            }
+        }
+    }
+    for (int p = 0; p < 2 * np; p++)
+        for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + PG_Q2_H * p);
+}
+/* rows [0, nr) of n elements of Q4_K repacked into dst in panels.h's layout, through pg_k2_dw's rows */
+PG_ALWAYS_INLINE void pg_k2_pack(int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
+    const int t = PG_TYPE_Q4_K;
+    const int64_t nb = n / PG_QK_K, np = (nr + PG_QP_R - 1) / PG_QP_R;
+    const int nd = (int) (sizeof(pg_block_q4_K) / 4);          /* 36 dwords, 9 groups of 4 */
+    for (int64_t p = 0; p < np; p++) {
+        const pg_x16_src src = pg_x16_panel(x, bx, (int) p, (int) nr, 0);
+        for (int64_t b = 0; b < nb; b++) {
+            char * k = dst + (size_t) (p * nb + b) * pg_x16_pbsize(t);
+            for (int h = 0; h < 2; h++)
+                for (int i0 = 0; i0 < nd; i0 += 4) {
+                    __m256i q[4];
+                    pg_k2_dw(&src, b, h, i0, 1, q);
+                    for (int i = 0; i < 4; i++)
+                        _mm256_storeu_si256((__m256i *) (k + 4 * PG_QP_R * (i0 + i) + 4 * PG_Q2_H * h), q[i]);
+                }
+        }
+    }
+}
+static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_k2_tile(n, vx, bx, mr, vy, by, nc, s, lds, 0);
+}
+static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_k2_cols(1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
+}
+#define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
+#define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
+#define PG_Q4_K_TILE_NC PG_QP_NC
+#define PG_Q4_K_TILE_MR PG_QP_MR
+
+/* mul_mat's repacked weights at this level: the five types' panels (types.h's pg_panels_* interface) */
 #define PG_PANELS 1
 #define PG_PANELS_R PG_QP_R
-PG_ALWAYS_INLINE int pg_q2_type(int t) {
-    return t == PG_TYPE_Q8_0 || t == PG_TYPE_Q4_0 || t == PG_TYPE_IQ4_NL || t == PG_TYPE_MXFP4;
-}
 static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
-    if (!pg_q2_type(t)) return 0;
-    return (size_t) ((nr + PG_QP_R - 1) / PG_QP_R * (n / PG_QK8_0)) * pg_x16_pbsize(t);
+    switch (t) {
+    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4: case PG_TYPE_Q4_K:
+        return (size_t) ((nr + PG_QP_R - 1) / PG_QP_R * (n / pg_x16_blck(t))) * pg_x16_pbsize(t);
+    default: return 0;
+    }
 }
 static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
     const char * r = (const char *) x;
@@ -272,7 +519,8 @@ static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, 
     case PG_TYPE_Q8_0: pg_q2_pack(PG_TYPE_Q8_0, n, nr, r, bx, d); return;
     case PG_TYPE_Q4_0: pg_q2_pack(PG_TYPE_Q4_0, n, nr, r, bx, d); return;
     case PG_TYPE_IQ4_NL: pg_q2_pack(PG_TYPE_IQ4_NL, n, nr, r, bx, d); return;
-    default: pg_q2_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
+    case PG_TYPE_MXFP4: pg_q2_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
+    default: pg_k2_pack(n, nr, r, bx, d); return;
     }
 }
 static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
@@ -280,7 +528,8 @@ static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, i
     case PG_TYPE_Q8_0: pg_q2_cols(PG_TYPE_Q8_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     case PG_TYPE_Q4_0: pg_q2_cols(PG_TYPE_Q4_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     case PG_TYPE_IQ4_NL: pg_q2_cols(PG_TYPE_IQ4_NL, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    default: pg_q2_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_MXFP4: pg_q2_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    default: pg_k2_cols(1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     }
 }
 static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
@@ -289,6 +538,7 @@ static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, i
     case PG_TYPE_Q8_0: pg_q2_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     case PG_TYPE_Q4_0: pg_q2_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     case PG_TYPE_IQ4_NL: pg_q2_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    default: pg_q2_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_MXFP4: pg_q2_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    default: pg_k2_tile(n, x, bx, mr, y, by, nc, s, lds, 1); return;
     }
 }
