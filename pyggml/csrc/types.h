@@ -16,9 +16,9 @@
  *                      up to tile_mr (64) rows x tile_nc (64) columns, in panels of 16 rows with sums
  *                      of their own (arch/x86/qgemm-x86.h's pg_qp_tile, arch/x86/kgemm-x86.h's
  *                      pg_kp_tile; their many columns from the AMX tiles where the CPU has them), and
- *                      the first five on AVX2 in the same panels (arch/x86/qpanel-avx2.h, the same
+ *                      all but Q5_K on AVX2 in the same panels (arch/x86/qpanel-avx2.h, the same
  *                      bits), which
- *                      their vec_dot_rows shares (Q6_K: and its vec_dot) and their vec_dot /
+ *                      their vec_dot_rows shares (Q6_K on AVX-512: and its vec_dot) and their vec_dot /
  *                      vec_dot_n (one row: the attention path) do not
  *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NC f32 rows
  *                      in registers, each sum in pg_vec_dot4_*'s order: mul_mat's few columns
@@ -28,7 +28,8 @@
  *                      column's scales converted once for all rows; AVX-512 with VNNI and GFNI,
  *                      those (the column prepared once) and Q2_K, Q3_K, Q6_K, IQ4_XS: rows i and
  *                      i + nr/2 side by side, two read streams; Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K,
- *                      Q5_K, and the first five on AVX2: the tile's panels of 16 rows, made and used in
+ *                      Q5_K, and on AVX2 all those but Q5_K, with Q6_K: the tile's panels of 16
+ *                      rows, made and used in
  *                      registers). Float types:
  *                      rows i and i + nr/2 side by side against the column widened to f32 once
  *                      (exact), or in place when long (pg_type_float_rows). NULL: the GEMV calls
@@ -130,7 +131,10 @@ typedef struct pg_type_traits {
 #define PG_Q5_K_TILE_NC PG_KTILE_NC(q5_K)
 #define PG_Q5_K_TILE_MR 0
 #endif
-/* Q6_K's: panels of 16 rows there too, else the other K-quants' */
+/* Q6_K's: panels of 16 rows there too and on AVX2 (its one-column GEMV there too), else the other K-quants' */
+#if !defined(PG_Q6_K_ROWS)
+#define PG_Q6_K_ROWS PG_KROWS_FN(q6_K)
+#endif
 #if !defined(PG_Q6_K_TILE_MR)
 #define PG_Q6_K_TILE PG_KTILE_FN(q6_K)
 #define PG_Q6_K_TILE_NC PG_KTILE_NC(q6_K)
@@ -380,7 +384,7 @@ static const pg_type_traits pg_traits[PG_TYPE_COUNT] = {
         .to_float = pg_row_q6_K_to_f32, .from_float = pg_row_q6_K_from_f32,
         .vec_dot = pg_vec_dot_q6_K_q8_K, .vec_dot_type = PG_TYPE_Q8_K, .vec_dot_n = pg_vec_dot_q6_K_q8_K_n,
         .vec_dot_tile = PG_Q6_K_TILE, .tile_mr = PG_Q6_K_TILE_MR,
-        .tile_nc = PG_Q6_K_TILE_NC, .vec_dot_rows = PG_KROWS_FN(q6_K),
+        .tile_nc = PG_Q6_K_TILE_NC, .vec_dot_rows = PG_Q6_K_ROWS,
     },
     [PG_TYPE_Q8_K] = {
         .name = "q8_K", .blck = PG_QK_K, .size = sizeof(pg_block_q8_K), .kind = PG_KIND_QUANT,

@@ -92,7 +92,8 @@ static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, 
 #define PG_KROWS_q3_K pg_vec_dot_q3_K_q8_K_rows
 #define PG_KROWS_FN(T) PG_KROWS_##T
 #elif defined(PG_SIMD_AVX2) && !defined(PG_SIMD_AVX512)
-/* AVX2: the K-quant rows by each type's vec_dot_n body (nc = 1, so the same bits), called in one
+/* AVX2: the K-quant rows (but Q4_K's and Q6_K's: the panels, arch/x86/qpanel-avx2.h) by each type's
+ * vec_dot_n body (nc = 1, so the same bits), called in one
  * loop: per row through vec_dot_n the indirect call, the column switch, the body's constants and the
  * result copy cost more than the super-block loop gained from anything else tried (docs/bench/journal.md) */
 PG_ALWAYS_INLINE void pg_kq_avx2_rows(const int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
@@ -105,14 +106,8 @@ static inline void pg_kq_avx2_q2_K_rows(int64_t n, const void * x, size_t bx, in
 static inline void pg_kq_avx2_q3_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_kq_avx2_rows(PG_TYPE_Q3_K, n, x, bx, nr, y, s);
 }
-static inline void pg_kq_avx2_q4_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_kq_avx2_rows(PG_TYPE_Q4_K, n, x, bx, nr, y, s);
-}
 static inline void pg_kq_avx2_q5_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_kq_avx2_rows(PG_TYPE_Q5_K, n, x, bx, nr, y, s);
-}
-static inline void pg_kq_avx2_q6_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_kq_avx2_rows(PG_TYPE_Q6_K, n, x, bx, nr, y, s);
 }
 static inline void pg_kq_avx2_iq4_xs_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_kq_avx2_rows(PG_TYPE_IQ4_XS, n, x, bx, nr, y, s);
@@ -357,9 +352,10 @@ static inline float pg_vec_dot_iq4_xs_q8_K(int64_t n, const void * x, const void
 #endif
 
 /* vec_dot_tile (mul_mat's GEMM): with AVX-512 arch/x86/kgemm-x86.h's tiles of two weight rows x four
- * (Q3_K, IQ4_XS: eight) columns, a pair's bits those of vec_dot_n; elsewhere none (mul_mat takes
- * vec_dot_n row by row: without VNNI a tile of the same form does the same maddubs + madd + add per
- * pair, and 16 registers do not hold its accumulators; docs/bench/journal.md) */
+ * (Q3_K, IQ4_XS: eight) columns, a pair's bits those of vec_dot_n; on AVX2 Q4_K's and Q6_K's panels
+ * (arch/x86/qpanel-avx2.h); elsewhere none (mul_mat takes vec_dot_n row by row: without VNNI a tile of
+ * the same form does the same maddubs + madd + add per pair, and 16 registers do not hold its
+ * accumulators; docs/bench/journal.md) */
 #if defined(PG_SIMD_AVX512)
 #include "arch/x86/kgemm-x86.h"
 /* each type's vec_dot_tile (types.h's pg_vec_dot_tile_fn) and its tile_nc */

@@ -1,6 +1,7 @@
-/* Q8_0, Q4_0, IQ4_NL and MXFP4 (pg_q2_*) and Q4_K (pg_k2_*, below) on AVX2: the panels of 16 weight
- * rows (panels.h) with the AVX-512 panels' arithmetic, so the same bits at both levels. Per (row, column) and block b the exact integer
- * sum_b = sum_j x_j y_j, then acc = fma(d_x*d_y, (float) sum_b, acc) in block order from 0;
+/* Q8_0, Q4_0, IQ4_NL and MXFP4 (pg_q2_*) and Q4_K and Q6_K (pg_k2_*, below) on AVX2: the panels of 16
+ * weight rows (panels.h) with the AVX-512 panels' arithmetic, so the same bits at both levels. Per
+ * (row, column) and block b the exact integer sum_b = sum_j x_j y_j, then acc = fma(d_x*d_y, (float)
+ * sum_b, acc) in block order from 0;
  * vec_dot_tile and vec_dot_rows both run it, so a GEMM column equals the GEMV's bit for bit.
  *
  * A panel is two halves of 8 rows, one 32-bit lane per row: vector g of a half holds dword g of its
@@ -255,29 +256,35 @@ PG_ALWAYS_INLINE void pg_q2_pack(const int t, int64_t n, int64_t nr, const char 
         }
     }
 }
-/* Q4_K on AVX2: the AVX-512 Q4_K panels' arithmetic (kgemm-x86.h) on halves of 8 rows, so their bits.
+/* Q4_K and Q6_K on AVX2: the AVX-512 K-quant panels' arithmetic (kgemm-x86.h) on halves of 8 rows, so
+ * their bits. Q4_K:
  * Per (row, column) and super-block the exact integers sumi = sum_j scale_j * (sub-block j's sum of
  * q y) and summ = sum_j min_j * (the column's sum over sub-block j), then acc = fma(d_x*d_y, sumi,
  * acc) and acc = fnmadd(dmin_x*d_y, summ, acc). A sub-block's codes (0..15) meet the column's dword
  * broadcasts in 8 maddubs summed in int16 (16 products per lane: < 2^15), and one madd against the
  * row's scale in both int16 halves of its lane makes scale * sum in int32; the mins are int16 pairs
- * madd'ed against the column's sub-block sums, paired alike (pg_kp_column). */
+ * madd'ed against the column's sub-block sums, paired alike (pg_kp_column). Q6_K: sumi =
+ * sum_j scale_j * (sub-block j's sum of u y - 32 * its sum of y), u = q + 32 (0..63), then acc =
+ * fma(d_x*d_y, sumi, acc); two maddubs of a 16-element sub-block sum in int16 (2 * 2 * 63 * 128 <
+ * 2^15), each pair madd'ed against the scale, and the -32 terms as int16 pairs of scales against the
+ * column's paired sums (pg_k2_column). */
 #define PG_K2_KB 4                   /* super-blocks per pass of the tile */
 
-/* a half panel's super-block: u[8j + g] lane r = the codes of elements 32j+4g..32j+4g+3 of row r;
- * sc[j] its scale of sub-block j in both int16 halves; mn[i] its mins (0, 2), (1, 3), (4, 6), (5, 7)
- * as int16 pairs; d, dm its d and dmin */
-typedef struct { __m256i u[64], sc[8], mn[4]; __m256 d, dm; } pg_k2_blk;
+/* a half panel's super-block: u[i] lane r = the codes (Q6_K: values + 32) of elements 4i..4i+3 of
+ * row r; sc[j] its scale of sub-block j in both int16 halves; mn[i] Q4_K: its mins (0, 2), (1, 3),
+ * (4, 6), (5, 7) as int16 pairs, Q6_K: its scales (2i, 2i + 1); d, dm its d and (Q4_K) dmin */
+typedef struct { __m256i u[64], sc[16], mn[8]; __m256 d, dm; } pg_k2_blk;
 
-/* dwords [i0, i0 + 4n) of super-block b of half h of the Q4_K panel s: out[i] lane r = dword i0 + i of
- * row r's block */
-PG_ALWAYS_INLINE void pg_k2_dw(const pg_x16_src * s, int64_t b, int h, int i0, const int n, __m256i * out) {
+/* dwords [i0, i0 + 4n) of super-block b of type t of half h of the panel s: out[i] lane r = dword
+ * i0 + i of row r's block */
+PG_ALWAYS_INLINE void pg_k2_dw(const pg_x16_src * s, const int t, int64_t b, int h, int i0, const int n,
+                               __m256i * out) {
     if (s->pk) {
-        const char * k = s->pk + (size_t) b * pg_x16_pbsize(PG_TYPE_Q4_K) + 4 * PG_QP_R * i0 + 4 * PG_Q2_H * h;
+        const char * k = s->pk + (size_t) b * pg_x16_pbsize(t) + 4 * PG_QP_R * i0 + 4 * PG_Q2_H * h;
         for (int i = 0; i < 4 * n; i++) out[i] = _mm256_loadu_si256((const __m256i *) (k + 4 * PG_QP_R * i));
         return;
     }
-    const size_t o = (size_t) b * sizeof(pg_block_q4_K) + 4 * (size_t) i0;
+    const size_t o = (size_t) b * pg_x16_bsize(t) + 4 * (size_t) i0;
     for (int m = 0; m < n; m++) pg_x8_dwords(s->r + PG_Q2_H * h, o + 16 * m, out + 4 * m);
 }
 /* the 16-bit words at the low (hi = 0) or high half of each dword lane, as 8 f32 (fp16) */
@@ -288,7 +295,7 @@ PG_ALWAYS_INLINE __m256 pg_k2_half(__m256i v, const int hi) {
 /* the scales, mins, d and dmin of half h of super-block b of the Q4_K panel s (all of *w but u) */
 PG_ALWAYS_INLINE void pg_k2_head(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
     __m256i hd[4];
-    pg_k2_dw(s, b, h, 0, 1, hd);     /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
+    pg_k2_dw(s, PG_TYPE_Q4_K, b, h, 0, 1, hd);     /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
     const __m256i lo6 = _mm256_set1_epi32(0x3f3f3f3f), lo4 = _mm256_set1_epi32(0x0f0f0f0f);
     const __m256i lo2 = _mm256_set1_epi32(0x03030303), b16 = _mm256_set1_epi32(0x00ff00ff);
     const __m256i s03 = _mm256_and_si256(hd[1], lo6), m03 = _mm256_and_si256(hd[2], lo6);
@@ -319,14 +326,77 @@ PG_ALWAYS_INLINE void pg_k2_nibbles(const __m256i * q, __m256i * u) {
         u[8 + g] = _mm256_and_si256(_mm256_srli_epi16(q[g], 4), m);
     }
 }
-/* half h of super-block b of the Q4_K panel s, decoded into *w */
-PG_ALWAYS_INLINE void pg_k2_block(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
+/* the values + 32 of elements 128a + 32q + 4g.. (u[g], g < 8) of a half panel's Q6_K super-block, from
+ * its dwords ql[16] (bytes 64a..64a+63) and qh[8] (bytes 128 + 32a..): the low (q < 2) or high nibble
+ * of ql[64a + 32(q % 2) + l], bits 2q, 2q + 1 of qh[32a + l] */
+PG_ALWAYS_INLINE void pg_k62_group(const __m256i * ql, const __m256i * qh, int q, __m256i * u) {
+    const __m256i m = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        const __m256i lo = ql[8 * (q % 2) + g];
+        const __m256i nib = _mm256_and_si256(q < 2 ? lo : _mm256_srli_epi16(lo, 4), m);
+        const __m256i hb = q < 3 ? _mm256_slli_epi32(qh[g], 4 - 2 * q) : _mm256_srli_epi32(qh[g], 2);
+        u[g] = _mm256_or_si256(nib, _mm256_and_si256(hb, m2));
+    }
+}
+/* the signed bytes e and f of each dword lane of v as the int16 pair (byte e, byte f): pshufb puts
+ * them in the halves' high bytes (within each 128-bit lane: dword L's bytes are 4L..4L+3), the shift
+ * brings them down with their sign */
+PG_ALWAYS_INLINE __m256i pg_k62_pair(__m256i v, int e, int f) {
+    const __m256i idx = _mm256_setr_epi8(-128, (char) e, -128, (char) f, -128, (char) (4 + e), -128, (char) (4 + f),
+                                         -128, (char) (8 + e), -128, (char) (8 + f), -128, (char) (12 + e), -128, (char) (12 + f),
+                                         -128, (char) e, -128, (char) f, -128, (char) (4 + e), -128, (char) (4 + f),
+                                         -128, (char) (8 + e), -128, (char) (8 + f), -128, (char) (12 + e), -128, (char) (12 + f));
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, idx), 8);
+}
+/* the scales (and their pairs) and d of half h of Q6_K super-block b of the panel s (all of *w but u) */
+PG_ALWAYS_INLINE void pg_k62_head(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
+    const int t = PG_TYPE_Q6_K;
+    __m256i sc[4];
+    pg_k2_dw(s, t, b, h, 48, 1, sc);
+    /* scale bytes e and f of each dword lane to the high bytes of its two int16 halves, then shifted
+     * down with their sign: the pair (scale e, scale f) */
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) w->sc[4 * a + c] = pg_k62_pair(sc[a], c, c);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) w->mn[i] = pg_k62_pair(sc[i / 2], 2 * (i % 2), 2 * (i % 2) + 1);   /* (scale 2i, 2i + 1) */
+    /* d: the block's last two bytes (a repacked copy pads them to a dword) */
+    if (s->pk) {
+        const char * k = s->pk + (size_t) b * pg_x16_pbsize(t) + 4 * PG_QP_R * 52 + 4 * PG_Q2_H * h;
+        w->d = pg_k2_half(_mm256_loadu_si256((const __m256i *) k), 0);
+    } else {
+        uint16_t e[PG_Q2_H];
+        for (int i = 0; i < PG_Q2_H; i++)
+            memcpy(&e[i], s->r[PG_Q2_H * h + i] + (size_t) b * pg_x16_bsize(t) + offsetof(pg_block_q6_K, d), 2);
+        w->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) e));
+    }
+}
+/* half h of Q6_K super-block b of the panel s, decoded into *w */
+PG_ALWAYS_INLINE void pg_k62_block(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
+    pg_k62_head(s, b, h, w);
+#pragma GCC unroll 2
+    for (int a = 0; a < 2; a++) {
+        __m256i ql[16], qh[8];
+        pg_k2_dw(s, PG_TYPE_Q6_K, b, h, 16 * a, 4, ql);
+        pg_k2_dw(s, PG_TYPE_Q6_K, b, h, 32 + 8 * a, 2, qh);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) pg_k62_group(ql, qh, q, w->u + 32 * a + 8 * q);
+    }
+}
+/* half h of super-block b of type t of the panel s, decoded into *w */
+PG_ALWAYS_INLINE void pg_k2_block(const pg_x16_src * s, const int t, int64_t b, int h, pg_k2_blk * w) {
+    if (t == PG_TYPE_Q6_K) {
+        pg_k62_block(s, b, h, w);
+        return;
+    }
     pg_k2_head(s, b, h, w);
 #pragma GCC unroll 4
-    for (int t = 0; t < 4; t++) {
+    for (int c = 0; c < 4; c++) {
         __m256i q[8];
-        pg_k2_dw(s, b, h, 4 + 8 * t, 2, q);     /* codes 32t..32t+31: sub-blocks 2t (low nibbles), 2t + 1 */
-        pg_k2_nibbles(q, w->u + 16 * t);
+        pg_k2_dw(s, t, b, h, 4 + 8 * c, 2, q);     /* codes 32c..32c+31: sub-blocks 2c (low nibbles), 2c + 1 */
+        pg_k2_nibbles(q, w->u + 16 * c);
     }
 }
 /* a sub-block's codes u[0..7] against the column's 32 values yq, times the scales sc: exact, int32 */
@@ -349,8 +419,37 @@ PG_ALWAYS_INLINE __m256 pg_k2_acc(const pg_k2_blk * w, __m256i sumi, const pg_kp
     acc = _mm256_fmadd_ps(_mm256_mul_ps(w->d, dy), _mm256_cvtepi32_ps(sumi), acc);
     return _mm256_fnmadd_ps(_mm256_mul_ps(w->dm, dy), _mm256_cvtepi32_ps(summ), acc);
 }
-/* acc + a half panel's decoded super-block w against a column's (values yq, cb) */
-PG_ALWAYS_INLINE __m256 pg_k2_dot(const pg_k2_blk * w, const int8_t * yq, const pg_kp_col * cb, __m256 acc) {
+/* a 16-element sub-block's values + 32, u[0..3], against the column's 16 values yq, times the scales
+ * sc: exact, int32 (two int16 pair sums of at most 2 * 2 * 63 * 128 each) */
+PG_ALWAYS_INLINE __m256i pg_k62_sub(const __m256i * u, const int8_t * yq, __m256i sc) {
+    __m256i p[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        int32_t a;
+        memcpy(&a, yq + 4 * g, 4);
+        p[g] = _mm256_maddubs_epi16(u[g], _mm256_set1_epi32(a));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), sc),
+                            _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), sc));
+}
+/* acc + the super-block's f32 step: sumi less 32 * (the scales against the column's sub-block sums) */
+PG_ALWAYS_INLINE __m256 pg_k62_acc(const pg_k2_blk * w, __m256i sumi, const pg_kp_col * cb, __m256 acc) {
+    __m256i corr = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) corr = _mm256_add_epi32(corr, _mm256_madd_epi16(w->mn[i], _mm256_set1_epi32(cb->c[i])));
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+    return _mm256_fmadd_ps(_mm256_mul_ps(w->d, _mm256_set1_ps(cb->d)), _mm256_cvtepi32_ps(sumi), acc);
+}
+/* acc + a half panel's decoded Q6_K super-block w against a column's (values yq, cb: pg_k2_column's) */
+PG_ALWAYS_INLINE __m256 pg_k62_dot(const pg_k2_blk * w, const int8_t * yq, const pg_kp_col * cb, __m256 acc) {
+    __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) sumi = _mm256_add_epi32(sumi, pg_k62_sub(w->u + 4 * j, yq + 16 * j, w->sc[j]));
+    return pg_k62_acc(w, sumi, cb, acc);
+}
+/* acc + a half panel's decoded super-block w of type t against a column's (values yq, cb) */
+PG_ALWAYS_INLINE __m256 pg_k2_dot(const int t, const pg_k2_blk * w, const int8_t * yq, const pg_kp_col * cb, __m256 acc) {
+    if (t == PG_TYPE_Q6_K) return pg_k62_dot(w, yq, cb, acc);
     __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) sumi = _mm256_add_epi32(sumi, pg_k2_sub(w->u + 8 * j, yq + 32 * j, w->sc[j]));
@@ -361,9 +460,22 @@ PG_ALWAYS_INLINE __m256 pg_k2_dot(const pg_k2_blk * w, const int8_t * yq, const 
  * super-blocks for up to PG_QP_GEMV_MR rows, the panel two ahead prefetched up to row nahead, the
  * rows or (pk) repacked panels (as pg_q2_cols) */
 #define PG_K2_GEMV_KB 64
-PG_ALWAYS_INLINE void pg_k2_cols(const int nc, int64_t n, const void * vx, size_t bx, int64_t nr, int64_t nahead,
-                                 const void * vy, size_t by, float * s, size_t lds, const int pk) {
-    const int t = PG_TYPE_Q4_K;
+/* super-blocks [b0, b0 + kb) of a Q8_K column y for type t: pg_kp_column's, Q6_K: c[i] = its sums of y
+ * over sub-blocks 2i and 2i + 1 as an int16 pair */
+static inline void pg_k2_column(const int t, const char * y, int64_t b0, int kb, pg_kp_col * out) {
+    if (t != PG_TYPE_Q6_K) {
+        pg_kp_column(t, y, b0, kb, out);
+        return;
+    }
+    const pg_block_q8_K * yb = (const pg_block_q8_K *) y + b0;
+    for (int k = 0; k < kb; k++) {
+        out[k].d = yb[k].d;
+        for (int i = 0; i < 8; i++)
+            out[k].c[i] = (int32_t) ((uint32_t) (uint16_t) yb[k].bsums[2 * i] | (uint32_t) (uint16_t) yb[k].bsums[2 * i + 1] << 16);
+    }
+}
+PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {
     const int64_t nb = n / PG_QK_K;
     pg_kp_col col[PG_Q2_FEW][PG_K2_GEMV_KB];
     __m256 acc[2 * PG_QP_GEMV_MR / PG_QP_R][PG_Q2_FEW];
@@ -377,7 +489,7 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int nc, int64_t n, const void * vx, size_
             const pg_block_q8_K * yb[PG_Q2_FEW];
             for (int c = 0; c < nc; c++) {
                 yb[c] = (const pg_block_q8_K *) ((const char *) vy + (size_t) c * by) + b0;
-                pg_kp_column(t, (const char *) vy + (size_t) c * by, b0, kb, col[c]);
+                pg_k2_column(t, (const char *) vy + (size_t) c * by, b0, kb, col[c]);
             }
             for (int p = 0; p < np; p++) {
                 const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
@@ -387,7 +499,34 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int nc, int64_t n, const void * vx, size_
                     for (int c = 0; c < nc; c++) a[h][c] = acc[2 * p + h][c];
                 for (int k = 0; k < kb; k++) {
                     pg_x16_ahead_step(&ahead);
-                    /* each chunk's codes decoded and used at once, for the nc columns */
+                    if (t == PG_TYPE_Q6_K) {
+                        /* each group of 32 values made and used at once, for the nc columns */
+                        for (int h = 0; h < 2; h++) {
+                            pg_k2_blk w;
+                            pg_k62_head(&xr, b0 + k, h, &w);
+                            __m256i sumi[PG_Q2_FEW];
+                            for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
+                            for (int a2 = 0; a2 < 2; a2++) {
+                                __m256i ql[16], qh[8];
+                                pg_k2_dw(&xr, t, b0 + k, h, 16 * a2, 4, ql);
+                                pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
+#pragma GCC unroll 4
+                                for (int q = 0; q < 4; q++) {
+                                    __m256i u[8];
+                                    pg_k62_group(ql, qh, q, u);
+                                    const int j = 8 * a2 + 2 * q;        /* the group's sub-blocks j, j + 1 */
+                                    for (int c = 0; c < nc; c++) {
+                                        const int8_t * yq = yb[c][k].qs + 16 * j;
+                                        sumi[c] = _mm256_add_epi32(sumi[c], pg_k62_sub(u, yq, w.sc[j]));
+                                        sumi[c] = _mm256_add_epi32(sumi[c], pg_k62_sub(u + 4, yq + 16, w.sc[j + 1]));
+                                    }
+                                }
+                            }
+                            for (int c = 0; c < nc; c++) a[h][c] = pg_k62_acc(&w, sumi[c], &col[c][k], a[h][c]);
+                        }
+                        continue;
+                    }
+                    /* Q4_K: each chunk's codes decoded and used at once, for the nc columns */
                     for (int h = 0; h < 2; h++) {
                         pg_k2_blk w;
                         pg_k2_head(&xr, b0 + k, h, &w);
@@ -396,7 +535,7 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int nc, int64_t n, const void * vx, size_
 #pragma GCC unroll 4
                         for (int t4 = 0; t4 < 4; t4++) {
                             __m256i q[8], u[16];
-                            pg_k2_dw(&xr, b0 + k, h, 4 + 8 * t4, 2, q);
+                            pg_k2_dw(&xr, t, b0 + k, h, 4 + 8 * t4, 2, q);
                             pg_k2_nibbles(q, u);
                             for (int c = 0; c < nc; c++)
                                 for (int j = 0; j < 2; j++)
@@ -416,24 +555,24 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int nc, int64_t n, const void * vx, size_
 }
 /* NC (a constant, <= PG_Q2_NCR) columns y[c] (Q8_K rows from super-block b0 on, their col[c*PG_K2_KB + k])
  * against kb decoded super-blocks w[k] of a half panel, into acc[c] */
-PG_ALWAYS_INLINE void pg_k2_run(const pg_k2_blk * w, int kb, const char * const * y, const pg_kp_col * col, const int NC,
-                                __m256 * acc) {
+PG_ALWAYS_INLINE void pg_k2_run(const int t, const pg_k2_blk * w, int kb, const char * const * y, const pg_kp_col * col,
+                                const int NC, __m256 * acc) {
     __m256 a[PG_Q2_NCR];
     for (int c = 0; c < NC; c++) a[c] = acc[c];
     for (int k = 0; k < kb; k++)
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++)
-            a[c] = pg_k2_dot(&w[k], ((const pg_block_q8_K *) y[c])[k].qs, &col[c * PG_K2_KB + k], a[c]);
+            a[c] = pg_k2_dot(t, &w[k], ((const pg_block_q8_K *) y[c])[k].qs, &col[c * PG_K2_KB + k], a[c]);
     for (int c = 0; c < NC; c++) acc[c] = a[c];
 }
-/* vec_dot_tile of Q4_K: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC); pk:
- * repacked panels */
-PG_ALWAYS_INLINE void pg_k2_tile(int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by, int nc,
-                                 float * s, size_t lds, const int pk) {
+/* vec_dot_tile of type t (Q4_K, Q6_K): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<=
+ * PG_QP_NC); pk: repacked panels */
+PG_ALWAYS_INLINE void pg_k2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+                                 int nc, float * s, size_t lds, const int pk) {
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
     switch (nc) {
-    case 1: pg_k2_cols(1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
-    case 2: pg_k2_cols(2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 1: pg_k2_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 2: pg_k2_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
     case 0: return;
     default: break;
     }
@@ -449,19 +588,19 @@ PG_ALWAYS_INLINE void pg_k2_tile(int64_t n, const void * vx, size_t bx, int mr, 
         const char * y[PG_QP_NC];
         for (int c = 0; c < nc; c++) {
             y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
-            pg_kp_column(PG_TYPE_Q4_K, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K2_KB);
+            pg_k2_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K2_KB);
         }
         for (int p = 0; p < np; p++) {
             const pg_x16_src xr = pg_x16_panel((const char *) vx, bx, p, mr, pk);
             for (int h = 0; h < 2; h++) {
-                for (int k = 0; k < kb; k++) pg_k2_block(&xr, b0 + k, h, &w[k]);
+                for (int k = 0; k < kb; k++) pg_k2_block(&xr, t, b0 + k, h, &w[k]);
                 for (int c0 = 0; c0 < nc; c0 += PG_Q2_NCR) {
                     __m256 * a = acc[2 * p + h] + c0;
                     switch (PG_MIN(PG_Q2_NCR, nc - c0)) {
-                    case 1: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 1, a); break;
-                    case 2: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 2, a); break;
-                    case 3: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 3, a); break;
-                    default: pg_k2_run(w, kb, y + c0, col + c0 * PG_K2_KB, 4, a); break;
+                    case 1: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 1, a); break;
+                    case 2: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 2, a); break;
+                    case 3: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 3, a); break;
+                    default: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 4, a); break;
                     }
                 }
             }
@@ -470,11 +609,11 @@ PG_ALWAYS_INLINE void pg_k2_tile(int64_t n, const void * vx, size_t bx, int mr, 
     for (int p = 0; p < 2 * np; p++)
         for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + PG_Q2_H * p);
 }
-/* rows [0, nr) of n elements of Q4_K repacked into dst in panels.h's layout, through pg_k2_dw's rows */
-PG_ALWAYS_INLINE void pg_k2_pack(int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
-    const int t = PG_TYPE_Q4_K;
+/* rows [0, nr) of n elements of type t (Q4_K, Q6_K) repacked into dst in panels.h's layout, through
+ * pg_k2_dw's rows; Q6_K's last two bytes (d) padded to a dword */
+PG_ALWAYS_INLINE void pg_k2_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
     const int64_t nb = n / PG_QK_K, np = (nr + PG_QP_R - 1) / PG_QP_R;
-    const int nd = (int) (sizeof(pg_block_q4_K) / 4);          /* 36 dwords, 9 groups of 4 */
+    const int nd = (int) (pg_x16_bsize(t) / 16 * 4);           /* whole groups of 4 dwords: Q4_K 36, Q6_K 52 */
     for (int64_t p = 0; p < np; p++) {
         const pg_x16_src src = pg_x16_panel(x, bx, (int) p, (int) nr, 0);
         for (int64_t b = 0; b < nb; b++) {
@@ -482,32 +621,50 @@ PG_ALWAYS_INLINE void pg_k2_pack(int64_t n, int64_t nr, const char * x, size_t b
             for (int h = 0; h < 2; h++)
                 for (int i0 = 0; i0 < nd; i0 += 4) {
                     __m256i q[4];
-                    pg_k2_dw(&src, b, h, i0, 1, q);
+                    pg_k2_dw(&src, t, b, h, i0, 1, q);
                     for (int i = 0; i < 4; i++)
                         _mm256_storeu_si256((__m256i *) (k + 4 * PG_QP_R * (i0 + i) + 4 * PG_Q2_H * h), q[i]);
+                }
+            if (t == PG_TYPE_Q6_K)
+                for (int r = 0; r < PG_QP_R; r++) {
+                    uint32_t d = 0;
+                    memcpy(&d, src.r[r] + (size_t) b * pg_x16_bsize(t) + offsetof(pg_block_q6_K, d), 2);
+                    memcpy(k + 4 * PG_QP_R * nd + 4 * r, &d, 4);
                 }
         }
     }
 }
 static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
-    pg_k2_tile(n, vx, bx, mr, vy, by, nc, s, lds, 0);
+    pg_k2_tile(PG_TYPE_Q4_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
+}
+static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_k2_tile(PG_TYPE_Q6_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
 static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                               float * s) {
-    pg_k2_cols(1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
+    pg_k2_cols(PG_TYPE_Q4_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
+}
+static inline void pg_vec_dot_q6_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_k2_cols(PG_TYPE_Q6_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
 }
 #define PG_Q4_K_TILE pg_vec_dot_q4_K_q8_K_ptile
 #define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
 #define PG_Q4_K_TILE_NC PG_QP_NC
 #define PG_Q4_K_TILE_MR PG_QP_MR
+#define PG_Q6_K_TILE pg_vec_dot_q6_K_q8_K_ptile
+#define PG_Q6_K_ROWS pg_vec_dot_q6_K_q8_K_prows
+#define PG_Q6_K_TILE_NC PG_QP_NC
+#define PG_Q6_K_TILE_MR PG_QP_MR
 
-/* mul_mat's repacked weights at this level: the five types' panels (types.h's pg_panels_* interface) */
+/* mul_mat's repacked weights at this level: the six types' panels (types.h's pg_panels_* interface) */
 #define PG_PANELS 1
 #define PG_PANELS_R PG_QP_R
 static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
     switch (t) {
-    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4: case PG_TYPE_Q4_K:
+    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4: case PG_TYPE_Q4_K: case PG_TYPE_Q6_K:
         return (size_t) ((nr + PG_QP_R - 1) / PG_QP_R * (n / pg_x16_blck(t))) * pg_x16_pbsize(t);
     default: return 0;
     }
@@ -520,7 +677,8 @@ static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, 
     case PG_TYPE_Q4_0: pg_q2_pack(PG_TYPE_Q4_0, n, nr, r, bx, d); return;
     case PG_TYPE_IQ4_NL: pg_q2_pack(PG_TYPE_IQ4_NL, n, nr, r, bx, d); return;
     case PG_TYPE_MXFP4: pg_q2_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
-    default: pg_k2_pack(n, nr, r, bx, d); return;
+    case PG_TYPE_Q4_K: pg_k2_pack(PG_TYPE_Q4_K, n, nr, r, bx, d); return;
+    default: pg_k2_pack(PG_TYPE_Q6_K, n, nr, r, bx, d); return;
     }
 }
 static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
@@ -529,7 +687,8 @@ static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, i
     case PG_TYPE_Q4_0: pg_q2_cols(PG_TYPE_Q4_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     case PG_TYPE_IQ4_NL: pg_q2_cols(PG_TYPE_IQ4_NL, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     case PG_TYPE_MXFP4: pg_q2_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    default: pg_k2_cols(1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_Q4_K: pg_k2_cols(PG_TYPE_Q4_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    default: pg_k2_cols(PG_TYPE_Q6_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     }
 }
 static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
@@ -539,6 +698,7 @@ static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, i
     case PG_TYPE_Q4_0: pg_q2_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     case PG_TYPE_IQ4_NL: pg_q2_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     case PG_TYPE_MXFP4: pg_q2_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    default: pg_k2_tile(n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_Q4_K: pg_k2_tile(PG_TYPE_Q4_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    default: pg_k2_tile(PG_TYPE_Q6_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     }
 }
