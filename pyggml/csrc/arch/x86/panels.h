@@ -61,6 +61,10 @@ PG_ALWAYS_INLINE size_t pg_x16_heads(const int t) { return pg_x16_hb(t) ? 2 * PG
 PG_ALWAYS_INLINE size_t pg_x16_pbsize(const int t) {
     return pg_x16_heads(t) + PG_QP_R * ((pg_x16_bsize(t) - pg_x16_hb(t) + 3) / 4 * 4);
 }
+/* the bytes of the repacked panels of nr rows of n elements of type t */
+PG_ALWAYS_INLINE size_t pg_x16_bytes(const int t, int64_t n, int64_t nr) {
+    return (size_t) ((nr + PG_QP_R - 1) / PG_QP_R * (n / pg_x16_blck(t))) * pg_x16_pbsize(t);
+}
 /* where a kernel reads a panel's 16 rows: the rows as stored (r[i]: row i) or, pk, their repacked
  * panel */
 typedef struct { const char * r[PG_QP_R]; const char * pk; } pg_x16_src;

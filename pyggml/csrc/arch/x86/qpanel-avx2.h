@@ -665,7 +665,7 @@ static inline void pg_vec_dot_q6_K_q8_K_prows(int64_t n, const void * vx, size_t
 static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
     switch (t) {
     case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4: case PG_TYPE_Q4_K: case PG_TYPE_Q6_K:
-        return (size_t) ((nr + PG_QP_R - 1) / PG_QP_R * (n / pg_x16_blck(t))) * pg_x16_pbsize(t);
+        return pg_x16_bytes(t, n, nr);
     default: return 0;
     }
 }
