@@ -72,8 +72,9 @@ def test_level_matches_cpu():
         assert os.path.basename(importlib.import_module(f"pyggml.{mod}").__file__).startswith(f"{mod}_{want}.")
 
 
-# the child: F16 and quantized weights (the 32-element blocks, MXFP4's among them, and Q4_K's, Q6_K's and IQ4_XS's 256) at one column (the
-# GEMV kernels) and 20 (the GEMM tiles), written to an .npz for the parent to check
+# the child: F16 and quantized weights (the 32-element blocks, MXFP4's among them, and the K-quants'
+# and IQ4_XS's 256) at one column (the GEMV kernels) and 20 (the GEMM tiles), written to an .npz for
+# the parent to check
 CHILD = """
 import sys
 import numpy as np
@@ -81,7 +82,7 @@ import pyggml as gg
 rng = np.random.default_rng(7)
 ctx = gg.Context()
 out = {"simd": np.array(gg.build_info()["simd"])}
-for typ in ("F16", "Q8_0", "Q4_0", "MXFP4", "Q4_K", "Q6_K", "IQ4_XS"):
+for typ in ("F16", "Q8_0", "Q4_0", "MXFP4", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"):
     w = rng.standard_normal((33, 256)).astype(np.float32)
     for n in (1, 20):
         x = rng.standard_normal((n, 256)).astype(np.float32)
@@ -110,7 +111,7 @@ def test_forced_level(tmp_path, level):
     assert p.returncode == 0, p.stderr
     got = np.load(tmp_path / "out.npz")
     assert str(got["simd"]) == level
-    for typ in ("F16", "Q8_0", "Q4_0", "MXFP4", "IQ4_XS"):     # (Q4_K, Q6_K: test_panels_same_bits_at_both_levels)
+    for typ in ("F16", "Q8_0", "Q4_0", "MXFP4", "IQ4_XS"):     # (the K-quants: test_panels_same_bits_at_both_levels)
         for n in (1, 20):
             w, x = got[f"{typ}_{n}_w"], got[f"{typ}_{n}_x"]
             err = ref.nmse(got[f"{typ}_{n}"], ref.mul_mat(ref.roundtrip(w, typ), x, typ))
@@ -120,7 +121,7 @@ def test_forced_level(tmp_path, level):
 @needs_dispatch
 @pytest.mark.subprocess
 def test_panels_same_bits_at_both_levels(tmp_path):
-    """Q8_0, Q4_0, MXFP4, Q4_K and Q6_K run the panels' arithmetic at the avx2 and avx512 levels
+    """Q8_0, Q4_0, MXFP4, Q4_K, Q5_K and Q6_K run the panels' arithmetic at the avx2 and avx512 levels
     (exact block sums, then the same f32 steps in the same order; Q6_K's GEMV at avx512 takes them
     too): the GEMV's and the GEMM's bits are the same at both"""
     levels = ("avx2", "avx512")
@@ -132,7 +133,7 @@ def test_panels_same_bits_at_both_levels(tmp_path):
         p = run_child(tmp_path / lv, lv)
         assert p.returncode == 0, p.stderr
         got[lv] = np.load(tmp_path / lv / "out.npz")
-    for typ in ("Q8_0", "Q4_0", "MXFP4", "Q4_K", "Q6_K"):
+    for typ in ("Q8_0", "Q4_0", "MXFP4", "Q4_K", "Q5_K", "Q6_K"):
         for n in (1, 20):
             a, b = got["avx2"][f"{typ}_{n}"], got["avx512"][f"{typ}_{n}"]
             np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=f"{typ} N={n}")

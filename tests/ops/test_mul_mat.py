@@ -344,9 +344,9 @@ def test_errors(ctx):
 
 
 # the weight types with a repacked layout (Tensor.repack) where the panels run: AVX-512 with VNNI and
-# GFNI (Q6_K's GEMV there is its row pairs, without one), and AVX2 (Q5_K there keeps its rows)
+# GFNI (Q6_K's GEMV there is its row pairs, without one), and AVX2 (Q6_K's too)
 PANEL_TYPES = ["Q8_0", "Q4_0", "IQ4_NL", "MXFP4", "Q4_K", "Q5_K"]
-AVX2_PANEL_TYPES = PANEL_TYPES[:5] + ["Q6_K"]
+AVX2_PANEL_TYPES = PANEL_TYPES + ["Q6_K"]
 
 
 def panels_here(typ):

@@ -92,7 +92,7 @@ static inline PG_KQ_EXACT void pg_row_q8_K_from_f32(const float * x, void * vy, 
 #define PG_KROWS_q3_K pg_vec_dot_q3_K_q8_K_rows
 #define PG_KROWS_FN(T) PG_KROWS_##T
 #elif defined(PG_SIMD_AVX2) && !defined(PG_SIMD_AVX512)
-/* AVX2: the K-quant rows (but Q4_K's and Q6_K's: the panels, arch/x86/qpanel-avx2.h) by each type's
+/* AVX2: the K-quant rows (but Q4_K's, Q5_K's and Q6_K's: the panels, arch/x86/qpanel-avx2.h) by each type's
  * vec_dot_n body (nc = 1, so the same bits), called in one
  * loop: per row through vec_dot_n the indirect call, the column switch, the body's constants and the
  * result copy cost more than the super-block loop gained from anything else tried (docs/bench/journal.md) */
@@ -105,9 +105,6 @@ static inline void pg_kq_avx2_q2_K_rows(int64_t n, const void * x, size_t bx, in
 }
 static inline void pg_kq_avx2_q3_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_kq_avx2_rows(PG_TYPE_Q3_K, n, x, bx, nr, y, s);
-}
-static inline void pg_kq_avx2_q5_K_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    pg_kq_avx2_rows(PG_TYPE_Q5_K, n, x, bx, nr, y, s);
 }
 static inline void pg_kq_avx2_iq4_xs_rows(int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
     pg_kq_avx2_rows(PG_TYPE_IQ4_XS, n, x, bx, nr, y, s);

@@ -1,4 +1,4 @@
-/* Q8_0, Q4_0, IQ4_NL and MXFP4 (pg_q2_*) and Q4_K and Q6_K (pg_k2_*, below) on AVX2: the panels of 16
+/* Q8_0, Q4_0, IQ4_NL and MXFP4 (pg_q2_*) and Q4_K, Q5_K and Q6_K (pg_k2_*, below) on AVX2: the panels of 16
  * weight rows (panels.h) with the AVX-512 panels' arithmetic, so the same bits at both levels. Per
  * (row, column) and block b the exact integer sum_b = sum_j x_j y_j, then acc = fma(d_x*d_y, (float)
  * sum_b, acc) in block order from 0;
@@ -256,14 +256,16 @@ PG_ALWAYS_INLINE void pg_q2_pack(const int t, int64_t n, int64_t nr, const char 
         }
     }
 }
-/* Q4_K and Q6_K on AVX2: the AVX-512 K-quant panels' arithmetic (kgemm-x86.h) on halves of 8 rows, so
- * their bits. Q4_K:
+/* Q4_K, Q5_K and Q6_K on AVX2: the AVX-512 K-quant panels' arithmetic (kgemm-x86.h) on halves of 8
+ * rows, so their bits. Q4_K and Q5_K:
  * Per (row, column) and super-block the exact integers sumi = sum_j scale_j * (sub-block j's sum of
  * q y) and summ = sum_j min_j * (the column's sum over sub-block j), then acc = fma(d_x*d_y, sumi,
  * acc) and acc = fnmadd(dmin_x*d_y, summ, acc). A sub-block's codes (0..15) meet the column's dword
  * broadcasts in 8 maddubs summed in int16 (16 products per lane: < 2^15), and one madd against the
  * row's scale in both int16 halves of its lane makes scale * sum in int32; the mins are int16 pairs
- * madd'ed against the column's sub-block sums, paired alike (pg_kp_column). Q6_K: sumi =
+ * madd'ed against the column's sub-block sums, paired alike (pg_kp_column). Q5_K's codes (0..31, the
+ * nibble and bit 4 from its high-bit bytes) sum in two int16 groups of 4 maddubs (4 * 2 * 31 * 128 <
+ * 2^15), each madd'ed against the scale. Q6_K: sumi =
  * sum_j scale_j * (sub-block j's sum of u y - 32 * its sum of y), u = q + 32 (0..63), then acc =
  * fma(d_x*d_y, sumi, acc); two maddubs of a 16-element sub-block sum in int16 (2 * 2 * 63 * 128 <
  * 2^15), each pair madd'ed against the scale, and the -32 terms as int16 pairs of scales against the
@@ -271,8 +273,8 @@ PG_ALWAYS_INLINE void pg_q2_pack(const int t, int64_t n, int64_t nr, const char 
 #define PG_K2_KB 4                   /* super-blocks per pass of the tile */
 
 /* a half panel's super-block: u[i] lane r = the codes (Q6_K: values + 32) of elements 4i..4i+3 of
- * row r; sc[j] its scale of sub-block j in both int16 halves; mn[i] Q4_K: its mins (0, 2), (1, 3),
- * (4, 6), (5, 7) as int16 pairs, Q6_K: its scales (2i, 2i + 1); d, dm its d and (Q4_K) dmin */
+ * row r; sc[j] its scale of sub-block j in both int16 halves; mn[i] Q4_K/Q5_K: its mins (0, 2),
+ * (1, 3), (4, 6), (5, 7) as int16 pairs, Q6_K: its scales (2i, 2i + 1); d, dm its d and dmin */
 typedef struct { __m256i u[64], sc[16], mn[8]; __m256 d, dm; } pg_k2_blk;
 
 /* dwords [i0, i0 + 4n) of super-block b of type t of half h of the panel s: out[i] lane r = dword
@@ -292,10 +294,11 @@ PG_ALWAYS_INLINE __m256 pg_k2_half(__m256i v, const int hi) {
     const __m256i w = hi ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
     return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08)));
 }
-/* the scales, mins, d and dmin of half h of super-block b of the Q4_K panel s (all of *w but u) */
-PG_ALWAYS_INLINE void pg_k2_head(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
+/* the scales, mins, d and dmin of half h of super-block b of the Q4_K or Q5_K (t) panel s (all of *w
+ * but u) */
+PG_ALWAYS_INLINE void pg_k2_head(const pg_x16_src * s, const int t, int64_t b, int h, pg_k2_blk * w) {
     __m256i hd[4];
-    pg_k2_dw(s, PG_TYPE_Q4_K, b, h, 0, 1, hd);     /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
+    pg_k2_dw(s, t, b, h, 0, 1, hd);     /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
     const __m256i lo6 = _mm256_set1_epi32(0x3f3f3f3f), lo4 = _mm256_set1_epi32(0x0f0f0f0f);
     const __m256i lo2 = _mm256_set1_epi32(0x03030303), b16 = _mm256_set1_epi32(0x00ff00ff);
     const __m256i s03 = _mm256_and_si256(hd[1], lo6), m03 = _mm256_and_si256(hd[2], lo6);
@@ -326,6 +329,27 @@ PG_ALWAYS_INLINE void pg_k2_nibbles(const __m256i * q, __m256i * u) {
         u[8 + g] = _mm256_and_si256(_mm256_srli_epi16(q[g], 4), m);
     }
 }
+/* the 16-bit lanes of v shifted left by k (right by -k): for -3 <= k <= 4, bit 4 of each byte is then
+ * bit 4 - k of the same byte */
+PG_ALWAYS_INLINE __m256i pg_k2_shift(__m256i v, const int k) {
+    return k > 0 ? _mm256_slli_epi16(v, k) : k < 0 ? _mm256_srli_epi16(v, -k) : v;
+}
+/* the codes of the sub-blocks 2t and 2t + 1 of type t (Q4_K, Q5_K) from the chunk's dwords q and
+ * Q5_K's high-bit dwords qh: bits 2t and 2t + 1 of its byte l are bit 4 of the codes of element l
+ * of each sub-block */
+PG_ALWAYS_INLINE void pg_k2_codes(const int t, const __m256i * q, const __m256i * qh, int c, __m256i * u) {
+    pg_k2_nibbles(q, u);
+    if (t != PG_TYPE_Q5_K) return;
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        u[g] = _mm256_or_si256(u[g], _mm256_and_si256(pg_k2_shift(qh[g], 4 - 2 * c), b4));
+        u[8 + g] = _mm256_or_si256(u[8 + g], _mm256_and_si256(pg_k2_shift(qh[g], 3 - 2 * c), b4));
+    }
+}
+/* the first dword of the codes of a Q4_K or Q5_K super-block (after its head, and Q5_K's 8 dwords of
+ * high bits) */
+PG_ALWAYS_INLINE int pg_k2_qs(const int t) { return t == PG_TYPE_Q5_K ? 12 : 4; }
 /* the values + 32 of elements 128a + 32q + 4g.. (u[g], g < 8) of a half panel's Q6_K super-block, from
  * its dwords ql[16] (bytes 64a..64a+63) and qh[8] (bytes 128 + 32a..): the low (q < 2) or high nibble
  * of ql[64a + 32(q % 2) + l], bits 2q, 2q + 1 of qh[32a + l] */
@@ -391,24 +415,29 @@ PG_ALWAYS_INLINE void pg_k2_block(const pg_x16_src * s, const int t, int64_t b, 
         pg_k62_block(s, b, h, w);
         return;
     }
-    pg_k2_head(s, b, h, w);
+    pg_k2_head(s, t, b, h, w);
+    __m256i qh[8];
+    if (t == PG_TYPE_Q5_K) pg_k2_dw(s, t, b, h, 4, 2, qh);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         __m256i q[8];
-        pg_k2_dw(s, t, b, h, 4 + 8 * c, 2, q);     /* codes 32c..32c+31: sub-blocks 2c (low nibbles), 2c + 1 */
-        pg_k2_nibbles(q, w->u + 16 * c);
+        pg_k2_dw(s, t, b, h, pg_k2_qs(t) + 8 * c, 2, q);   /* codes 32c..32c+31: sub-blocks 2c (low nibbles), 2c + 1 */
+        pg_k2_codes(t, q, qh, c, w->u + 16 * c);
     }
 }
-/* a sub-block's codes u[0..7] against the column's 32 values yq, times the scales sc: exact, int32 */
-PG_ALWAYS_INLINE __m256i pg_k2_sub(const __m256i * u, const int8_t * yq, __m256i sc) {
-    __m256i s = _mm256_setzero_si256();
+/* a sub-block's codes u[0..7] of type t (Q4_K, Q5_K) against the column's 32 values yq, times the
+ * scales sc: exact, int32 */
+PG_ALWAYS_INLINE __m256i pg_k2_sub(const int t, const __m256i * u, const int8_t * yq, __m256i sc) {
+    __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++) {
         int32_t a;
         memcpy(&a, yq + 4 * g, 4);
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[g], _mm256_set1_epi32(a)));
+        const int i = t == PG_TYPE_Q5_K ? g / 4 : 0;
+        s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(u[g], _mm256_set1_epi32(a)));
     }
-    return _mm256_madd_epi16(s, sc);
+    const __m256i r = _mm256_madd_epi16(s[0], sc);
+    return t == PG_TYPE_Q5_K ? _mm256_add_epi32(r, _mm256_madd_epi16(s[1], sc)) : r;
 }
 /* acc + the super-block's f32 steps: sumi, then the mins against the column's sub-block sums cb */
 PG_ALWAYS_INLINE __m256 pg_k2_acc(const pg_k2_blk * w, __m256i sumi, const pg_kp_col * cb, __m256 acc) {
@@ -452,7 +481,7 @@ PG_ALWAYS_INLINE __m256 pg_k2_dot(const int t, const pg_k2_blk * w, const int8_t
     if (t == PG_TYPE_Q6_K) return pg_k62_dot(w, yq, cb, acc);
     __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) sumi = _mm256_add_epi32(sumi, pg_k2_sub(w->u + 8 * j, yq + 32 * j, w->sc[j]));
+    for (int j = 0; j < 8; j++) sumi = _mm256_add_epi32(sumi, pg_k2_sub(t, w->u + 8 * j, yq + 32 * j, w->sc[j]));
     return pg_k2_acc(w, sumi, cb, acc);
 }
 /* nc (a constant, <= PG_Q2_FEW) columns y_c = vy + c*by (Q8_K rows) against nr rows, s[c*lds + r]: a
@@ -526,20 +555,21 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
                         }
                         continue;
                     }
-                    /* Q4_K: each chunk's codes decoded and used at once, for the nc columns */
+                    /* Q4_K, Q5_K: each chunk's codes decoded and used at once, for the nc columns */
                     for (int h = 0; h < 2; h++) {
                         pg_k2_blk w;
-                        pg_k2_head(&xr, b0 + k, h, &w);
+                        pg_k2_head(&xr, t, b0 + k, h, &w);
                         __m256i sumi[PG_Q2_FEW];
                         for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
 #pragma GCC unroll 4
                         for (int t4 = 0; t4 < 4; t4++) {
-                            __m256i q[8], u[16];
-                            pg_k2_dw(&xr, t, b0 + k, h, 4 + 8 * t4, 2, q);
-                            pg_k2_nibbles(q, u);
+                            __m256i q[8], qh[8], u[16];
+                            pg_k2_dw(&xr, t, b0 + k, h, pg_k2_qs(t) + 8 * t4, 2, q);
+                            if (t == PG_TYPE_Q5_K) pg_k2_dw(&xr, t, b0 + k, h, 4, 2, qh);
+                            pg_k2_codes(t, q, qh, t4, u);
                             for (int c = 0; c < nc; c++)
                                 for (int j = 0; j < 2; j++)
-                                    sumi[c] = _mm256_add_epi32(sumi[c], pg_k2_sub(u + 8 * j, yb[c][k].qs + 64 * t4 + 32 * j,
+                                    sumi[c] = _mm256_add_epi32(sumi[c], pg_k2_sub(t, u + 8 * j, yb[c][k].qs + 64 * t4 + 32 * j,
                                                                                   w.sc[2 * t4 + j]));
                         }
                         for (int c = 0; c < nc; c++) a[h][c] = pg_k2_acc(&w, sumi[c], &col[c][k], a[h][c]);
@@ -565,7 +595,7 @@ PG_ALWAYS_INLINE void pg_k2_run(const int t, const pg_k2_blk * w, int kb, const 
             a[c] = pg_k2_dot(t, &w[k], ((const pg_block_q8_K *) y[c])[k].qs, &col[c * PG_K2_KB + k], a[c]);
     for (int c = 0; c < NC; c++) acc[c] = a[c];
 }
-/* vec_dot_tile of type t (Q4_K, Q6_K): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<=
+/* vec_dot_tile of type t (Q4_K, Q5_K, Q6_K): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<=
  * PG_QP_NC); pk: repacked panels */
 PG_ALWAYS_INLINE void pg_k2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
                                  int nc, float * s, size_t lds, const int pk) {
@@ -609,11 +639,11 @@ PG_ALWAYS_INLINE void pg_k2_tile(const int t, int64_t n, const void * vx, size_t
     for (int p = 0; p < 2 * np; p++)
         for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + PG_Q2_H * p);
 }
-/* rows [0, nr) of n elements of type t (Q4_K, Q6_K) repacked into dst in panels.h's layout, through
+/* rows [0, nr) of n elements of type t (Q4_K, Q5_K, Q6_K) repacked into dst in panels.h's layout, through
  * pg_k2_dw's rows; Q6_K's last two bytes (d) padded to a dword */
 PG_ALWAYS_INLINE void pg_k2_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
     const int64_t nb = n / PG_QK_K, np = (nr + PG_QP_R - 1) / PG_QP_R;
-    const int nd = (int) (pg_x16_bsize(t) / 16 * 4);           /* whole groups of 4 dwords: Q4_K 36, Q6_K 52 */
+    const int nd = (int) (pg_x16_bsize(t) / 16 * 4);           /* whole groups of 4 dwords: Q4_K 36, Q5_K 44, Q6_K 52 */
     for (int64_t p = 0; p < np; p++) {
         const pg_x16_src src = pg_x16_panel(x, bx, (int) p, (int) nr, 0);
         for (int64_t b = 0; b < nb; b++) {
@@ -638,6 +668,10 @@ static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t
                                               size_t by, int nc, float * s, size_t lds) {
     pg_k2_tile(PG_TYPE_Q4_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
+static inline void pg_vec_dot_q5_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
+                                              size_t by, int nc, float * s, size_t lds) {
+    pg_k2_tile(PG_TYPE_Q5_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
+}
 static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
     pg_k2_tile(PG_TYPE_Q6_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
@@ -645,6 +679,10 @@ static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t
 static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                               float * s) {
     pg_k2_cols(PG_TYPE_Q4_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
+}
+static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
+                                              float * s) {
+    pg_k2_cols(PG_TYPE_Q5_K, 1, n, vx, bx, nr, nr, vy, 0, s, 0, 0);
 }
 static inline void pg_vec_dot_q6_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                               float * s) {
@@ -654,6 +692,10 @@ static inline void pg_vec_dot_q6_K_q8_K_prows(int64_t n, const void * vx, size_t
 #define PG_Q4_K_ROWS pg_vec_dot_q4_K_q8_K_prows
 #define PG_Q4_K_TILE_NC PG_QP_NC
 #define PG_Q4_K_TILE_MR PG_QP_MR
+#define PG_Q5_K_TILE pg_vec_dot_q5_K_q8_K_ptile
+#define PG_Q5_K_ROWS pg_vec_dot_q5_K_q8_K_prows
+#define PG_Q5_K_TILE_NC PG_QP_NC
+#define PG_Q5_K_TILE_MR PG_QP_MR
 #define PG_Q6_K_TILE pg_vec_dot_q6_K_q8_K_ptile
 #define PG_Q6_K_ROWS pg_vec_dot_q6_K_q8_K_prows
 #define PG_Q6_K_TILE_NC PG_QP_NC
@@ -664,7 +706,8 @@ static inline void pg_vec_dot_q6_K_q8_K_prows(int64_t n, const void * vx, size_t
 #define PG_PANELS_R PG_QP_R
 static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
     switch (t) {
-    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4: case PG_TYPE_Q4_K: case PG_TYPE_Q6_K:
+    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4: case PG_TYPE_Q4_K: case PG_TYPE_Q5_K:
+    case PG_TYPE_Q6_K:
         return pg_x16_bytes(t, n, nr);
     default: return 0;
     }
@@ -678,6 +721,7 @@ static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, 
     case PG_TYPE_IQ4_NL: pg_q2_pack(PG_TYPE_IQ4_NL, n, nr, r, bx, d); return;
     case PG_TYPE_MXFP4: pg_q2_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
     case PG_TYPE_Q4_K: pg_k2_pack(PG_TYPE_Q4_K, n, nr, r, bx, d); return;
+    case PG_TYPE_Q5_K: pg_k2_pack(PG_TYPE_Q5_K, n, nr, r, bx, d); return;
     default: pg_k2_pack(PG_TYPE_Q6_K, n, nr, r, bx, d); return;
     }
 }
@@ -688,6 +732,7 @@ static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, i
     case PG_TYPE_IQ4_NL: pg_q2_cols(PG_TYPE_IQ4_NL, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     case PG_TYPE_MXFP4: pg_q2_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     case PG_TYPE_Q4_K: pg_k2_cols(PG_TYPE_Q4_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
+    case PG_TYPE_Q5_K: pg_k2_cols(PG_TYPE_Q5_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     default: pg_k2_cols(PG_TYPE_Q6_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
     }
 }
@@ -699,6 +744,7 @@ static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, i
     case PG_TYPE_IQ4_NL: pg_q2_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     case PG_TYPE_MXFP4: pg_q2_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     case PG_TYPE_Q4_K: pg_k2_tile(PG_TYPE_Q4_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
+    case PG_TYPE_Q5_K: pg_k2_tile(PG_TYPE_Q5_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     default: pg_k2_tile(PG_TYPE_Q6_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
     }
 }
