@@ -21,11 +21,20 @@ any companions, joining at any step, gives the same logits to the bit and so the
 pyggml's mul_mat gives each column's bits independently of the other columns on its integer
 paths (quantized weights, whatever the column count), and with F32/F16/BF16 weights within each of
 its float paths: the dot tiles (from FLOAT_TILE_MIN_COLS columns to gemm_min_cols() - 1) and the
-GEMM (from gemm_min_cols() on); one column takes the one-column kernels, which sum in another
-order. So with float weights a step carries FLOAT_TILE_MIN_COLS to gemm_min_cols() - 1 tokens and
-rows out (the tiles: padding tokens below, n_batch capped above), or, with more slots than that
-holds, at least gemm_min_cols() (the GEMM). That is exact=True; the padding costs compute on
-small batches, exact=False drops it and the bits (the tokens may then differ in rare near-ties).
+GEMM (from gemm_min_cols() on, in whole panels of gemm_shape()[1] columns: a last panel at most
+half full goes to the tiles); one column takes the one-column kernels, which sum in another order.
+So with float weights (exact=True) every step is of one class, and every token's class follows
+from its own request:
+- with fewer slots than gemm_min_cols(): decoding tokens, and prompts shorter than that, take the
+  tiles' steps (FLOAT_TILE_MIN_COLS to gemm_min_cols() - 1 tokens: padding below, n_batch capped
+  above); the tokens of a longer prompt take the GEMM's steps (up to n_batch tokens, padded to at
+  least gemm_min_cols() and to whole panels). While both have work the steps alternate, so a long
+  prompt is read in large steps without stopping the others' decoding for more than one step at a
+  time. The LM head's rows out always take the tiles. A prompt reuses cached cells only where
+  they came from steps of its own class (_Slot.reusable);
+- with more slots: every step the GEMM's (at least gemm_min_cols() tokens, whole panels).
+The padding costs compute on small batches; exact=False drops it and the bits (the tokens may then
+differ in rare near-ties).
 Attention runs flash_attn_ext's one_chunk path (key by key, hidden keys skipped), which meets a sequence's
 keys in position order (KVCache keeps each sequence's cells in position order, defrag included);
 each request samples with its own seeded Sampler. (Without flash attention the soft_max and the
@@ -110,6 +119,7 @@ class Request:
         self.tokens, self.logprobs, self.logits = [], [], []
         self.n_reused = 0
         self.n_cached = 0           # prompt tokens whose K/V are in the cache
+        self.gemm = False           # its prompt takes steps of the GEMM's class (BatchEngine._admit)
         self.slot = None
         self.finish_reason = None
         self.error = None
@@ -133,8 +143,22 @@ class _Slot:
     def __init__(self, seq):
         self.seq = seq
         self.cached = []        # the ids whose K/V the cache holds for this sequence, at positions 0, 1, ...
+        self.by_gemm = []       # per cached id: its K/V came from a step of the GEMM's class (module docstring)
         self.req = None
         self.last_used = 0
+
+    def add(self, tok, gemm):
+        self.cached.append(int(tok))
+        self.by_gemm.append(bool(gemm))
+
+    def keep(self, n):
+        del self.cached[n:], self.by_gemm[n:]
+
+    def reusable(self, prompt, gemm):
+        """How many leading ids of prompt this slot's cells hold as the prompt's own steps would
+        make them: the same ids, from steps of the class (gemm) the prompt's tokens take."""
+        n = _common_prefix(self.cached, prompt)
+        return next((i for i in range(n) if self.by_gemm[i] != gemm), n)
 
 
 class BatchEngine:
@@ -154,12 +178,19 @@ class BatchEngine:
         self.model, self.cache, self.n_seq = model, model.cache, n_seq
         self.n_batch = max(n_seq, int(model.n_batch if n_batch is None else n_batch))
         self.n_ctx_seq = (model.n_ctx - 1) // n_seq
-        self.min_cols = 1
-        if exact and _float_matmuls(model):       # one float path for every step (module docstring)
-            if n_seq < gemm_min_cols():
-                self.min_cols, self.n_batch = FLOAT_TILE_MIN_COLS, min(self.n_batch, gemm_min_cols() - 1)
+        # the float paths of exact mode (module docstring): min_cols, the fewest columns of a step;
+        # tile_batch, the most tokens of a step of the tiles' class; long_prompt: the prompt length
+        # from which a prompt's tokens take steps of the GEMM's class (None: one class); col_round:
+        # the GEMM's steps hold whole panels of columns
+        self.min_cols, self.tile_batch, self.long_prompt, self.col_round = 1, self.n_batch, None, 1
+        if exact and _float_matmuls(model):
+            g, nr = gemm_min_cols(), gemm_shape()[1]
+            self.col_round = nr
+            if n_seq < g:
+                self.min_cols, self.tile_batch, self.long_prompt = FLOAT_TILE_MIN_COLS, min(self.n_batch, g - 1), g
             else:
-                self.min_cols = gemm_min_cols()
+                self.min_cols = g
+        self._gemm_last = False
         self.cache.clear()
         model.n_past = 0
         self.slots = [_Slot(i) for i in range(n_seq)]
@@ -282,11 +313,12 @@ class BatchEngine:
         """Give req a free slot, reusing the longest cached prefix of its prompt (all but its last id)."""
         prompt = req.prompt
         free = [s for s in self.slots if s.req is None]
-        own = {s.seq: _common_prefix(s.cached, prompt) for s in free}
+        req.gemm = self.long_prompt is not None and len(prompt) >= self.long_prompt
+        own = {s.seq: s.reusable(prompt, req.gemm) for s in free}
         # the free slot with the longest prefix of this prompt, else the least recently used
         slot = max(free, key=lambda s: (own[s.seq], -s.last_used))
-        best = max(self.slots, key=lambda s: _common_prefix(s.cached, prompt))
-        n_own, n_best = min(own[slot.seq], len(prompt) - 1), min(_common_prefix(best.cached, prompt), len(prompt) - 1)
+        best = max(self.slots, key=lambda s: s.reusable(prompt, req.gemm))
+        n_own, n_best = min(own[slot.seq], len(prompt) - 1), min(best.reusable(prompt, req.gemm), len(prompt) - 1)
         if n_best > n_own:
             self.cache.seq_rm(slot.seq)
             self.cache.seq_cp(best.seq, slot.seq, 0, n_best)
@@ -294,7 +326,7 @@ class BatchEngine:
         else:
             self.cache.seq_rm(slot.seq, n_own)
             n = n_own
-        slot.cached = prompt[:n]
+        slot.cached, slot.by_gemm = prompt[:n], [req.gemm] * n
         slot.req, req.slot = req, slot.seq
         req.n_cached = req.n_reused = n
         self.stats["tokens_reused"] += n
@@ -326,12 +358,22 @@ class BatchEngine:
             return self.cache.alloc(pos, seqs=seqs)
 
     def _plan(self):
-        """The step's tokens: (request, id, position, wants logits, proposals) in order: every
-        decoding request's last id (proposals: its drafter's ids, which follow as rows marked
-        "draft"), then prompt chunks in arrival order within the token budget (proposals None)."""
+        """The step's tokens and whether it is of the GEMM's class: rows (request, id, position,
+        wants logits, proposals) in order: every decoding request's last id (proposals: its
+        drafter's ids, which follow as rows marked "draft"), then prompt chunks in arrival order
+        within the token budget (proposals None). A step of the GEMM's class carries the chunks of
+        long prompts alone; while both classes have work, the steps alternate."""
         rows = []
         decoding = [r for r in self.running if r.n_cached == len(r.prompt)]
-        budget = self.n_batch - len(decoding)
+        prefill = [r for r in self.running if r.n_cached < len(r.prompt)]
+        long = [r for r in prefill if r.gemm]
+        gemm = bool(long) and (not self._gemm_last or not decoding and len(long) == len(prefill))
+        self._gemm_last = gemm
+        if gemm:
+            decoding, prefill = [], long
+        else:
+            prefill = [r for r in prefill if not r.gemm]
+        budget = (self.n_batch if gemm else self.tile_batch) - len(decoding)
         for req in decoding:
             at = len(self.slots[req.slot].cached)
             k = min(req.draft_max, req.n_predict - len(req.tokens) - 1, self.n_ctx_seq - at - 2, budget)
@@ -339,14 +381,13 @@ class BatchEngine:
             rows.append((req, req.tokens[-1], at, True, drafted))
             rows += [(req, t, at + 1 + i, True, "draft") for i, t in enumerate(drafted)]
             budget -= len(drafted)
-        for req in self.running:
-            left = len(req.prompt) - req.n_cached
-            if left and budget:
-                k = min(left, budget)
+        for req in prefill:
+            if budget:
+                k = min(len(req.prompt) - req.n_cached, budget)
                 for i in range(req.n_cached, req.n_cached + k):
                     rows.append((req, req.prompt[i], i, i == len(req.prompt) - 1, None))
                 budget -= k
-        return rows
+        return rows, gemm
 
     def _next_waiting(self):
         """The next queued request that wants tokens, or None; the cancelled ones and those asking
@@ -371,20 +412,30 @@ class BatchEngine:
             self._finish(req, "cancelled")
         while len(self.running) < self.n_seq and (req := self._next_waiting()) is not None:
             self._admit(req)
-        rows = self._plan()
+        rows, gemm = self._plan()
         if not rows:
             return 0
         try:
-            self._run(rows)
+            self._run(rows, gemm)
         except Exception as e:  # noqa: BLE001 (the requests of a failed step end with the error; the engine goes on)
             for req in {id(r[0]): r[0] for r in rows}.values():
                 if req.slot is not None:
                     self.cache.seq_rm(req.slot)
-                    self.slots[req.slot].cached = []
+                    self.slots[req.slot].keep(0)
                 self._finish(req, "error", e)
         return len(rows)
 
-    def _run(self, rows):
+    def step_tokens(self, n, gemm=False):
+        """The tokens of a graph step that carries n of the requests', padding included: a power of
+        two up to the step's budget, at least min_cols; a step of the GEMM's class (gemm) at least
+        gemm_min_cols(), in whole panels (module docstring)."""
+        n_tok = max(min(_pow2(n), max(self.n_batch if gemm else self.tile_batch, n)),
+                    self.long_prompt if gemm else self.min_cols)
+        if gemm or self.long_prompt is None:
+            n_tok = -(-n_tok // self.col_round) * self.col_round
+        return n_tok
+
+    def _run(self, rows, gemm):
         n = len(rows)
         reqs = [r[0] for r in rows]
         ids = np.array([r[1] for r in rows], np.int32)
@@ -393,7 +444,7 @@ class BatchEngine:
         cells = self._alloc(pos, seqs)
         try:
             want = np.flatnonzero([r[3] for r in rows])
-            n_tok = max(min(_pow2(n), max(self.n_batch, n)), self.min_cols)
+            n_tok = self.step_tokens(n, gemm)
             free = np.flatnonzero(self.cache.cell_pos < 0)
             if n_tok > n and len(free):         # padding tokens: one free cell, seen by nobody
                 cells = np.concatenate([cells, np.full(n_tok - n, free[0], np.int64)])
@@ -402,6 +453,8 @@ class BatchEngine:
             else:
                 n_tok = n
             n_out = min(max(_pow2(max(len(want), 1)), self.min_cols), n_tok)
+            if self.long_prompt is not None:        # the LM head's rows: the tiles' class in any step
+                n_out = min(n_out, self.tile_batch)
             sg = self._graph(n_tok, self.cache.pad_n_kv(cells.max() + 1), n_out)
             rows_pos = np.broadcast_to(pos, (self.model.pos_rows, n_tok))
             sg.feed(ids, rows_pos, cells)
@@ -420,7 +473,7 @@ class BatchEngine:
         out = sg.output()
         self.stats["steps"] += 1
         for req, tok in zip(reqs, ids[:n]):
-            self.slots[req.slot].cached.append(int(tok))
+            self.slots[req.slot].add(tok, gemm)
             if req.n_cached < len(req.prompt):
                 req.n_cached += 1
                 self.stats["tokens_prefilled"] += 1
@@ -438,13 +491,13 @@ class BatchEngine:
         """Sample a decoding request's rows while its sampler's ids equal the proposals; the
         rejected proposals leave the slot's cells and its cached ids."""
         slot = self.slots[req.slot]
-        del slot.cached[len(slot.cached) - len(drafted):]       # as after a step of one id, for _sample
+        slot.keep(len(slot.cached) - len(drafted))              # as after a step of one id, for _sample
         self.stats["tokens_drafted"] += len(drafted)
         for i, row in enumerate(logits):
             self._sample(req, row)
             if req.done or i == len(drafted) or req.tokens[-1] != drafted[i]:
                 break
-            slot.cached.append(drafted[i])
+            slot.add(drafted[i], False)
             self.stats["drafts_accepted"] += 1
         self.cache.seq_rm(slot.seq, len(slot.cached))
 

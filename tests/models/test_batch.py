@@ -21,7 +21,7 @@ from pyggml import models
 from pyggml._enums import Op
 from pyggml._ops import flash_attn_ext_set_path
 from pyggml.kvcache import _bytes
-from pyggml.models.batch import BatchEngine, EngineThread, agenerate
+from pyggml.models.batch import BatchEngine, EngineThread, agenerate, gemm_min_cols
 
 
 @pytest.fixture(scope="module")
@@ -90,11 +90,17 @@ def test_batched_equals_alone(gguf_dir, kind, outtype):
         nan_cache(m)
         assert_same(run(eng, reqs, joins), want)
     # the engine's logits are the model's, to the bit, when the model replays the engine's steps
-    # for the request alone (the prompt in chunks of n_batch, then one id per step, each padded to
-    # min_cols ids: the same matmul paths) on the engine's attention path
+    # for the request alone (the prompt in chunks of its steps' budget, then one id per step, each
+    # padded as the engine pads it: the same matmul paths) on the engine's attention path; a
+    # short prompt and a long one (with float weights: the tiles' steps and the GEMM's)
+    for i in (1, 3):
+        replay(m, reqs[i], want[i])
+
+
+def replay(m, q, want):
     eng = BatchEngine(m, n_seq=1)
-    q = reqs[1]
-    ids, n_prompt = q["prompt"] + want[1].tokens[:-1], len(q["prompt"])
+    ids, n_prompt = q["prompt"] + want.tokens[:-1], len(q["prompt"])
+    long = eng.long_prompt is not None and n_prompt >= eng.long_prompt
     build = m.graph_class
 
     def one_chunk(*args):
@@ -105,13 +111,20 @@ def test_batched_equals_alone(gguf_dir, kind, outtype):
         return sg
 
     m.graph_class = one_chunk
-    m.reset()
-    cuts = [*range(0, n_prompt, eng.n_batch), *range(n_prompt, len(ids) + 1)]
-    rows = []
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        rows.append(m.eval(ids[a:b] + [1] * max(0, eng.min_cols - (b - a)))[:b - a])
-        m.truncate(b)
-    assert np.array_equal(np.array(want[1].logits), np.concatenate(rows)[n_prompt - 1:])
+    try:
+        m.reset()
+        cuts = [*range(0, n_prompt, eng.n_batch if long else eng.tile_batch), *range(n_prompt, len(ids) + 1)]
+        rows = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            pad = eng.step_tokens(b - a, long and a < n_prompt) - (b - a)
+            rows.append(m.eval(ids[a:b] + [1] * pad)[:b - a])
+            m.truncate(b)
+    finally:
+        m.graph_class = build
+    # (a long prompt's last row: the engine takes the LM head's rows out through the tiles, m.eval
+    # all of the padded chunk's through the GEMM; the ids after it meet the chunk's cells)
+    skip = 1 if long else 0
+    assert np.array_equal(np.array(want.logits[skip:]), np.concatenate(rows)[n_prompt - 1 + skip:])
 
 
 def test_prefix_reuse_keeps_the_bits(gguf_dir):
@@ -129,6 +142,31 @@ def test_prefix_reuse_keeps_the_bits(gguf_dir):
     assert_same(got, want)
     assert got[0].done and got[2].n_reused == 15 and got[4].n_reused >= 23
     assert eng.stats["tokens_reused"] == got[2].n_reused + got[4].n_reused
+
+
+def test_long_prompts_take_the_gemm_steps(gguf_dir):
+    """Float weights: prompts of gemm_min_cols() ids or more are read in steps of the GEMM's class,
+    the rest in the tiles' (each token's matmul path follows from its own request), and a prompt
+    reuses only cells made by steps of its own class: a long prompt not a short prompt's cells,
+    nor the cells of generated ids (the tiles' steps); the bits stay each request's own."""
+    m = load(gguf_dir, n_ctx=512)
+    g = gemm_min_cols()
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 128, g + 9).tolist(), rng.integers(0, 128, g - 2).tolist()
+    first = [{"prompt": a, "n_predict": 5, "temperature": 0.0, "seed": None},
+             {"prompt": b, "n_predict": 4, "temperature": 0.8, "seed": 1}]
+    eng = BatchEngine(m, n_seq=4, n_batch=64)
+    assert eng.long_prompt == g
+    nan_cache(m)
+    got = run(eng, first)
+    assert any(key[0] >= g for key in eng._graphs) and any(key[0] < g for key in eng._graphs)
+    more = [{"prompt": a + got[0].tokens + [4], "n_predict": 3, "temperature": 0.0, "seed": None},  # not a's answer
+            {"prompt": a[:g + 3] + [1, 2], "n_predict": 3, "temperature": 0.0, "seed": None},   # a's prompt cells
+            {"prompt": b + [7, 7, 7], "n_predict": 3, "temperature": 0.5, "seed": 2}]           # long: not b's
+    got += run(eng, more)
+    want = alone(m, first + more)
+    assert_same(got, want)
+    assert [r.n_reused for r in got[2:]] == [len(a), g + 3, 0]
 
 
 def test_warmup_builds_the_graph_and_leaves_nothing(gguf_dir):
