@@ -591,8 +591,8 @@ cdef class Tensor:
         """Give mul_mat a copy of this weight matrix in its kernels' repacked layout; return the bytes
         the copy takes (0: none). Where the kernels running on this CPU have such a layout for the
         tensor's type (AVX-512 with VNNI and GFNI: Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K; AVX2:
-        those and Q6_K; rows packed in dim 0), each block is stored in the order the kernels read it, panel by panel
-        of 16 rows: a one-token GEMV reads one stream instead of 16 and skips a transpose, and every
+        those and Q6_K; rows packed in dim 0), each block is stored in the order the kernels read
+        it, panel by panel of 16 rows: a one-token GEMV reads one stream instead of 16 and skips a transpose, and every
         result keeps its bits. A 3-D tensor is a stack of matrices (mul_mat_id's experts), each
         repacked in turn; mul_mat reads the copy of a 2-D one. Elsewhere nothing is done and 0 is
         returned.

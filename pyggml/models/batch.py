@@ -314,11 +314,11 @@ class BatchEngine:
         prompt = req.prompt
         free = [s for s in self.slots if s.req is None]
         req.gemm = self.long_prompt is not None and len(prompt) >= self.long_prompt
-        own = {s.seq: s.reusable(prompt, req.gemm) for s in free}
+        reuse = {s.seq: s.reusable(prompt, req.gemm) for s in self.slots}
         # the free slot with the longest prefix of this prompt, else the least recently used
-        slot = max(free, key=lambda s: (own[s.seq], -s.last_used))
-        best = max(self.slots, key=lambda s: s.reusable(prompt, req.gemm))
-        n_own, n_best = min(own[slot.seq], len(prompt) - 1), min(best.reusable(prompt, req.gemm), len(prompt) - 1)
+        slot = max(free, key=lambda s: (reuse[s.seq], -s.last_used))
+        best = max(self.slots, key=lambda s: reuse[s.seq])
+        n_own, n_best = min(reuse[slot.seq], len(prompt) - 1), min(reuse[best.seq], len(prompt) - 1)
         if n_best > n_own:
             self.cache.seq_rm(slot.seq)
             self.cache.seq_cp(best.seq, slot.seq, 0, n_best)

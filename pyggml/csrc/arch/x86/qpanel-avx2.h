@@ -334,9 +334,9 @@ PG_ALWAYS_INLINE void pg_k2_nibbles(const __m256i * q, __m256i * u) {
 PG_ALWAYS_INLINE __m256i pg_k2_shift(__m256i v, const int k) {
     return k > 0 ? _mm256_slli_epi16(v, k) : k < 0 ? _mm256_srli_epi16(v, -k) : v;
 }
-/* the codes of the sub-blocks 2t and 2t + 1 of type t (Q4_K, Q5_K) from the chunk's dwords q and
- * Q5_K's high-bit dwords qh: bits 2t and 2t + 1 of its byte l are bit 4 of the codes of element l
- * of each sub-block */
+/* the codes of sub-blocks 2c and 2c + 1 of type t (Q4_K, Q5_K) from chunk c's dwords q and Q5_K's
+ * high-bit dwords qh: bits 2c and 2c + 1 of its byte l are bit 4 of the codes of element l of the
+ * two sub-blocks */
 PG_ALWAYS_INLINE void pg_k2_codes(const int t, const __m256i * q, const __m256i * qh, int c, __m256i * u) {
     pg_k2_nibbles(q, u);
     if (t != PG_TYPE_Q5_K) return;
@@ -559,13 +559,13 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
                     for (int h = 0; h < 2; h++) {
                         pg_k2_blk w;
                         pg_k2_head(&xr, t, b0 + k, h, &w);
-                        __m256i sumi[PG_Q2_FEW];
+                        __m256i sumi[PG_Q2_FEW], qh[8];
                         for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
+                        if (t == PG_TYPE_Q5_K) pg_k2_dw(&xr, t, b0 + k, h, 4, 2, qh);
 #pragma GCC unroll 4
                         for (int t4 = 0; t4 < 4; t4++) {
-                            __m256i q[8], qh[8], u[16];
+                            __m256i q[8], u[16];
                             pg_k2_dw(&xr, t, b0 + k, h, pg_k2_qs(t) + 8 * t4, 2, q);
-                            if (t == PG_TYPE_Q5_K) pg_k2_dw(&xr, t, b0 + k, h, 4, 2, qh);
                             pg_k2_codes(t, q, qh, t4, u);
                             for (int c = 0; c < nc; c++)
                                 for (int j = 0; j < 2; j++)
