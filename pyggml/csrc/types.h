@@ -20,8 +20,9 @@
  *                      bits), which
  *                      their vec_dot_rows shares (Q6_K on AVX-512: and its vec_dot) and their vec_dot /
  *                      vec_dot_n (one row: the attention path) do not
- *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NC f32 rows
- *                      in registers, each sum in pg_vec_dot4_*'s order: mul_mat's few columns
+ *   dot_tile_f32       float types: up to PG_DOT_TILE_MR rows against up to PG_DOT_TILE_NMAX f32 rows
+ *                      in registers, PG_DOT_TILE_NC at a time, each sum in pg_vec_dot4_*'s order:
+ *                      mul_mat's few columns
  *   vec_dot_rows       nr rows (bx bytes apart) against one vec_dot_type row: mul_mat's one-column
  *                      GEMV, a thread's whole row range per call. Integer types: each sum bit for bit
  *                      vec_dot_tile's (vec_dot_n's without a tile; AVX2, Q4_1, Q5_0, Q5_1: the
@@ -73,7 +74,7 @@ typedef void (*pg_vec_dot_n_fn)(int64_t n, const void * x, const void * y, size_
  * at once */
 typedef void (*pg_vec_dot_tile_fn)(int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by, int nc,
                                    float * s, size_t lds);
-/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NC, each
+/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NMAX, each
  * sum in pg_vec_dot4_*'s order; pf: prefetch the rows ahead (vec/dot.h pg_dot_tile) */
 typedef void (*pg_dot_tile_f32_fn)(int64_t n, const void * x, size_t bx, int mr, const float * const * y, int nc,
                                    float * s, size_t lds, bool pf);

@@ -142,10 +142,11 @@ def test_float_tile_columns(ctx, rng, typ, n_threads):
     of the same column in a product of any other number of columns there, and of the dot4 row
     kernel (one weight row against four f32 columns, the activations rounded to the weights' type
     first), with tails in rows (M = 7: a tile of 4 rows and 3 single rows), odd K (vector and
-    scalar tails) and groups of fewer columns than a tile's"""
+    scalar tails) over several of the pieces the column groups take turns on, and groups of fewer
+    columns than a tile's"""
     if not FLOAT_NS:
         pytest.skip("the GEMM starts at 2 columns here")
-    k, m = 16 * 9 + 7, 7
+    k, m = 16 * 40 + 7, 7
     w = rng.standard_normal((m, k)).astype(np.float32)
     x = rng.standard_normal((max(FLOAT_NS), k)).astype(np.float32)
     a, av = weights(ctx, w, typ)

@@ -29,9 +29,9 @@
  *     Float weights from PG_MM_TILE_MIN_N columns to pg_mm_float_gemm_min_n (a full GEMM panel):
  *     the activations widened to f32 rows once, shared (phase 1 does it as it converts), then
  *     each thread's contiguous range of weight rows in tiles of PG_DOT_TILE_MR rows, one from each
- *     quarter of the range, against all columns, up to PG_DOT_TILE_NC at a time, every sum in a
- *     register (vec/dot.h pg_dot_tile: each weight vector widened once per group of columns, in
- *     pg_vec_dot4_*'s order whatever the neighbours).
+ *     quarter of the range, against all columns in one call, every sum in a register (vec/dot.h
+ *     pg_dot_tile: each weight vector widened once per group of columns, the groups taking turns
+ *     over pieces of the rows, each sum in pg_vec_dot4_*'s order whatever the neighbours).
  *     GEMM, float weights: the converted activations are widened (exact) into f32 panels of nr
  *     columns, k-major; then tiles of mr weight rows x up to PG_MM_NC columns come from the chunk
  *     counter. A thread widens its tile of weight rows to f32 once, into its scratch, and runs the
@@ -53,6 +53,7 @@ static inline int64_t pg_mm_gemm_min_n(pg_gemm_shape t) { return PG_MAX(6, t.nr 
  * rows side by side (the read streams a GEMV from DRAM needs) and each weight load serves every
  * column, where the one-column kernels stream one row per call and dot it once per column */
 #define PG_MM_TILE_MIN_N 2
+_Static_assert(PG_MM_NR_MAX <= PG_DOT_TILE_NMAX, "the dot tiles take every column of a panel in one call");
 static inline int64_t pg_mm_float_gemm_min_n(pg_gemm_shape t) { return PG_MAX(pg_mm_gemm_min_n(t), t.nr); }
 #define PG_MM_GEMM_MIN_N_MAX PG_MAX(6, PG_MM_NR_MAX / 2)
 #define PG_MM_NC 128           /* columns of one GEMM chunk: one weight tile serves them all */
@@ -242,22 +243,20 @@ static inline void pg_mm_dot_rows(const pg_params * p, pg_tensor * dst, const pg
 
 /* phase 2, float weights and few columns: a contiguous range of weight rows per thread, taken as
  * PG_DOT_TILE_MR quarters side by side (a tile's rows far apart: as many read streams, which a GEMV
- * from DRAM needs; rows close together read slower), each tile against all N columns in groups of at
- * most PG_DOT_TILE_NC (sizes balanced: 16 columns are 6 + 5 + 5, not 6 + 6 + 4); the tile's rows stay
- * in cache from one group to the next. Which rows share a tile does not change a sum. The
- * activations: f32 rows, b itself for F32 weights, else the rows of vec_dot_type widened back to
- * f32 (exact) when converted. */
+ * from DRAM needs; rows close together read slower), each tile against all N columns in one call
+ * (vec/dot.h pg_dot_tile: groups of at most PG_DOT_TILE_NC columns taking turns over pieces of the
+ * rows). Which rows share a tile does not change a sum. The activations: f32 rows, b itself for F32
+ * weights, else the rows of vec_dot_type widened back to f32 (exact) when converted. */
 static inline void pg_mm_dot_tiles(const pg_params * p, pg_tensor * dst, const pg_mm_layout * l, const char * conv,
                                    const float * wide) {
     const pg_tensor * a = dst->src[0];
     const pg_tensor * b = dst->src[1];
     const int64_t K = b->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t ngroup = (N + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
     const pg_dot_tile_f32_fn tile_fn = pg_traits[a->type].dot_tile_f32;
     const size_t lds = dst->nb[1] / sizeof(float);
     const float * y[PG_MM_NR_MAX];
-    float s[PG_DOT_TILE_NC * PG_DOT_TILE_MR];
+    float s[PG_MM_NR_MAX * PG_DOT_TILE_MR];
     int64_t r0, r1;
     pg_split_rows(M * b->ne[2] * b->ne[3], p->ith, p->nth, &r0, &r1);
     while (r0 < r1) {
@@ -272,13 +271,10 @@ static inline void pg_mm_dot_tiles(const pg_params * p, pg_tensor * dst, const p
         for (int64_t t = 0; t < q + (rest > 0); t++) {
             const int64_t first = t < q ? i0 + t : i1 - rest, dist = t < q ? q : 1;
             const int mr = t < q ? PG_DOT_TILE_MR : (int) rest;
-            for (int64_t g = 0; g < ngroup; g++) {
-                const int64_t j0 = g * N / ngroup, j1 = (g + 1) * N / ngroup;
-                tile_fn(K, pg_row(a, first, i12 / r2, i13 / r3), (size_t) dist * a->nb[1], mr, y + j0, (int) (j1 - j0),
-                        s, PG_DOT_TILE_MR, g == 0);
-                for (int64_t c = 0; c < j1 - j0; c++)
-                    for (int r = 0; r < mr; r++) d[(j0 + c) * lds + first + r * dist] = s[c * PG_DOT_TILE_MR + r];
-            }
+            tile_fn(K, pg_row(a, first, i12 / r2, i13 / r3), (size_t) dist * a->nb[1], mr, y, (int) N, s,
+                    PG_DOT_TILE_MR, true);
+            for (int64_t c = 0; c < N; c++)
+                for (int r = 0; r < mr; r++) d[c * lds + first + r * dist] = s[c * PG_DOT_TILE_MR + r];
         }
     }
 }
@@ -320,19 +316,14 @@ static inline void pg_mm_pack_b(const pg_params * p, const pg_tensor * b, const 
  * are the same bits as the weights' own type's (the widening is exact) */
 static inline void pg_mm_gemm_tail(pg_tensor * dst, const pg_mm_layout * l, const float * at, int64_t mr,
                                    const float * pack, int64_t j0, int64_t i0, int64_t i12, int64_t i13) {
-    const int64_t K = dst->src[1]->ne[0], ngroup = (l->ntail + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
+    const int64_t K = dst->src[1]->ne[0];
     const size_t lds = dst->nb[1] / sizeof(float);
     const float * y[PG_MM_NR_MAX];
     for (int64_t jj = 0; jj < l->ntail; jj++) y[jj] = pack + jj * l->ldw;
     float * d = (float *) pg_row(dst, j0, i12, i13) + i0;
-    for (int64_t r = 0; r < mr; r += PG_DOT_TILE_MR) {
-        for (int64_t g = 0; g < ngroup; g++) {
-            const int64_t c0 = g * l->ntail / ngroup, c1 = (g + 1) * l->ntail / ngroup;
-            pg_traits[PG_TYPE_F32].dot_tile_f32(K, at + r * l->ldw, (size_t) l->ldw * sizeof(float),
-                                                (int) PG_MIN(PG_DOT_TILE_MR, mr - r), y + c0, (int) (c1 - c0),
-                                                d + c0 * lds + r, lds, false);
-        }
-    }
+    for (int64_t r = 0; r < mr; r += PG_DOT_TILE_MR)
+        pg_traits[PG_TYPE_F32].dot_tile_f32(K, at + r * l->ldw, (size_t) l->ldw * sizeof(float),
+                                            (int) PG_MIN(PG_DOT_TILE_MR, mr - r), y, (int) l->ntail, d + r, lds, false);
 }
 
 /* phase 2b, GEMM: chunks (group of PG_MM_NC columns, matrix, tile of mr weight rows), the

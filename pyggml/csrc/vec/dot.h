@@ -174,32 +174,40 @@ static inline void pg_vec_dot4_bf16_f32(int64_t n, const pg_bf16_t * x, const fl
  * PG_DOT_TILE_MR weight rows x up to PG_DOT_TILE_NC f32 activation rows, every sum in a register
  * of its own, so each weight vector is loaded (and widened) once for the tile's columns and each
  * activation vector once for its rows. 32 registers: 4 x 6 accumulators, the 4 weight vectors and
- * one activation vector; 16: 4 x 3, the 3 activation vectors and one weight vector. */
+ * one activation vector; 16: 4 x 3, the 3 activation vectors and one weight vector. More columns
+ * (up to PG_DOT_TILE_NMAX) take several such groups over the same rows. */
 #define PG_DOT_TILE_MR 4
 #if PG_HAVE_F32V
 #  define PG_DOT_TILE_NC (PG_F32V_NREGS >= 32 ? 6 : 3)
 #else
 #  define PG_DOT_TILE_NC 4
 #endif
+#define PG_DOT_TILE_NMAX 32
+#define PG_DOT_TILE_NG ((PG_DOT_TILE_NMAX + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC)
+/* Up to PG_DOT_TILE_KC_N columns in several groups, the groups take turns over pieces of
+ * PG_DOT_TILE_KC elements of the rows: the first group reads a piece from memory and the others
+ * from L1, so the reads of weights streamed from DRAM overlap the other groups' arithmetic (whole
+ * rows per group leave memory idle while the later groups compute from cache). More columns are
+ * bound by the arithmetic, and there whole rows per group run faster: each piece costs a reload of
+ * the group's accumulators. PG_DOT_TILE_KC is a multiple of every vector width: a sum's order is
+ * a single pass's. */
+#define PG_DOT_TILE_KC 256
+#define PG_DOT_TILE_KC_N 8
 
-/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr, c < nc (compile-time constants, at most
- * PG_DOT_TILE_MR x PG_DOT_TILE_NC): each sum in pg_dot4_kernel's order (one accumulator of whole
- * vectors, reduced, then the scalar rest), so a column's bits do not depend on its neighbours or
- * on how many columns a call takes. pf: prefetch the rows PG_DOT_AHEAD ahead (the first pass
- * over a tile of streamed weights) into L2, not L1: mul_mat hands the tile rows far apart, and
- * PG_DOT_TILE_MR streams that far ahead would overflow L1 (in L1 it reads 20-30% slower from DRAM). */
-PG_ALWAYS_INLINE void pg_dot_tile_kernel(int64_t n, const void * x, size_t bx, const int tx, const int mr,
-                                         const float * const * y, const int nc, float * s, size_t lds, bool pf) {
-    const int esz = tx == PG_ROW_F32 ? 4 : 2;
-    const char * xr[PG_DOT_TILE_MR];
-    float t[PG_DOT_TILE_MR][PG_DOT_TILE_NC];
-    for (int r = 0; r < mr; r++) xr[r] = (const char *) x + r * bx;
-    int64_t i = 0;
+/* acc[r*PG_DOT_TILE_NC + c] += the products of x + r*bx and y[c] over the whole vectors of
+ * elements [i0, i1), r < mr, c < nc (compile-time constants, at most PG_DOT_TILE_MR x
+ * PG_DOT_TILE_NC), one FMA per vector into one accumulator per sum, in element order. pf: prefetch
+ * the rows PG_DOT_AHEAD ahead (the first pass over a tile of streamed weights) into L2, not L1:
+ * mul_mat hands the tile rows far apart, and PG_DOT_TILE_MR streams that far ahead would overflow
+ * L1 (in L1 it reads 20-30% slower from DRAM). */
 #if PG_HAVE_F32V
-    pg_f32v acc[PG_DOT_TILE_MR][PG_DOT_TILE_NC];
+PG_ALWAYS_INLINE void pg_dot_tile_run(const char * const * xr, const int tx, const int mr, const float * const * y,
+                                      const int nc, int64_t i0, int64_t i1, pg_f32v * acc, bool pf) {
+    const int esz = tx == PG_ROW_F32 ? 4 : 2;
+    pg_f32v a[PG_DOT_TILE_MR][PG_DOT_TILE_NC];
     for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nc; c++) acc[r][c] = PG_F32V_ZERO();
-    for (; i + PG_F32_EPR <= n; i += PG_F32_EPR) {
+        for (int c = 0; c < nc; c++) a[r][c] = acc[r * PG_DOT_TILE_NC + c];
+    for (int64_t i = i0; i < i1; i += PG_F32_EPR) {
         if (pf && (i * esz) % PG_CACHE_LINE == 0)
             for (int r = 0; r < mr; r++) __builtin_prefetch(xr[r] + i * esz + PG_DOT_AHEAD, 0, 2);
         /* the operand of fewer registers is loaded first and kept, the other one vector at a time */
@@ -208,48 +216,79 @@ PG_ALWAYS_INLINE void pg_dot_tile_kernel(int64_t n, const void * x, size_t bx, c
             for (int r = 0; r < mr; r++) xv[r] = pg_row_load_v(tx, xr[r], i);
             for (int c = 0; c < nc; c++) {
                 const pg_f32v yv = PG_F32V_LOAD(y[c] + i);
-                for (int r = 0; r < mr; r++) acc[r][c] = PG_F32V_FMA(xv[r], yv, acc[r][c]);
+                for (int r = 0; r < mr; r++) a[r][c] = PG_F32V_FMA(xv[r], yv, a[r][c]);
             }
         } else {
             pg_f32v yv[PG_DOT_TILE_NC];
             for (int c = 0; c < nc; c++) yv[c] = PG_F32V_LOAD(y[c] + i);
             for (int r = 0; r < mr; r++) {
                 const pg_f32v xv = pg_row_load_v(tx, xr[r], i);
-                for (int c = 0; c < nc; c++) acc[r][c] = PG_F32V_FMA(xv, yv[c], acc[r][c]);
+                for (int c = 0; c < nc; c++) a[r][c] = PG_F32V_FMA(xv, yv[c], a[r][c]);
             }
         }
     }
     for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nc; c++) t[r][c] = PG_F32V_REDUCE(acc[r][c]);
-#else
-    (void) esz;
-    (void) pf;
-    for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nc; c++) t[r][c] = 0.0f;
+        for (int c = 0; c < nc; c++) acc[r * PG_DOT_TILE_NC + c] = a[r][c];
+}
+
+/* pg_dot_tile_run with nc (1 <= nc <= PG_DOT_TILE_NC) made a constant */
+PG_ALWAYS_INLINE void pg_dot_tile_run_nc(const char * const * xr, const int tx, const int mr, const float * const * y,
+                                         int nc, int64_t i0, int64_t i1, pg_f32v * acc, bool pf) {
+    if (nc == 1) pg_dot_tile_run(xr, tx, mr, y, 1, i0, i1, acc, pf);
+    else if (nc == 2) pg_dot_tile_run(xr, tx, mr, y, 2, i0, i1, acc, pf);
+    else if (nc == 3) pg_dot_tile_run(xr, tx, mr, y, 3, i0, i1, acc, pf);
+    else if (PG_DOT_TILE_NC >= 4 && nc == 4) pg_dot_tile_run(xr, tx, mr, y, 4, i0, i1, acc, pf);
+    else if (PG_DOT_TILE_NC >= 5 && nc == 5) pg_dot_tile_run(xr, tx, mr, y, 5, i0, i1, acc, pf);
+    else if (PG_DOT_TILE_NC >= 6 && nc == 6) pg_dot_tile_run(xr, tx, mr, y, 6, i0, i1, acc, pf);
+}
 #endif
-    /* the rest, each sum its own chain in element order, as pg_dot4_kernel's */
-    for (; i < n; i++) {
+
+/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr (a constant, <= PG_DOT_TILE_MR), c < nc (<=
+ * PG_DOT_TILE_NMAX): the columns in groups of balanced sizes (16 are 5 + 5 + 6, not 6 + 6 + 4),
+ * up to PG_DOT_TILE_KC_N columns taking turns over pieces of the rows. Each sum in
+ * pg_dot4_kernel's order (one accumulator of whole vectors, reduced, then the scalar rest), so a
+ * column's bits do not depend on its neighbours, its group or how many columns a call takes. */
+PG_ALWAYS_INLINE void pg_dot_tile_kernel(int64_t n, const void * x, size_t bx, const int tx, const int mr,
+                                         const float * const * y, int nc, float * s, size_t lds, bool pf) {
+    const char * xr[PG_DOT_TILE_MR];
+    for (int r = 0; r < mr; r++) xr[r] = (const char *) x + r * bx;
+    const int ng = (nc + PG_DOT_TILE_NC - 1) / PG_DOT_TILE_NC;
+    int64_t nv = 0;
+#if PG_HAVE_F32V
+    nv = n / PG_F32_EPR * PG_F32_EPR;
+    pg_f32v acc[PG_DOT_TILE_NG][PG_DOT_TILE_MR * PG_DOT_TILE_NC];
+    for (int g = 0; g < ng; g++)
+        for (int k = 0; k < PG_DOT_TILE_MR * PG_DOT_TILE_NC; k++) acc[g][k] = PG_F32V_ZERO();
+    const int64_t kc = ng > 1 && nc <= PG_DOT_TILE_KC_N ? PG_DOT_TILE_KC : PG_MAX(nv, 1);
+    for (int64_t i0 = 0; i0 < nv; i0 += kc)
+        for (int g = 0; g < ng; g++) {
+            const int c0 = g * nc / ng, c1 = (g + 1) * nc / ng;
+            pg_dot_tile_run_nc(xr, tx, mr, y + c0, c1 - c0, i0, PG_MIN(nv, i0 + kc), acc[g], pf && g == 0);
+        }
+#else
+    (void) pf;
+#endif
+    /* the reduction, then the rest, each sum its own chain in element order, as pg_dot4_kernel's */
+    float t[PG_DOT_TILE_NMAX][PG_DOT_TILE_MR];
+    for (int g = 0; g < ng; g++)
+        for (int c = g * nc / ng; c < (g + 1) * nc / ng; c++)
+            for (int r = 0; r < mr; r++) {
+#if PG_HAVE_F32V
+                t[c][r] = PG_F32V_REDUCE(acc[g][r * PG_DOT_TILE_NC + c - g * nc / ng]);
+#else
+                t[c][r] = 0.0f;
+#endif
+            }
+    for (int64_t i = nv; i < n; i++)
         for (int r = 0; r < mr; r++) {
             const float xs = pg_row_load_1(tx, xr[r], i);
-            for (int c = 0; c < nc; c++) t[r][c] = pg_dot_madd1(t[r][c], xs, y[c][i]);
+            for (int c = 0; c < nc; c++) t[c][r] = pg_dot_madd1(t[c][r], xs, y[c][i]);
         }
-    }
-    for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nc; c++) s[c * lds + r] = t[r][c];
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < mr; r++) s[c * lds + r] = t[c][r];
 }
 
-/* pg_dot_tile_kernel with nc (<= PG_DOT_TILE_NC) made a constant */
-PG_ALWAYS_INLINE void pg_dot_tile_nc(int64_t n, const void * x, size_t bx, const int tx, const int mr,
-                                     const float * const * y, int nc, float * s, size_t lds, bool pf) {
-    if (nc == 1) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 1, s, lds, pf);
-    else if (nc == 2) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 2, s, lds, pf);
-    else if (nc == 3) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 3, s, lds, pf);
-    else if (PG_DOT_TILE_NC >= 4 && nc == 4) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 4, s, lds, pf);
-    else if (PG_DOT_TILE_NC >= 5 && nc == 5) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 5, s, lds, pf);
-    else if (PG_DOT_TILE_NC >= 6 && nc == 6) pg_dot_tile_kernel(n, x, bx, tx, mr, y, 6, s, lds, pf);
-}
-
-/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NC:
+/* s[c*lds + r] = dot(x + r*bx, y[c]) for r < mr <= PG_DOT_TILE_MR, c < nc <= PG_DOT_TILE_NMAX:
  * a whole tile in one kernel, fewer rows one at a time (the sums are the same either way).
  * RVV: its dot4 per row, the columns in fours (a short group repeats its last column: each
  * column has its own accumulator, so the bits are those of the column in any group). */
@@ -273,10 +312,10 @@ PG_ALWAYS_INLINE void pg_dot_tile(int64_t n, const void * x, size_t bx, const in
     }
 #endif
     if (mr == PG_DOT_TILE_MR) {
-        pg_dot_tile_nc(n, x, bx, tx, PG_DOT_TILE_MR, y, nc, s, lds, pf);
+        pg_dot_tile_kernel(n, x, bx, tx, PG_DOT_TILE_MR, y, nc, s, lds, pf);
         return;
     }
-    for (int r = 0; r < mr; r++) pg_dot_tile_nc(n, (const char *) x + r * bx, bx, tx, 1, y, nc, s + r, lds, pf);
+    for (int r = 0; r < mr; r++) pg_dot_tile_kernel(n, (const char *) x + r * bx, bx, tx, 1, y, nc, s + r, lds, pf);
 }
 
 static inline void pg_vec_dot_tile_f32(int64_t n, const float * x, size_t bx, int mr, const float * const * y, int nc,
