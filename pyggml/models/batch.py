@@ -12,9 +12,10 @@ prompts still being read, up to n_batch tokens (a long prompt is read over sever
 does not stall the others). Each token carries its sequence id: its K/V go to cells of that
 sequence (KVCache.alloc) and the mask lets it see only its sequence's cells (KVBatch.fill); the
 rows whose logits are wanted (a decoding token, the last token of a prompt) reach the LM head
-through the graph's inp_out_ids. Graphs are built once per shape (tokens, n_kv, rows out): the
-token count and the rows out are padded to powers of two (padding tokens write to a free cell and
-see nothing), n_kv to the cache's pad.
+through the graph's inp_out_ids. Graphs are built once per shape (tokens, n_kv, rows out) and kept
+(the last _MAX_GRAPHS); n_kv is padded to the cache's pad, the tokens and the rows out only where
+the bits need it (below): a graph takes about a millisecond to build, padding costs compute in
+every step (padding tokens write to a free cell and see nothing).
 
 A sequence's result does not depend on what else is in the batch: the same request alone or with
 any companions, joining at any step, gives the same logits to the bit and so the same tokens.
@@ -87,10 +88,6 @@ def _float_matmuls(model):
     floats = (Type.F32, Type.F16, Type.BF16)
     mats = [t for n, t in model.tensors.items() if n.startswith("blk.") and t.ne[1] > 1] + [model.output_weight]
     return any(t.type in floats for t in mats)
-
-
-def _pow2(n):
-    return 1 << (int(n) - 1).bit_length()
 
 
 def _common_prefix(a, b):
@@ -426,11 +423,10 @@ class BatchEngine:
         return len(rows)
 
     def step_tokens(self, n, gemm=False):
-        """The tokens of a graph step that carries n of the requests', padding included: a power of
-        two up to the step's budget, at least min_cols; a step of the GEMM's class (gemm) at least
-        gemm_min_cols(), in whole panels (module docstring)."""
-        n_tok = max(min(_pow2(n), max(self.n_batch if gemm else self.tile_batch, n)),
-                    self.long_prompt if gemm else self.min_cols)
+        """The tokens of a graph step that carries n of the requests', padding included: at least
+        min_cols; a step of the GEMM's class at least gemm_min_cols(), in whole panels (module
+        docstring)."""
+        n_tok = max(n, self.long_prompt if gemm else self.min_cols)
         if gemm or self.long_prompt is None:
             n_tok = -(-n_tok // self.col_round) * self.col_round
         return n_tok
@@ -452,9 +448,12 @@ class BatchEngine:
                 pos = np.concatenate([pos, np.zeros(n_tok - n, np.int32)])
             else:
                 n_tok = n
-            n_out = min(max(_pow2(max(len(want), 1)), self.min_cols), n_tok)
+            n_out = max(len(want), self.min_cols)
             if self.long_prompt is not None:        # the LM head's rows: the tiles' class in any step
                 n_out = min(n_out, self.tile_batch)
+            else:
+                n_out = -(-n_out // self.col_round) * self.col_round
+            n_out = min(n_out, n_tok)
             sg = self._graph(n_tok, self.cache.pad_n_kv(cells.max() + 1), n_out)
             rows_pos = np.broadcast_to(pos, (self.model.pos_rows, n_tok))
             sg.feed(ids, rows_pos, cells)
