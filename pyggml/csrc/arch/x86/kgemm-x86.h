@@ -738,52 +738,21 @@ static inline void pg_vec_dot_q5_K_q8_K_prows(int64_t n, const void * vx, size_t
 #define PG_Q6_K_TILE_NC PG_QP_NC
 #define PG_Q6_K_TILE_MR PG_QP_MR
 
-/* mul_mat on repacked weights (pg_x16_pack, arch/x86/qgemm-x86.h; Tensor.repack): the bytes the panels
- * of nr rows of n elements of type t take (0: t has none), the repacking, and vec_dot_rows and
- * vec_dot_tile reading the panels, x the one of the call's first row (a multiple of 16), bx the
- * bytes of a panel. Not Q6_K: its one-column GEMV, the row pairs of arch/x86/kgemv-x86.h, decodes
- * more bytes per instruction than its panels even from repacked ones, and reads the rows. */
-#define PG_PANELS 1
-#define PG_PANELS_R PG_QP_R           /* rows per panel */
-static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
-    switch (t) {
-    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4:
-    case PG_TYPE_Q4_K: case PG_TYPE_Q5_K:
-        return pg_x16_bytes(t, n, nr);
-    default: return 0;
-    }
+/* the panels at this level (panels.h's pg_panel_*): not Q6_K, whose one-column GEMV, the row pairs
+ * of arch/x86/kgemv-x86.h, decodes more bytes per instruction than its panels even from repacked
+ * ones, and reads the rows */
+PG_ALWAYS_INLINE bool pg_panel_has(const int t) { return t != PG_TYPE_Q6_K; }
+PG_ALWAYS_INLINE void pg_panel_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
+    pg_x16_pack(t, n, nr, x, bx, dst);
 }
-static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
-    const char * r = (const char *) x;
-    char * d = (char *) dst;
-    switch (t) {
-    case PG_TYPE_Q8_0: pg_x16_pack(PG_TYPE_Q8_0, n, nr, r, bx, d); return;
-    case PG_TYPE_Q4_0: pg_x16_pack(PG_TYPE_Q4_0, n, nr, r, bx, d); return;
-    case PG_TYPE_IQ4_NL: pg_x16_pack(PG_TYPE_IQ4_NL, n, nr, r, bx, d); return;
-    case PG_TYPE_MXFP4: pg_x16_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
-    case PG_TYPE_Q4_K: pg_x16_pack(PG_TYPE_Q4_K, n, nr, r, bx, d); return;
-    default: pg_x16_pack(PG_TYPE_Q5_K, n, nr, r, bx, d); return;
-    }
+PG_ALWAYS_INLINE void pg_panel_rows(const int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
+                                    float * s) {
+    if (pg_x16_blck(t) == PG_QK_K) pg_kp_cols(t, 1, n, x, bx, nr, nr, y, 0, s, 0, 1);
+    else pg_qp_cols(t, 1, n, x, bx, nr, nr, y, 0, s, 0, 1);
 }
-static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    switch (t) {
-    case PG_TYPE_Q8_0: pg_qp_cols(PG_TYPE_Q8_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_Q4_0: pg_qp_cols(PG_TYPE_Q4_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_IQ4_NL: pg_qp_cols(PG_TYPE_IQ4_NL, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_MXFP4: pg_qp_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_Q4_K: pg_kp_cols(PG_TYPE_Q4_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    default: pg_kp_cols(PG_TYPE_Q5_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    }
-}
-static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                  int nc, float * s, size_t lds) {
-    switch (t) {
-    case PG_TYPE_Q8_0: pg_qp_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_Q4_0: pg_qp_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_IQ4_NL: pg_qp_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_MXFP4: pg_qp_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_Q4_K: pg_kp_tile(PG_TYPE_Q4_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    default: pg_kp_tile(PG_TYPE_Q5_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    }
+PG_ALWAYS_INLINE void pg_panel_tile(const int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                    int nc, float * s, size_t lds) {
+    if (pg_x16_blck(t) == PG_QK_K) pg_kp_tile(t, n, x, bx, mr, y, by, nc, s, lds, 1);
+    else pg_qp_tile(t, n, x, bx, mr, y, by, nc, s, lds, 1);
 }
 #endif

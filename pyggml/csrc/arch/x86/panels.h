@@ -155,3 +155,69 @@ static inline void pg_kp_column(const int t, const char * y, int64_t b0, int kb,
         }
     }
 }
+
+/* mul_mat on repacked weights (types.h's pg_panels_* interface; Tensor.repack): the bytes the panels
+ * of nr rows of n elements of type t take (0: t has none at this level), the repacking, and
+ * vec_dot_rows and vec_dot_tile reading the panels, x the one of the call's first row (a multiple
+ * of PG_QP_R), bx the bytes of a panel. Each level defines, below its kernels, the four with t a
+ * compile-time constant (kgemm-x86.h at AVX-512 with VNNI and GFNI, qpanel-avx2.h at AVX2); the one
+ * switch over the types is here. AVX-512 without them has no panels. */
+#if defined(PG_X86_GEMV) || defined(PG_SIMD_AVX2)
+PG_ALWAYS_INLINE bool pg_panel_has(const int t);
+PG_ALWAYS_INLINE void pg_panel_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst);
+PG_ALWAYS_INLINE void pg_panel_rows(const int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
+                                    float * s);
+PG_ALWAYS_INLINE void pg_panel_tile(const int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                    int nc, float * s, size_t lds);
+
+enum { PG_PANEL_SIZE, PG_PANEL_PACK, PG_PANEL_ROWS, PG_PANEL_TILE };
+typedef struct {
+    int64_t n, nr;          /* elements per row; rows (PACK, ROWS) */
+    const void * x;
+    size_t bx;
+    const void * y;         /* ROWS, TILE: the activation rows, by bytes apart */
+    size_t by;
+    int mr, nc;             /* TILE */
+    float * s;              /* ROWS, TILE: the sums, lds floats from a column to the next */
+    size_t lds;
+    void * dst;             /* PACK */
+} pg_panel_args;
+/* op of the panel type t (a constant) on a */
+PG_ALWAYS_INLINE size_t pg_panel_op(const int t, int op, const pg_panel_args * a) {
+    if (!pg_panel_has(t)) return 0;
+    switch (op) {
+    case PG_PANEL_PACK: pg_panel_pack(t, a->n, a->nr, (const char *) a->x, a->bx, (char *) a->dst); return 0;
+    case PG_PANEL_ROWS: pg_panel_rows(t, a->n, a->x, a->bx, a->nr, a->y, a->s); return 0;
+    case PG_PANEL_TILE: pg_panel_tile(t, a->n, a->x, a->bx, a->mr, a->y, a->by, a->nc, a->s, a->lds); return 0;
+    default: return pg_x16_bytes(t, a->n, a->nr);
+    }
+}
+static inline size_t pg_panels_do(int t, int op, const pg_panel_args * a) {
+    switch (t) {
+    case PG_TYPE_Q8_0: return pg_panel_op(PG_TYPE_Q8_0, op, a);
+    case PG_TYPE_Q4_0: return pg_panel_op(PG_TYPE_Q4_0, op, a);
+    case PG_TYPE_IQ4_NL: return pg_panel_op(PG_TYPE_IQ4_NL, op, a);
+    case PG_TYPE_MXFP4: return pg_panel_op(PG_TYPE_MXFP4, op, a);
+    case PG_TYPE_Q4_K: return pg_panel_op(PG_TYPE_Q4_K, op, a);
+    case PG_TYPE_Q5_K: return pg_panel_op(PG_TYPE_Q5_K, op, a);
+    case PG_TYPE_Q6_K: return pg_panel_op(PG_TYPE_Q6_K, op, a);
+    default: return 0;
+    }
+}
+#define PG_PANELS 1
+#define PG_PANELS_R PG_QP_R           /* rows per panel */
+static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
+    return pg_panels_do(t, PG_PANEL_SIZE, &(pg_panel_args) {.n = n, .nr = nr});
+}
+static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
+    pg_panels_do(t, PG_PANEL_PACK, &(pg_panel_args) {.n = n, .nr = nr, .x = x, .bx = bx, .dst = dst});
+}
+static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
+    pg_panels_do(t, PG_PANEL_ROWS, &(pg_panel_args) {.n = n, .nr = nr, .x = x, .bx = bx, .y = y, .s = s});
+}
+static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                  int nc, float * s, size_t lds) {
+    pg_panels_do(t, PG_PANEL_TILE,
+                 &(pg_panel_args) {.n = n, .x = x, .bx = bx, .mr = mr, .y = y, .by = by, .nc = nc, .s = s, .lds = lds});
+}
+#endif

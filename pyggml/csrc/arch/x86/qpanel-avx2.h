@@ -701,50 +701,19 @@ static inline void pg_vec_dot_q6_K_q8_K_prows(int64_t n, const void * vx, size_t
 #define PG_Q6_K_TILE_NC PG_QP_NC
 #define PG_Q6_K_TILE_MR PG_QP_MR
 
-/* mul_mat's repacked weights at this level: the six types' panels (types.h's pg_panels_* interface) */
-#define PG_PANELS 1
-#define PG_PANELS_R PG_QP_R
-static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
-    switch (t) {
-    case PG_TYPE_Q8_0: case PG_TYPE_Q4_0: case PG_TYPE_IQ4_NL: case PG_TYPE_MXFP4: case PG_TYPE_Q4_K: case PG_TYPE_Q5_K:
-    case PG_TYPE_Q6_K:
-        return pg_x16_bytes(t, n, nr);
-    default: return 0;
-    }
+/* the panels at this level (panels.h's pg_panel_*): all seven types */
+PG_ALWAYS_INLINE bool pg_panel_has(const int t) { (void) t; return true; }
+PG_ALWAYS_INLINE void pg_panel_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
+    if (pg_x16_blck(t) == PG_QK_K) pg_k2_pack(t, n, nr, x, bx, dst);
+    else pg_q2_pack(t, n, nr, x, bx, dst);
 }
-static inline void pg_panels_pack(int t, int64_t n, int64_t nr, const void * x, size_t bx, void * dst) {
-    const char * r = (const char *) x;
-    char * d = (char *) dst;
-    switch (t) {
-    case PG_TYPE_Q8_0: pg_q2_pack(PG_TYPE_Q8_0, n, nr, r, bx, d); return;
-    case PG_TYPE_Q4_0: pg_q2_pack(PG_TYPE_Q4_0, n, nr, r, bx, d); return;
-    case PG_TYPE_IQ4_NL: pg_q2_pack(PG_TYPE_IQ4_NL, n, nr, r, bx, d); return;
-    case PG_TYPE_MXFP4: pg_q2_pack(PG_TYPE_MXFP4, n, nr, r, bx, d); return;
-    case PG_TYPE_Q4_K: pg_k2_pack(PG_TYPE_Q4_K, n, nr, r, bx, d); return;
-    case PG_TYPE_Q5_K: pg_k2_pack(PG_TYPE_Q5_K, n, nr, r, bx, d); return;
-    default: pg_k2_pack(PG_TYPE_Q6_K, n, nr, r, bx, d); return;
-    }
+PG_ALWAYS_INLINE void pg_panel_rows(const int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
+                                    float * s) {
+    if (pg_x16_blck(t) == PG_QK_K) pg_k2_cols(t, 1, n, x, bx, nr, nr, y, 0, s, 0, 1);
+    else pg_q2_cols(t, 1, n, x, bx, nr, nr, y, 0, s, 0, 1);
 }
-static inline void pg_panels_rows(int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y, float * s) {
-    switch (t) {
-    case PG_TYPE_Q8_0: pg_q2_cols(PG_TYPE_Q8_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_Q4_0: pg_q2_cols(PG_TYPE_Q4_0, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_IQ4_NL: pg_q2_cols(PG_TYPE_IQ4_NL, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_MXFP4: pg_q2_cols(PG_TYPE_MXFP4, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_Q4_K: pg_k2_cols(PG_TYPE_Q4_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    case PG_TYPE_Q5_K: pg_k2_cols(PG_TYPE_Q5_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    default: pg_k2_cols(PG_TYPE_Q6_K, 1, n, x, bx, nr, nr, y, 0, s, 0, 1); return;
-    }
-}
-static inline void pg_panels_tile(int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
-                                  int nc, float * s, size_t lds) {
-    switch (t) {
-    case PG_TYPE_Q8_0: pg_q2_tile(PG_TYPE_Q8_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_Q4_0: pg_q2_tile(PG_TYPE_Q4_0, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_IQ4_NL: pg_q2_tile(PG_TYPE_IQ4_NL, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_MXFP4: pg_q2_tile(PG_TYPE_MXFP4, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_Q4_K: pg_k2_tile(PG_TYPE_Q4_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    case PG_TYPE_Q5_K: pg_k2_tile(PG_TYPE_Q5_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    default: pg_k2_tile(PG_TYPE_Q6_K, n, x, bx, mr, y, by, nc, s, lds, 1); return;
-    }
+PG_ALWAYS_INLINE void pg_panel_tile(const int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
+                                    int nc, float * s, size_t lds) {
+    if (pg_x16_blck(t) == PG_QK_K) pg_k2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 1);
+    else pg_q2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 1);
 }
