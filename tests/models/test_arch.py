@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from test_gguf import llama_metadata, llama_tensors
+from tiny_gguf import llama_metadata, llama_tensors
 
 import pyggml as gg
 import pyggml.gguf as G
