@@ -172,14 +172,22 @@ PG_ALWAYS_INLINE float pg_kgemv_dot(const int t, int64_t n, const void * x, cons
 }
 /* vec_dot_rows of type t (mul_mat's one-column GEMV over a thread's nr rows): row i and row i + nr/2
  * per body call, two read streams sharing the activation loads, an odd last row alone (each sum the
- * bits of the one-row body) */
+ * bits of the one-row body). Each call prefetches both streams' rows PG_KGEMV_AHEAD bytes ahead (at
+ * least the next ones): the hardware prefetcher alone leaves misses the bodies do not overlap. */
+#define PG_KGEMV_AHEAD 4096
 PG_ALWAYS_INLINE void pg_kgemv_rows(const int t, int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                   float * s) {
     const char * x = (const char *) vx;
     const pg_block_q8_K * y = (const pg_block_q8_K *) vy;
     const int64_t nb = n / PG_QK_K, h = nr / 2;
+    const int64_t ahead = PG_MAX(1, PG_KGEMV_AHEAD / (int64_t) bx);
     for (int64_t i = 0; i < h; i++) {
         float s2[2];
+        if (i + ahead < h)
+            for (size_t o = 0; o < bx; o += PG_CACHE_LINE) {
+                __builtin_prefetch(x + (size_t) (i + ahead) * bx + o);
+                __builtin_prefetch(x + (size_t) (i + ahead + h) * bx + o);
+            }
         pg_kgemv_body(t, nb, x + (size_t) i * bx, (size_t) h * bx, y, 2, s2);
         s[i] = s2[0];
         s[i + h] = s2[1];
