@@ -52,8 +52,7 @@
 enum { PG_KIND_FLOAT = 0, PG_KIND_QUANT = 1, PG_KIND_INT = 2 };
 
 #if !defined(PG_PANELS)
-/* mul_mat's repacked weights (arch/x86/kgemm-x86.h's and qpanel-avx2.h's pg_panels_*): no type has them at
- * this level */
+/* mul_mat's repacked weights (arch/x86/panels.h's pg_panels_*): no type has them at this level */
 #define PG_PANELS_R 1
 static inline size_t pg_panels_size(int t, int64_t n, int64_t nr) {
     (void) t, (void) n, (void) nr;
