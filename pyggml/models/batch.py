@@ -448,12 +448,9 @@ class BatchEngine:
                 pos = np.concatenate([pos, np.zeros(n_tok - n, np.int32)])
             else:
                 n_tok = n
-            n_out = max(len(want), self.min_cols)
+            n_out = min(self.step_tokens(len(want)), n_tok)
             if self.long_prompt is not None:        # the LM head's rows: the tiles' class in any step
                 n_out = min(n_out, self.tile_batch)
-            else:
-                n_out = -(-n_out // self.col_round) * self.col_round
-            n_out = min(n_out, n_tok)
             sg = self._graph(n_tok, self.cache.pad_n_kv(cells.max() + 1), n_out)
             rows_pos = np.broadcast_to(pos, (self.model.pos_rows, n_tok))
             sg.feed(ids, rows_pos, cells)
