@@ -13,7 +13,7 @@
 #      cached in .cache/ARCH/ and rebuilt only when the package list changes
 #   3. host build tools (meson, ninja, Cython) in a venv under .cache/ARCH/
 #   4. cross builds, each meson setup/compile/install --destdir with cross/ARCH-*.ini
-#   5. pytest under qemu (stages):
+#   5. pytest under qemu (stages), PYGGML_QEMU_JOBS (default: the cores) stages at a time:
 #      riscv64 rvv128, rvv256  the RVV build (cross/riscv64-rvv.ini) at VLEN 128 and 256,
 #                      tail/mask-agnostic lanes filled with ones (rvv_ta_all_1s, rvv_ma_all_1s), so
 #                      a missing _tu policy shows as NaN
@@ -27,7 +27,7 @@
 #
 # Usage: bash tools/qemu.sh ARCH [extra pytest args]      e.g. bash tools/qemu.sh aarch64 -k binary
 # Env:   PYGGML_QEMU_STAGES  stages to run (default: all of ARCH's; PYGGML_RISCV64_STAGES also works
-#        for riscv64)
+#        for riscv64); PYGGML_QEMU_JOBS  stages run side by side (default: nproc)
 set -euo pipefail
 
 ARCH=${1:-}
@@ -161,11 +161,12 @@ run_tests() {  # name site cpu expect_simd expect_vlen pytest-args...
     # -P: no cwd on sys.path, so the source tree's pyggml/ cannot shadow the installed one;
     # passive OpenMP waits: emulated threads spinning at a barrier would starve the others
     QEMU_CPU=$cpu OMP_WAIT_POLICY=passive PYGGML_EMULATED=1 PYTHONPATH=$site PYGGML_EXPECT_SIMD=$simd PYGGML_EXPECT_VLEN=$vlen \
-        "$PYTHON" -P -m pytest -p no:cacheprovider "$@"
+        "$PYTHON" -P -m pytest -p no:cacheprovider --basetemp="$CACHE/pytest-${name#*:}" "$@"
 }
 
 rvv_site='' zvfh_site='' scalar_site='' neon_site='' dotprod_site=''
-for stage in $ARCH:${STAGES// / $ARCH:}; do
+stages=($ARCH:${STAGES// / $ARCH:})
+for stage in "${stages[@]}"; do     # the builds first: each takes every core
     case $stage in
         riscv64:rvv128 | riscv64:rvv256 | riscv64:rvv-nov) [[ -n $rvv_site ]] || { build rvv rvv; check_v_confined rvv; rvv_site=$SITE; } ;;
         riscv64:zvfhmin) [[ -n $zvfh_site ]] || { build zvfhmin rvv zvfhmin; check_v_confined zvfhmin; zvfh_site=$SITE; } ;;
@@ -174,17 +175,38 @@ for stage in $ARCH:${STAGES// / $ARCH:}; do
         aarch64:dotprod) [[ -n $dotprod_site ]] || { build dotprod neon dotprod; check_has_sdot dotprod; dotprod_site=$SITE; } ;;
         *) echo "qemu.sh: unknown stage '$stage'" >&2; exit 2 ;;
     esac
-    case $stage in
-        riscv64:rvv128) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=128" rvv 128 "$ROOT/tests" "$@" ;;
-        riscv64:rvv256) run_tests "$stage" "$rvv_site" "$V_CPU,vlen=256" rvv 256 "$ROOT/tests" "$@" ;;
-        riscv64:rvv-nov) run_tests "$stage" "$rvv_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
-        riscv64:zvfhmin) run_tests "$stage" "$zvfh_site" "$V_CPU,vlen=256,Zfh=true" rvv 256 \
-                     "$ROOT/tests/core/test_build.py" "$ROOT/tests/kernels/test_vec.py" "$@" ;;
-        riscv64:scalar) run_tests "$stage" "$scalar_site" rv64 scalar 0 "$ROOT/tests" "$@" ;;
-        aarch64:neon) run_tests "$stage" "$neon_site" cortex-a72 neon 128 "$ROOT/tests" "$@" ;;
-        aarch64:dotprod) run_tests "$stage" "$dotprod_site" max neon 128 "$ROOT/tests/core/test_build.py" \
-                     "$ROOT/tests/types/test_kquants.py" "$ROOT/tests/types/test_quants.py" \
-                     "$ROOT/tests/ops/test_mul_mat.py" "$@" ;;
-    esac
 done
+
+# The stages then run side by side, as many at a time as there are cores: pytest under qemu keeps
+# about one core busy. Each stage's output goes to its own log, printed whole when it ends.
+jobs_max=${PYGGML_QEMU_JOBS:-$(nproc)}
+running=() failed=()
+finish() {  # wait for the oldest running stage, print its log
+    local stage=${running[0]} pid=${running[1]}
+    running=("${running[@]:2}")
+    wait "$pid" || failed+=("$stage")
+    cat "$CACHE/${stage#*:}.log"
+}
+for stage in "${stages[@]}"; do
+    case $stage in
+        riscv64:rvv128) args=("$rvv_site" "$V_CPU,vlen=128" rvv 128 "$ROOT/tests") ;;
+        riscv64:rvv256) args=("$rvv_site" "$V_CPU,vlen=256" rvv 256 "$ROOT/tests") ;;
+        riscv64:rvv-nov) args=("$rvv_site" rv64 scalar 0 "$ROOT/tests") ;;
+        riscv64:zvfhmin) args=("$zvfh_site" "$V_CPU,vlen=256,Zfh=true" rvv 256
+                               "$ROOT/tests/core/test_build.py" "$ROOT/tests/kernels/test_vec.py") ;;
+        riscv64:scalar) args=("$scalar_site" rv64 scalar 0 "$ROOT/tests") ;;
+        aarch64:neon) args=("$neon_site" cortex-a72 neon 128 "$ROOT/tests") ;;
+        aarch64:dotprod) args=("$dotprod_site" max neon 128 "$ROOT/tests/core/test_build.py"
+                               "$ROOT/tests/types/test_kquants.py" "$ROOT/tests/types/test_quants.py"
+                               "$ROOT/tests/ops/test_mul_mat.py") ;;
+    esac
+    while ((${#running[@]} / 2 >= jobs_max)); do finish; done
+    run_tests "$stage" "${args[@]}" "$@" >"$CACHE/${stage#*:}.log" 2>&1 &
+    running+=("$stage" $!)
+done
+while ((${#running[@]})); do finish; done
+if ((${#failed[@]})); then
+    log "failed: ${failed[*]}"
+    exit 1
+fi
 log "done"
