@@ -782,6 +782,34 @@ def _looks_special(token):
             or (token.startswith("<unused") and token.endswith(">")))
 
 
+def _sp_vocab(gguf, sp, n, tok_dir):
+    """The sentencepiece model's first n pieces as GGUF token lists (tokens, scores, types; ids past
+    its vocabulary "[PADi]", unused), then added_tokens.json's as user-defined tokens."""
+    T = gguf.TokenType
+    tokens = [f"[PAD{i}]".encode() for i in range(n)]
+    scores, types = [-10000.0] * n, [T.UNUSED] * n
+    for i in range(min(sp.vocab_size(), n)):
+        tokens[i], scores[i] = sp.IdToPiece(i).encode(), sp.GetScore(i)
+        types[i] = (T.UNKNOWN if sp.IsUnknown(i) else T.CONTROL if sp.IsControl(i) else
+                    T.UNUSED if sp.IsUnused(i) else T.BYTE if sp.IsByte(i) else T.NORMAL)
+    added = tok_dir / "added_tokens.json"
+    if added.is_file():
+        for text, i in json.loads(added.read_text(encoding="utf-8")).items():
+            if i < n:
+                tokens[i], scores[i], types[i] = text.encode(), -1000.0, T.USER_DEFINED
+    return tokens, scores, types
+
+
+def _add_sp_vocab(gguf, w, tok_dir, tokens, scores, types):
+    """Write a sentencepiece vocabulary as llama.cpp's "llama" tokenizer, with the special ids."""
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    gguf.SpecialVocab(tok_dir, n_vocab=len(tokens)).add_to_gguf(w, quiet=True)
+
+
 def _vocab_sentencepiece(w, tok_dir, hp):
     """tokenizer.model through sentencepiece (TextModel._create_vocab_sentencepiece); FileNotFoundError
     without one."""
@@ -797,17 +825,7 @@ def _vocab_sentencepiece(w, tok_dir, hp):
     sp.LoadFromFile(str(path))
     n = _find(hp, ("vocab_size_per_layer_input", "vocab_size")) or sp.vocab_size()
     T = gguf.TokenType
-    tokens = [f"[PAD{i}]".encode() for i in range(n)]
-    scores, types = [-10000.0] * n, [T.UNUSED] * n
-    for i in range(min(sp.vocab_size(), n)):
-        tokens[i], scores[i] = sp.IdToPiece(i).encode(), sp.GetScore(i)
-        types[i] = (T.UNKNOWN if sp.IsUnknown(i) else T.CONTROL if sp.IsControl(i) else
-                    T.UNUSED if sp.IsUnused(i) else T.BYTE if sp.IsByte(i) else T.NORMAL)
-    added = tok_dir / "added_tokens.json"
-    if added.is_file():
-        for text, i in json.loads(added.read_text(encoding="utf-8")).items():
-            if i < n:
-                tokens[i], scores[i], types[i] = text.encode(), -1000.0, T.USER_DEFINED
+    tokens, scores, types = _sp_vocab(gguf, sp, n, tok_dir)
     config = tok_dir / "tokenizer_config.json"
     if config.is_file():
         decoder = json.loads(config.read_text(encoding="utf-8")).get("added_tokens_decoder", {})
@@ -821,12 +839,7 @@ def _vocab_sentencepiece(w, tok_dir, hp):
                 text = text.replace("\u2581", " ")
                 types[i] = T.USER_DEFINED
             scores[i], tokens[i] = -1000.0, text.encode()
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    gguf.SpecialVocab(tok_dir, n_vocab=len(tokens)).add_to_gguf(w, quiet=True)
+    _add_sp_vocab(gguf, w, tok_dir, tokens, scores, types)
 
 
 def _vocab_phi3(w, tok_dir, hp, tok_config):
@@ -842,17 +855,7 @@ def _vocab_phi3(w, tok_dir, hp, tok_config):
     sp.LoadFromFile(str(path))
     n = hp.get("vocab_size", sp.vocab_size())
     T = gguf.TokenType
-    tokens = [f"[PAD{i}]".encode() for i in range(n)]
-    scores, types = [-10000.0] * n, [T.UNUSED] * n
-    for i in range(min(sp.vocab_size(), n)):
-        tokens[i], scores[i] = sp.IdToPiece(i).encode(), sp.GetScore(i)
-        types[i] = (T.UNKNOWN if sp.IsUnknown(i) else T.CONTROL if sp.IsControl(i) else
-                    T.UNUSED if sp.IsUnused(i) else T.BYTE if sp.IsByte(i) else T.NORMAL)
-    added = tok_dir / "added_tokens.json"
-    if added.is_file():
-        for text, i in json.loads(added.read_text(encoding="utf-8")).items():
-            if i < n:
-                tokens[i], scores[i], types[i] = text.encode(), -1000.0, T.USER_DEFINED
+    tokens, scores, types = _sp_vocab(gguf, sp, n, tok_dir)
     entries = [(int(i), d) for i, d in tok_config.get("added_tokens_decoder", {}).items()]
     tok_json = tok_dir / "tokenizer.json"
     if tok_json.is_file():
@@ -862,12 +865,7 @@ def _vocab_phi3(w, tok_dir, hp, tok_config):
             raise ValueError(f"convert: added token {d.get('content')!r} has id {i}, past the vocabulary of {n}")
         tokens[i], scores[i] = d["content"].encode(), -1000.0
         types[i] = T.CONTROL if d.get("special") else T.USER_DEFINED
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    gguf.SpecialVocab(tok_dir, n_vocab=len(tokens)).add_to_gguf(w, quiet=True)
+    _add_sp_vocab(gguf, w, tok_dir, tokens, scores, types)
 
 
 def _vocab_llama_hf(w, tok_dir):
