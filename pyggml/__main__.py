@@ -48,7 +48,7 @@ def _parse_tokens(text):
 def _cmd_run(args):
     import pyggml
     from pyggml import models
-    from pyggml.chat_cli import sampling_options
+    from pyggml.chat_cli import load_options, sampling_options
     from pyggml.progress import progress
 
     sampling = sampling_options(args)
@@ -57,7 +57,7 @@ def _cmd_run(args):
         raise UserError("--image needs --mmproj (the vision tower's GGUF)")
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
                     flash_attn=not args.no_flash_attn, n_batch=args.batch, mmproj=args.mmproj,
-                    repack=not args.no_repack)
+                    **load_options(args))
     tok = m.tokenizer
     if args.prompt is not None:
         if tok is None:
@@ -121,7 +121,7 @@ def _cmd_demo(args):
 
 def _cmd_serve(args):
     import pyggml
-    from pyggml import models
+    from pyggml import chat_cli, models
     try:
         from pyggml import serve
     except ImportError as e:
@@ -134,7 +134,7 @@ def _cmd_serve(args):
     if args.stages is not None:
         return _serve_pipeline(args, serve)
     m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_type=pyggml.Type[args.kv_type.upper()],
-                    n_batch=args.batch, repack=not args.no_repack)
+                    n_batch=args.batch, **chat_cli.load_options(args))
     server = serve.Server(m, n_seq=args.parallel, api_key=args.api_key, name=args.alias, warmup=not args.no_warmup)
     print(f"pyggml serve: {args.model} on http://{args.host}:{args.port} ({args.parallel} sequences of "
           f"{server.engine.n_ctx_seq} tokens)", file=sys.stderr)
@@ -165,6 +165,7 @@ def _serve_pipeline(args, serve):
 def _serve_ray(args):
     """pyggml serve --ray: the server as a Ray Serve deployment of --replicas replicas."""
     import pyggml
+    from pyggml import chat_cli
     if args.stages is not None:
         raise UserError("--ray and --stages cannot go together (a replica of a pipelined model is not supported)")
     try:
@@ -178,7 +179,7 @@ def _serve_ray(args):
         raise UserError(f"{args.model}: no such file")
     app = ray_serve.deployment(args.model, args.replicas, n_seq=args.parallel, n_ctx=args.ctx, n_threads=args.threads,
                                n_batch=args.batch, kv_type=pyggml.Type[args.kv_type.upper()], api_key=args.api_key,
-                               name=args.alias)
+                               name=args.alias, load_options=chat_cli.load_options(args))
     print(f"pyggml serve: {args.model} on http://{args.host}:{args.port}, {args.replicas} Ray Serve replicas of "
           f"{args.parallel} sequences", file=sys.stderr)
     ray_serve.run(app, args.host, args.port)
@@ -255,7 +256,7 @@ def parser():
                    help="progress bars on stderr (default: prefill bar on a terminal, decode bar when the "
                         "output is not one)")
     from pyggml import chat_cli
-    chat_cli.add_repack_argument(r)
+    chat_cli.add_load_arguments(r)
     chat_cli.add_sampling_arguments(r, temp=0.0, top_k=0, top_p=1.0, min_p=0.0)
     r.set_defaults(fn=_cmd_run)
 
@@ -318,7 +319,7 @@ def parser():
     sv.add_argument("--api-key", default=os.environ.get("PYGGML_API_KEY"),
                     help="require Authorization: Bearer KEY (default $PYGGML_API_KEY; none: open)")
     sv.add_argument("--alias", help="the model name /v1/models reports (default the file name)")
-    chat_cli.add_repack_argument(sv)
+    chat_cli.add_load_arguments(sv)
     sv.add_argument("--no-warmup", action="store_true",
                     help="skip the one-token step run at start (it reads the weights in and builds the decode graph)")
     sv.add_argument("--ray", action="store_true",

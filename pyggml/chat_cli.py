@@ -32,13 +32,23 @@ def add_arguments(p):
     p.add_argument("-n", "--n-predict", type=int, default=-1, help="most tokens per answer (default -1: until the "
                    "context is full)")
     p.add_argument("--system", help="a system message")
-    add_repack_argument(p)
+    add_load_arguments(p)
     add_sampling_arguments(p)
 
 
-def add_repack_argument(p):
+def add_load_arguments(p):
+    """Add --no-repack and --no-mmap (how the weights are held: models.load's repack and mmap) to the
+    parser p; load_options(args) reads them back."""
     p.add_argument("--no-repack", action="store_true",
                    help="read the weights in place (zero-copy) instead of the CPU kernels' repacked copies")
+    p.add_argument("--no-mmap", action="store_true",
+                   help="read the file into memory instead of mapping it (llama.cpp's --no-mmap): a slower "
+                        "start and memory the file's size; decode faster where the cached file reads slower (docs/gguf.md)")
+
+
+def load_options(args):
+    """models.load's keyword options from add_load_arguments' flags."""
+    return {"repack": not args.no_repack, "mmap": not args.no_mmap}
 
 
 def add_sampling_arguments(p, temp=0.8, top_k=40, top_p=0.95, min_p=0.05):
@@ -111,7 +121,7 @@ def main(args, stdin=None, out=None):
         # Ctrl-C stops an answer or a prefill even when the chat was started with SIGINT ignored
         # (from a background job, where Python then leaves it ignored)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, n_batch=args.batch, repack=not args.no_repack)
+    m = models.load(args.model, n_ctx=args.ctx, n_threads=args.threads, n_batch=args.batch, **load_options(args))
     if m.tokenizer is None:
         raise ValueError(f"{args.model} has no usable tokenizer (pip install pyggml[tokenizer])")
     chat.template_of(m)                            # a template that does not parse: an error now

@@ -15,7 +15,7 @@ the gguf package's GGUFWriter (an optional dependency: pip install pyggml[gguf])
 This module knows the GGUF format only: what an architecture's keys and tensors mean is in
 pyggml.models (pyggml.models.read_hparams(f) gives a file's typed, validated hyper-parameters).
 """
-import mmap
+import mmap as _mmap
 import os
 import struct
 
@@ -24,6 +24,7 @@ import numpy as np
 from pyggml._enums import Type
 from pyggml._tables import blck_size, type_size
 from pyggml._tensor import Context
+from pyggml.progress import progress
 
 __all__ = ["SUPPORTED_TYPES", "GGUFError", "GGUFFile", "load", "save"]
 
@@ -64,26 +65,37 @@ def _ggml_type_name(code):
         return f"{code} (unknown to pyggml)"
 
 
-def load(path):
+def load(path, mmap=True):
     """Memory-map the GGUF file at `path`: its metadata and tensors (GGUFError for a file that breaks
-    the format; what the keys mean is pyggml.models' concern)."""
-    return GGUFFile(path)
+    the format; what the keys mean is pyggml.models' concern). mmap=False reads the file into
+    anonymous memory instead (GGUFFile)."""
+    return GGUFFile(path, mmap)
 
 
 class GGUFFile:
     """A memory-mapped GGUF file: `path`, `arch` (general.architecture, or None), `metadata` (raw key ->
     value), `types` (key -> its GGUF value type, (ARRAY, element type) for arrays), `tensors` (name -> pyggml.Tensor pointing into the mapping; ne in ggml order as
-    stored). Also a context manager."""
+    stored). Also a context manager.
 
-    def __init__(self, path):
+    mmap=False (llama.cpp's --no-mmap): the whole file is read into anonymous memory (transparent
+    huge pages asked for where the OS has them) and the tensors point there. Loading then costs a
+    read of the file and resident anonymous memory its size, and the weights no longer share the
+    page cache; where the file's cached pages read slower than fresh memory (seen on a virtual
+    machine, docs/gguf.md), decode runs faster."""
+
+    def __init__(self, path, mmap=True):
         self.path = os.fspath(path)
+        if not isinstance(mmap, bool):
+            raise TypeError(f"pyggml.gguf.load: mmap must be True or False, got {type(mmap).__name__}")
+        self.mapped = mmap
         try:
             with open(self.path, "rb") as fp:
                 head = fp.read(4)
                 if head != _MAGIC:
                     raise GGUFError(f"{self.path}: not a GGUF file (it starts with {head!r}, a GGUF file "
                                     f"with {_MAGIC!r})")
-                self._map = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_COPY)
+                self._map = _mmap.mmap(fp.fileno(), 0, access=_mmap.ACCESS_COPY) if mmap else _read_anon(fp)
+                self._file_id = _file_id(os.fstat(fp.fileno()))
         except OSError as e:
             raise GGUFError(f"{self.path}: cannot open: {e.strerror}") from None
         try:
@@ -206,19 +218,27 @@ class GGUFFile:
         return sum(t.nbytes for t in self.tensors.values())
 
     def release(self, tensors):
-        """Let the OS drop the mapped pages wholly inside these tensors' bytes (ones whose reader
-        has another copy: Tensor.repack), so that resident memory does not count them twice; a later
-        read of them maps them in again from the file. Their contents must not have been written."""
-        if self._map is None or not hasattr(mmap, "MADV_DONTNEED"):
+        """Let the OS drop the pages wholly inside these tensors' bytes (ones whose reader has
+        another copy: Tensor.repack), so that resident memory does not count them twice; a later
+        read of them maps them in again from the file. Their contents must not have been written.
+        A file read into memory (mmap=False) maps those pages of the file back over its copy
+        (where the OS allows it: Linux and other POSIX systems; elsewhere nothing is dropped)."""
+        if self._map is None or not hasattr(_mmap, "MADV_DONTNEED"):
             return
         view = np.frombuffer(self._map, dtype=np.uint8)
-        base, page = view.ctypes.data, mmap.PAGESIZE
+        base, page = view.ctypes.data, _mmap.PAGESIZE
         del view
+        ranges = []
         for t in tensors:
             start = t.data_ptr - base
             lo, hi = -(-start // page) * page, (start + t.nbytes) // page * page
             if 0 <= start and hi > lo:
-                self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+                ranges.append((lo, hi))
+        if self.mapped:
+            for lo, hi in ranges:
+                self._map.madvise(_mmap.MADV_DONTNEED, lo, hi - lo)
+        elif ranges:
+            _map_file_over(self.path, self._file_id, base, ranges)
 
     def close(self):
         """Drop this object's references to the mapping; tensors taken from it keep it alive."""
@@ -239,6 +259,56 @@ class GGUFFile:
 _FROM_DTYPE = {np.dtype(np.float32): Type.F32, np.dtype(np.float16): Type.F16, np.dtype(np.float64): Type.F64,
                np.dtype(np.int8): Type.I8, np.dtype(np.int16): Type.I16, np.dtype(np.int32): Type.I32,
                np.dtype(np.int64): Type.I64}
+
+
+def _file_id(st):
+    """What identifies a file's contents for _map_file_over: device, inode, size, modification time."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read_anon(fp):
+    """The whole of the open file fp read into a private anonymous mapping (GGUFFile(mmap=False))."""
+    size = os.fstat(fp.fileno()).st_size
+    m = _mmap.mmap(-1, max(size, 1), flags=_mmap.MAP_PRIVATE) if hasattr(_mmap, "MAP_PRIVATE") else _mmap.mmap(-1, max(size, 1))
+    if hasattr(_mmap, "MADV_HUGEPAGE"):
+        m.madvise(_mmap.MADV_HUGEPAGE)
+    fp.seek(0)
+    view, done, chunk = memoryview(m), 0, 64 << 20
+    with progress(total=size >> 20, desc=f"reading {os.path.basename(fp.name)}", unit="MiB",
+                  enable=None if size >= 1 << 30 else False) as bar:
+        while done < size:
+            n = fp.readinto(view[done:done + chunk])
+            if not n:
+                raise GGUFError(f"{fp.name}: the file ended at byte {done} while being read ({size} bytes expected)")
+            done += n
+            bar.update(n >> 20)
+    view.release()
+    return m
+
+
+def _map_file_over(path, file_id, base, ranges):
+    """Map the file's pages [lo, hi) (page-aligned byte ranges, each the same offset in the file as
+    in the copy at `base`) copy-on-write over the copy's, which the OS then frees; nothing where
+    libc's mmap cannot be called, or when the file at path is no longer the one read (file_id)."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fixed = 0x10 if os.uname().sysname in ("Linux", "Darwin", "FreeBSD") else None
+    except (OSError, AttributeError):
+        return
+    if fixed is None:
+        return
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    prot = _mmap.PROT_READ | _mmap.PROT_WRITE
+    with open(path, "rb") as fp:
+        if _file_id(os.fstat(fp.fileno())) != file_id:
+            return
+        for lo, hi in ranges:
+            got = libc.mmap(base + lo, hi - lo, prot, _mmap.MAP_PRIVATE | fixed, fp.fileno(), lo)
+            if got != base + lo:
+                return
 
 
 def _tensor_entry(name, t):

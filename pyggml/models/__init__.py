@@ -39,8 +39,9 @@ register("phi3", Phi3)
 register("gpt-oss", GptOss)
 
 
-def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **options):
-    """Open the GGUF at path (memory-mapped: the weights are not copied) and return its Model, run by
+def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, mmap=True, **options):
+    """Open the GGUF at path (memory-mapped: the weights are not copied; mmap=False reads them into
+    anonymous memory, llama.cpp's --no-mmap: see pyggml.gguf.GGUFFile) and return its Model, run by
     the Decoder registered for its general.architecture (GGUFError for an unknown one or hyper-
     parameters it cannot run, before anything is allocated). mmproj: an mmproj GGUF (Qwen2-VL's
     vision tower) for Model.eval_multimodal. options: flash_attn (default True), layers=(l0, l1),
@@ -51,7 +52,7 @@ def load(path, n_ctx=512, n_threads=None, kv_type=Type.F16, mmproj=None, **optio
 
     from pyggml import gguf
 
-    f = gguf.load(path)
+    f = gguf.load(path, mmap)
     hparams = read_hparams(f)
 
     def tokenizer():

@@ -56,13 +56,13 @@ class Replica:
 
 
 def deployment(path, replicas=1, n_seq=4, n_ctx=4096, n_threads=None, n_batch=512, kv_type=None, api_key=None,
-               name=None, num_cpus=None, max_replicas_per_node=None):
+               name=None, num_cpus=None, max_replicas_per_node=None, load_options=None):
     """The bound Ray Serve application of `replicas` replicas of the server over the GGUF at path,
     each with n_seq sequences in a cache of n_ctx cells and n_threads threads (default num_cpus,
     else 1). num_cpus: the CPUs Ray reserves per replica (default n_threads); max_replicas_per_node:
     at most that many on one node (1: one per node). A replica takes up to 2 * n_seq requests at
     once (its engine queues those beyond n_seq); Ray holds the rest and routes each to a replica
-    with room."""
+    with room. load_options: more keyword options of models.load (repack, mmap)."""
     import os
     if int(replicas) < 1:
         raise ValueError(f"deployment: replicas must be >= 1, got {replicas}")
@@ -70,7 +70,7 @@ def deployment(path, replicas=1, n_seq=4, n_ctx=4096, n_threads=None, n_batch=51
         n_threads = max(1, int(num_cpus)) if num_cpus else 1
     if num_cpus is None:
         num_cpus = n_threads
-    load = {"n_ctx": n_ctx, "n_threads": int(n_threads), "n_batch": n_batch}
+    load = {**(load_options or {}), "n_ctx": n_ctx, "n_threads": int(n_threads), "n_batch": n_batch}
     if kv_type is not None:
         load["kv_type"] = kv_type
     options = {"n_seq": n_seq, "api_key": api_key, "name": name or os.path.basename(path), "n_batch": n_batch}

@@ -36,9 +36,10 @@ def test_info(tmp_path):
     assert "qwen2, 27 tensors (16 F16, 11 F32)" in p.stdout and "n_head_kv: 2" in p.stdout
 
 
-def test_run_tokens(tmp_path):
+@pytest.mark.parametrize("load", [[], ["--no-mmap", "--no-repack"]])
+def test_run_tokens(tmp_path, load):
     path = converted("llama-gqa", "f16", tmp_path)
-    p = pyggml("run", path, "--tokens", "1,5,9", "-n", 6, "-t", 1, "--ctx", 32, "--ignore-eos", cwd=tmp_path)
+    p = pyggml("run", path, "--tokens", "1,5,9", "-n", 6, "-t", 1, "--ctx", 32, "--ignore-eos", *load, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     expect = models.load(path, n_ctx=32, n_threads=1).generate([1, 5, 9], 6, stop=())
     assert p.stdout.split() == [str(t) for t in expect]

@@ -218,6 +218,62 @@ def test_release_drops_mapped_pages(tmp_path, rng):
     np.testing.assert_array_equal(t.numpy(), want)
 
 
+def rss(kind):
+    """The process's resident memory of one kind (RssAnon, RssFile) in bytes."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(kind))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+def test_load_without_mmap_reads_into_anonymous_memory(llama_file):
+    """mmap=False (llama.cpp's --no-mmap): the same metadata and tensor bytes, none of them in a
+    mapping of the file; a write changes the copy only."""
+    path, tensors = llama_file
+    before = path.read_bytes()
+    f, ref = G.load(path, mmap=False), G.load(path)
+    assert not f.mapped and ref.mapped
+    spans = file_mapping(path)          # ref's mapping
+    assert spans and not any(lo <= t.data_ptr < hi for t in f.tensors.values() for lo, hi in spans)
+    assert f.metadata == ref.metadata and f.types == ref.types and f.arch == ref.arch
+    assert set(f.tensors) == set(tensors)
+    for name, t in f.tensors.items():
+        assert t.tobytes() == tensors[name].tobytes() and t.ne == ref.tensors[name].ne and t.type == ref.tensors[name].type
+    f.tensor("blk.0.attn_norm.weight").numpy()[:] = 5.0
+    assert path.read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc/self/status")
+def test_release_without_mmap_maps_the_file_back(tmp_path, rng):
+    """release() of a file read into memory: the copy's pages inside the tensor leave resident
+    anonymous memory (the file's pages are mapped over them), and the tensor still reads the same"""
+    path = str(tmp_path / "w.gguf")
+    w = rng.standard_normal((1024, 1024)).astype(np.float32)
+    G.save(path, {"w": w, "b": w[:4]}, {"general.architecture": "llama"})
+    f = G.load(path, mmap=False)
+    t, b = f.tensor("w"), f.tensor("b")
+    before = rss("RssAnon")
+    f.release([t])
+    assert before - rss("RssAnon") > 0.9 * t.nbytes
+    np.testing.assert_array_equal(t.numpy(), w)
+    np.testing.assert_array_equal(b.numpy(), w[:4])     # the other tensor's pages untouched
+    # a file replaced since it was read is not mapped back: the copy stays
+    f = G.load(path, mmap=False)
+    t = f.tensor("w")
+    G.save(path, {"w": -w, "b": w[:4]}, {"general.architecture": "llama"})
+    f.release([t])
+    np.testing.assert_array_equal(t.numpy(), w)
+
+
+def test_load_mmap_argument_errors(llama_file):
+    path, _ = llama_file
+    with pytest.raises(TypeError, match="mmap must be True or False"):
+        G.load(path, mmap="no")
+    with pytest.raises(G.GGUFError, match="not a GGUF file"):
+        bad = path.parent / "bad.gguf"
+        bad.write_bytes(b"NOPE" + bytes(60))
+        G.load(bad, mmap=False)
+
+
 # save
 
 def test_round_trip_keeps_bytes_and_values(tmp_path, rng, ctx):

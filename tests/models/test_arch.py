@@ -193,3 +193,17 @@ def test_registry_errors():
         models.register("x", Bad)
     assert "x" not in models.ARCHS
     assert models.architecture("qwen3") is models.Qwen3
+
+
+def test_load_without_mmap_gives_the_same_logits(tmp_path, rng):
+    """models.load(mmap=False) reads the file into memory; with Q8_0 matrices (repacked where the
+    CPU's kernels have a layout, their copied rows then mapped back to the file) the logits are the
+    mapped model's, to the bit"""
+    ctx = gg.Context()
+    tensors = {n: ctx.from_numpy(w, type=gg.Type.Q8_0) if n.startswith("blk.") and w.ndim == 2 else w
+               for n, w in llama_tensors(rng).items()}
+    path = write(tmp_path, rng, tensors=tensors)
+    ids = [1, 5, 7, 2, 9]
+    a, b = models.load(path, n_ctx=32), models.load(path, n_ctx=32, mmap=False)
+    assert a.repacked_bytes == b.repacked_bytes
+    np.testing.assert_array_equal(b.eval(ids), a.eval(ids))
