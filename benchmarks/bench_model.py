@@ -7,6 +7,7 @@ decode token; greedy tokens of pyggml and llama.cpp compared.
     python -m benchmarks model --vs-llama-cpp --types f16,q8_0,q4_k_m,q4_0 --threads 1,2
     python -m benchmarks model --arch qwen3,gemma3 --types f16,q4_0 --no-hf
     python benchmarks/bench_model.py --types f16 --threads 1 --reps 5
+    python -m benchmarks model --vs-llama-cpp --types f16,q4_k_m --no-mmap --no-hf   # both engines' --no-mmap
 
 The quantized files are made by llama.cpp's own quantizer (llama_model_quantize through
 llama-cpp-python, from the F16 file), so llama.cpp loads exactly what it would make itself and
@@ -136,12 +137,12 @@ def type_list(text):
 # ---- pyggml ----
 
 class PyggmlRun:
-    def __init__(self, path, nth, ctx):
-        self.m = models.load(path, n_ctx=ctx, n_threads=nth)
+    def __init__(self, path, nth, ctx, mmap=True):
+        self.m = models.load(path, n_ctx=ctx, n_threads=nth, mmap=mmap)
         self.moe = getattr(self.m.hparams, "n_expert", 0) > 0
         if self.moe:            # the router's choices kept, for the bytes each decode step read
             keep = [f"ffn_moe_topk-{il}" for il in range(self.m.hparams.n_layer)]
-            self.m = models.load(path, n_ctx=ctx, n_threads=nth, keep=keep)
+            self.m = models.load(path, n_ctx=ctx, n_threads=nth, keep=keep, mmap=mmap)
         self.nth = nth
         self.x, self.pos = np.zeros(1, np.int32), np.zeros((1, 1), np.int32)
         self.step_bytes = []    # MoE: Model.step_read_bytes() of each decode step
@@ -168,11 +169,11 @@ class PyggmlRun:
 # ---- llama.cpp ----
 
 class LlamaCppRun:
-    def __init__(self, path, nth, ctx):
+    def __init__(self, path, nth, ctx, mmap=True):
         import llama_cpp
         self.lc = llama_cpp
         self.llm = llama_cpp.Llama(path, n_ctx=ctx, n_batch=512, n_ubatch=512, n_threads=nth, n_threads_batch=nth,
-                                   flash_attn=True, verbose=False)
+                                   flash_attn=True, verbose=False, use_mmap=mmap)
 
     def pp(self, prompt):
         self.llm.reset()
@@ -273,10 +274,10 @@ def quartiles(x):
 
 
 def bench(path, typ, nth, args, prompt, rows, notes, hf=True):
-    engines = {"pyggml": PyggmlRun(path, nth, args.ctx)}
+    engines = {"pyggml": PyggmlRun(path, nth, args.ctx, not args.no_mmap)}
     if not args.no_llama_cpp:
         try:
-            engines["llama.cpp"] = LlamaCppRun(path, nth, args.ctx)
+            engines["llama.cpp"] = LlamaCppRun(path, nth, args.ctx, not args.no_mmap)
         except ImportError:
             notes.append("llama-cpp-python is not installed: no llama.cpp column (pip install llama-cpp-python)")
             args.no_llama_cpp = True
@@ -387,6 +388,9 @@ def main():
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "pyggml-bench"))
     ap.add_argument("--no-llama-cpp", action="store_true")
     ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--no-mmap", action="store_true",
+                    help="pyggml and llama.cpp read the file into memory instead of mapping it (both engines' "
+                         "--no-mmap); the weight-stream limit then reads pyggml's copy")
     args = ap.parse_args()
     if args.vs_llama_cpp and args.no_llama_cpp:
         ap.error("--vs-llama-cpp and --no-llama-cpp contradict each other")
@@ -398,7 +402,8 @@ def main():
         find_llama_cpp()
     os.makedirs(args.dir, exist_ok=True)
     info = gg.build_info()
-    print(f"machine: {machine()}; pyggml {info['version']} {info['simd']}, openmp={info['openmp']}")
+    print(f"machine: {machine()}; pyggml {info['version']} {info['simd']}, openmp={info['openmp']}"
+          + ("; weights read into memory (--no-mmap)" if args.no_mmap else ""))
     prompt = np.random.default_rng(1).integers(3, MODEL["n_vocab"], args.pp).tolist()
     rows, notes = [], []
     for arch in args.arch:

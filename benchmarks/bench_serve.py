@@ -134,6 +134,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--llama-server", help="the llama-server binary (default: tools/llama_cpp.sh --server)")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "pyggml-bench"))
+    ap.add_argument("--no-mmap", action="store_true",
+                    help="both servers read the file into memory instead of mapping it (pyggml's --no-mmap, "
+                         "llama-server's --load-mode none)")
     args = ap.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
     if max(streams) > args.parallel:
@@ -142,16 +145,20 @@ def main():
     binary = find_llama_server(args.llama_server)
     ctx = args.parallel * (args.prompt + args.tokens + 64)        # every slot's prompt and answer
     print(f"machine: {machine()}; {args.threads} threads, {args.parallel} slots, {args.tokens} tokens per "
-          f"stream, the median of {args.rounds} rounds")
+          f"stream, the median of {args.rounds} rounds" + (", weights read into memory (--no-mmap)" if args.no_mmap else ""))
+    no_mmap = {"pyggml": ["--no-mmap"], "llama-server": ["--load-mode", "none"]} if args.no_mmap else \
+        {"pyggml": [], "llama-server": []}
     rows = []
     for typ in args.types:
         path = model_path(args.dir, typ, "llama.cpp")
         argv = {
             "pyggml": lambda port, path=path: [sys.executable, "-m", "pyggml", "serve", path, "--port", str(port),
-                                    "--parallel", str(args.parallel), "-t", str(args.threads), "--ctx", str(ctx)],
+                                    "--parallel", str(args.parallel), "-t", str(args.threads), "--ctx", str(ctx),
+                                    *no_mmap["pyggml"]],
             "llama-server": lambda port, path=path: [binary, "-m", path, "--port", str(port), "--parallel", str(args.parallel),
                                           "-t", str(args.threads), "-tb", str(args.threads), "-c", str(ctx),
-                                          "--kv-unified", "--no-webui"],
+                                          "--kv-unified", "--no-webui",
+                                          *no_mmap["llama-server"]],
         }
         servers = {name: Server(name, fn) for name, fn in argv.items()}
         try:
