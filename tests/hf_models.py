@@ -148,6 +148,35 @@ def hf_model(kind, seed=0, **overrides):
     return model
 
 
+
+def random_ids(n, seed=0, n_vocab=128):
+    """n token ids drawn uniformly from [0, n_vocab), seeded."""
+    import numpy as np
+    return np.random.default_rng(seed).integers(0, n_vocab, n).tolist()
+
+
+def hf_logits(model, ids, position_ids=None, **overrides):
+    """float64 logits [len(ids), n_vocab] of a transformers model over one sequence; `model` may also
+    be a kind's name (hf_model(kind, **overrides) is built)."""
+    import torch
+    if isinstance(model, str):
+        model = hf_model(model, **overrides)
+    kw = {} if position_ids is None else {"position_ids": torch.tensor(position_ids)}
+    with torch.no_grad():
+        return model(torch.tensor([ids]), **kw).logits[0].double().numpy()
+
+
+def prefill_then_decode(m, ids, n_prefill):
+    """A pyggml Model's logits over ids: the first n_prefill in one eval, then one eval per id."""
+    import numpy as np
+    return np.concatenate([m.eval(ids[:n_prefill])] + [m.eval([t]) for t in ids[n_prefill:]])
+
+
+def rel_err(got, ref):
+    """The largest, over rows, of max |got - ref| / max |ref| in the row."""
+    import numpy as np
+    return float((np.abs(got - ref).max(axis=-1) / np.abs(ref).max(axis=-1)).max())
+
 # Qwen2-VL with a vision tower that fits the text model (merger output = n_embd): 3 blocks (llama.cpp's
 # tensor map names mm.2 only when the depth exceeds 2), head_dim 16 (four (h, w) RoPE sections of 4), an
 # MLP width (96) unlike the merger output (64) that llama.cpp writes as feed_forward_length

@@ -28,7 +28,15 @@ transformers = pytest.importorskip("transformers")
 TokenType = pytest.importorskip("gguf").TokenType
 pytest.importorskip("sentencepiece")
 
-from hf_models import assert_same_gguf, hf_config, spm_tokenizer
+from hf_models import (
+    assert_same_gguf,
+    hf_config,
+    hf_logits,
+    prefill_then_decode,
+    random_ids,
+    rel_err,
+    spm_tokenizer,
+)
 
 import pyggml as gg
 from pyggml import gguf, models
@@ -166,13 +174,11 @@ def test_vocabulary_has_the_image_tokens(files):
 def test_logits_match_hf(model, files, outtype, flash_attn):
     """HF's Gemma3ForConditionalGeneration on input_ids alone (its text path) against the converted
     file, prefill then token by token; the sequence (16) is longer than the window (4)."""
-    ids = np.random.default_rng(0).integers(0, N_PIECES, N_PREFILL + N_DECODE).tolist()
-    with torch.no_grad():
-        ref = model(input_ids=torch.tensor([ids])).logits[0].double().numpy()
+    ids = random_ids(N_PREFILL + N_DECODE, n_vocab=N_PIECES)
+    ref = hf_logits(model, ids)
     m = models.load(files[outtype], n_ctx=64, n_threads=2, kv_type=KV[outtype], flash_attn=flash_attn)
     assert (m.arch, m.n_vocab) == ("gemma3", N_VOCAB)
-    got = np.concatenate([m.eval(ids[:N_PREFILL])] + [m.eval([t]) for t in ids[N_PREFILL:]])
-    err = float((np.abs(got - ref).max(axis=-1) / np.abs(ref).max(axis=-1)).max())
+    err = rel_err(prefill_then_decode(m, ids, N_PREFILL), ref)
     assert err < BOUNDS[outtype] * m.hparams.n_layer / 2, err
 
 

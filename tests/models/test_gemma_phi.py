@@ -15,7 +15,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from hf_models import KINDS_SWA, converted, hf_model, spm_tokenizer
+from hf_models import (
+    KINDS_SWA,
+    converted,
+    hf_logits,
+    hf_model,
+    prefill_then_decode,
+    random_ids,
+    rel_err,
+    spm_tokenizer,
+)
 
 import pyggml as gg
 from pyggml import models
@@ -33,34 +42,16 @@ def gguf_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("gemma_phi")
 
 
-def tokens(n=N_PREFILL + N_DECODE, seed=0, n_vocab=128):
-    return np.random.default_rng(seed).integers(0, n_vocab, n).tolist()
-
-
-def hf_logits(kind, ids, **overrides):
-    model = hf_model(kind, **overrides)
-    with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].double().numpy()
-
-
-def prefill_then_decode(m, ids, n_prefill=N_PREFILL):
-    return np.concatenate([m.eval(ids[:n_prefill])] + [m.eval([t]) for t in ids[n_prefill:]])
-
-
-def rel_err(got, ref):
-    return float((np.abs(got - ref).max(axis=-1) / np.abs(ref).max(axis=-1)).max())
-
-
 @pytest.mark.parametrize("flash_attn", [True, False])
 @pytest.mark.parametrize("outtype", ["f32", "f16"])
 @pytest.mark.parametrize("kind", list(KINDS_SWA))
 def test_logits_match_hf(gguf_dir, kind, outtype, flash_attn):
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     ref = hf_logits(kind, ids)
     m = models.load(converted(kind, outtype, gguf_dir), n_ctx=64, n_threads=2, kv_type=KV[outtype],
                     flash_attn=flash_attn)
     assert (m.arch, m.n_vocab) == (KINDS_SWA[kind][0], 128)
-    got = prefill_then_decode(m, ids)
+    got = prefill_then_decode(m, ids, N_PREFILL)
     assert got.shape == (len(ids), 128)
     assert rel_err(got, ref) < BOUNDS[outtype] * m.hparams.n_layer / 2
 
@@ -69,7 +60,7 @@ def test_logits_match_hf(gguf_dir, kind, outtype, flash_attn):
 def test_greedy_tokens_match_hf(gguf_dir, kind):
     """Greedy generation after a prompt longer than the window: HF's generate and Model.generate
     give the same tokens."""
-    prompt = tokens(6, seed=1)
+    prompt = random_ids(6, seed=1)
     model = hf_model(kind)
     with torch.no_grad():
         want = model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False, eos_token_id=None,
@@ -81,11 +72,11 @@ def test_greedy_tokens_match_hf(gguf_dir, kind):
 def test_the_window_matters(gguf_dir):
     """The same Gemma 2 file with the sliding window made larger than the sequence gives HF's logits
     for a model without a window, and not those of the windowed one: the mask is what differs."""
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     path = converted("gemma2", "f32", gguf_dir)
     m = models.load(path, n_ctx=64, kv_type=gg.Type.F32)
     assert m.hparams.n_swa == 4 and m.hparams.swa_layers == (True, False)
-    windowed = prefill_then_decode(m, ids)
+    windowed = prefill_then_decode(m, ids, N_PREFILL)
     wide = hf_logits("gemma2", ids, sliding_window=64)
     assert rel_err(windowed, wide) > 1e-2
     assert rel_err(windowed, hf_logits("gemma2", ids)) < 1e-5
@@ -103,7 +94,7 @@ def test_phi3_long_and_short_factors(gguf_dir):
     them for sequences past 8 tokens, so a 16-token sequence matches HF with n_ctx 64, and a 7-token
     one matches HF (short factors) with n_ctx 8."""
     path = converted("phi3-longrope", "f32", gguf_dir)
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     long = models.load(path, n_ctx=64, kv_type=gg.Type.F32)
     assert long.hparams.rope.attn_factor == pytest.approx(np.sqrt(1 + np.log(32) / np.log(8)), rel=1e-6)
     assert rel_err(prefill_then_decode(long, ids, n_prefill=12), hf_logits("phi3-longrope", ids)) < 1e-5
@@ -129,7 +120,7 @@ def test_on_llama_cpps_file(llama_cpp_src, tmp_path, kind):
     env = {**os.environ, "PYTHONPATH": str(llama_cpp_src / "gguf-py")}
     subprocess.run([sys.executable, str(llama_cpp_src / "convert_hf_to_gguf.py"), str(d), "--outtype", "f32",
                     "--outfile", str(path)], env=env, check=True, capture_output=True)
-    ids = tokens(n_vocab=320)
+    ids = random_ids(N_PREFILL + N_DECODE, n_vocab=320)
     llm = llama_cpp.Llama(str(path), n_ctx=64, n_batch=64, logits_all=True, type_k=0, type_v=0,
                           flash_attn=False, n_threads=1, verbose=False)
     llm.eval(ids[:N_PREFILL])
@@ -138,4 +129,4 @@ def test_on_llama_cpps_file(llama_cpp_src, tmp_path, kind):
     ref = np.array(llm.scores[:len(ids)], dtype=np.float64)
     for flash_attn in (True, False):
         m = models.load(path, n_ctx=64, kv_type=gg.Type.F32, flash_attn=flash_attn)
-        assert rel_err(prefill_then_decode(m, ids), ref) < (3e-3 if kind.startswith("gemma") else 1e-4), flash_attn
+        assert rel_err(prefill_then_decode(m, ids, N_PREFILL), ref) < (3e-3 if kind.startswith("gemma") else 1e-4), flash_attn

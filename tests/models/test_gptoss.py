@@ -16,7 +16,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from hf_models import assert_same_gguf, bpe_tokenizer, converted, hf_model, llama_cpp_quantize
+from hf_models import (
+    assert_same_gguf,
+    bpe_tokenizer,
+    converted,
+    hf_logits,
+    hf_model,
+    llama_cpp_quantize,
+    prefill_then_decode,
+    random_ids,
+    rel_err,
+)
 
 import pyggml as gg
 import pyggml.gguf as G
@@ -36,24 +46,6 @@ def gguf_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("gptoss")
 
 
-def tokens(n=N_PREFILL + N_DECODE, seed=0, n_vocab=128):
-    return np.random.default_rng(seed).integers(0, n_vocab, n).tolist()
-
-
-def hf_logits(ids, model=None, **overrides):
-    model = model or hf_model(KIND, **overrides)
-    with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].double().numpy()
-
-
-def prefill_then_decode(m, ids, n_prefill=N_PREFILL):
-    return np.concatenate([m.eval(ids[:n_prefill])] + [m.eval([t]) for t in ids[n_prefill:]])
-
-
-def rel_err(got, ref):
-    return float((np.abs(got - ref).max(axis=-1) / np.abs(ref).max(axis=-1)).max())
-
-
 def test_hparams(gguf_dir):
     hp = models.load(converted(KIND, "f32", gguf_dir), n_ctx=64).hparams
     assert (hp.n_expert, hp.n_expert_used, hp.n_ff_exp, hp.n_swa) == (8, 4, 48, 4)
@@ -65,12 +57,12 @@ def test_hparams(gguf_dir):
 @pytest.mark.parametrize("flash_attn", [True, False])
 @pytest.mark.parametrize("outtype", ["f32", "f16"])
 def test_logits_match_hf(gguf_dir, outtype, flash_attn):
-    ids = tokens()
-    ref = hf_logits(ids)
+    ids = random_ids(N_PREFILL + N_DECODE)
+    ref = hf_logits(KIND, ids)
     m = models.load(converted(KIND, outtype, gguf_dir), n_ctx=64, n_threads=2, kv_type=KV[outtype],
                     flash_attn=flash_attn)
     assert (m.arch, m.n_vocab) == ("gpt-oss", 128)
-    got = prefill_then_decode(m, ids)
+    got = prefill_then_decode(m, ids, N_PREFILL)
     assert got.shape == (len(ids), 128)
     assert rel_err(got, ref) < BOUNDS[outtype]
 
@@ -78,15 +70,15 @@ def test_logits_match_hf(gguf_dir, outtype, flash_attn):
 def test_one_batch_and_threads(gguf_dir):
     """The whole sequence in one batch (every token routed in one mul_mat_id, the tiled attention path
     from 64 rows on) and threads 1 and 3 give HF's logits."""
-    ids = tokens(70, seed=3)
-    ref = hf_logits(ids)
+    ids = random_ids(70, seed=3)
+    ref = hf_logits(KIND, ids)
     for nth in (1, 3):
         m = models.load(converted(KIND, "f32", gguf_dir), n_ctx=128, n_threads=nth, kv_type=gg.Type.F32)
         assert rel_err(m.eval(ids), ref) < BOUNDS["f32"], nth
 
 
 def test_greedy_tokens_match_hf(gguf_dir):
-    prompt = tokens(6, seed=1)
+    prompt = random_ids(6, seed=1)
     model = hf_model(KIND)
     with torch.no_grad():
         want = model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False, eos_token_id=None,
@@ -99,25 +91,25 @@ def test_window_sinks_and_routing_matter(gguf_dir):
     """pyggml's logits are HF's, and far from those of the same model without the window, without the
     sinks (-inf: no share of the softmax) or with the experts chosen from the router logits without
     their bias: each is in the logits the other tests compare."""
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     m = models.load(converted(KIND, "f32", gguf_dir), n_ctx=64, kv_type=gg.Type.F32)
-    got = prefill_then_decode(m, ids)
-    assert rel_err(got, hf_logits(ids)) < BOUNDS["f32"]
-    assert rel_err(got, hf_logits(ids, sliding_window=64)) > 1e-2
+    got = prefill_then_decode(m, ids, N_PREFILL)
+    assert rel_err(got, hf_logits(KIND, ids)) < BOUNDS["f32"]
+    assert rel_err(got, hf_logits(KIND, ids, sliding_window=64)) > 1e-2
     for param in ("self_attn.sinks", "mlp.router.bias"):
         model = hf_model(KIND)
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if name.endswith(param):
                     p.fill_(-torch.inf if param.endswith("sinks") else 0.0)
-        assert rel_err(got, hf_logits(ids, model)) > 1e-2, param
+        assert rel_err(got, hf_logits(model, ids)) > 1e-2, param
 
 
 def test_expert_weights_are_read_for_the_chosen_experts_only(gguf_dir):
     """A decode step routes each of its tokens to n_expert_used experts: the experts no token chose
     may hold anything (NaN here) without changing the logits."""
     path = converted(KIND, "f32", gguf_dir)
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     m = models.load(path, n_ctx=64, kv_type=gg.Type.F32, keep=["ffn_moe_topk-1"])
     want = m.eval(ids[:5], logits="last")
     chosen = m.last_graph.get_tensor("ffn_moe_topk-1").to_numpy()       # [n_tokens, k]
@@ -282,7 +274,7 @@ def test_on_llama_cpps_file(llama_cpp_src, folders, tmp_path, quant):
     if quant == "mxfp4_moe":
         types = {n: t.type for n, t in G.load(path).tensors.items()}
         assert types["blk.0.ffn_down_exps.weight"] == types["blk.3.ffn_gate_exps.weight"] == gg.Type.MXFP4
-    ids = tokens(n_vocab=N_VOCAB)
+    ids = random_ids(N_PREFILL + N_DECODE, n_vocab=N_VOCAB)
     llm = llama_cpp.Llama(str(path), n_ctx=64, n_batch=64, logits_all=True, type_k=0, type_v=0,
                           flash_attn=False, n_threads=1, verbose=False)
     llm.eval(ids[:N_PREFILL])
@@ -291,7 +283,7 @@ def test_on_llama_cpps_file(llama_cpp_src, folders, tmp_path, quant):
     ref = np.array(llm.scores[:len(ids)], dtype=np.float64)
     for flash_attn in (True, False):
         m = models.load(path, n_ctx=64, kv_type=gg.Type.F32, flash_attn=flash_attn)
-        got = prefill_then_decode(m, ids)
+        got = prefill_then_decode(m, ids, N_PREFILL)
         assert rel_err(got, ref) < (1e-5 if quant == "f32" else 2e-2), flash_attn
         assert (got.argmax(-1) == ref.argmax(-1)).all()
 
@@ -358,7 +350,7 @@ def test_router_ties_as_llama_cpp(llama_cpp_src, folders, tmp_path):
             tensors[name][5] = tensors[name][2]
     path = tmp_path / "ties.gguf"
     G.save(path, tensors, dict(f.metadata), types=f.types)
-    ids = tokens(n_vocab=N_VOCAB)
+    ids = random_ids(N_PREFILL + N_DECODE, n_vocab=N_VOCAB)
     m = models.load(path, n_ctx=64, kv_type=gg.Type.F32, keep=[f"ffn_moe_logits-{il}" for il in range(4)])
     got = m.eval(ids)
     straddling = 0

@@ -13,7 +13,16 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from conftest import EMULATED
-from hf_models import KINDS, converted, hf_config, hf_model
+from hf_models import (
+    KINDS,
+    converted,
+    hf_config,
+    hf_logits,
+    hf_model,
+    prefill_then_decode,
+    random_ids,
+    rel_err,
+)
 
 import pyggml as gg
 from pyggml import models
@@ -31,37 +40,16 @@ def gguf_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("models")
 
 
-def tokens(n=N_PREFILL + N_DECODE, seed=0, n_vocab=128):
-    return np.random.default_rng(seed).integers(0, n_vocab, n).tolist()
-
-
-def hf_logits(kind, ids, position_ids=None, **overrides):
-    model = hf_model(kind, **overrides)
-    with torch.no_grad():
-        kw = {} if position_ids is None else {"position_ids": torch.tensor(position_ids)}
-        return model(torch.tensor([ids]), **kw).logits[0].double().numpy()
-
-
-def prefill_then_decode(m, ids):
-    out = [m.eval(ids[:N_PREFILL])]
-    out += [m.eval([t]) for t in ids[N_PREFILL:]]
-    return np.concatenate(out)
-
-
-def rel_err(got, ref):
-    return float((np.abs(got - ref).max(axis=-1) / np.abs(ref).max(axis=-1)).max())
-
-
 @pytest.mark.parametrize("flash_attn", [True, False])
 @pytest.mark.parametrize("outtype", ["f32", "f16"] if not EMULATED else ["f16"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_logits_match_hf(gguf_dir, kind, outtype, flash_attn):
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     ref = hf_logits(kind, ids)
     m = models.load(converted(kind, outtype, gguf_dir), n_ctx=64, n_threads=2, kv_type=KV[outtype],
                     flash_attn=flash_attn)
     assert (m.arch, m.n_vocab, m.n_ctx) == (KINDS[kind][0], 128, 64)
-    got = prefill_then_decode(m, ids)
+    got = prefill_then_decode(m, ids, N_PREFILL)
     assert got.shape == (len(ids), 128) and got.dtype == np.float32
     assert rel_err(got, ref) < BOUNDS[outtype]
     if outtype == "f32":      # a wrong RoPE mode, bias or norm would be far off: the bound means something
@@ -70,11 +58,11 @@ def test_logits_match_hf(gguf_dir, kind, outtype, flash_attn):
 
 @pytest.mark.parametrize("nth", [1, 2])
 def test_q8_0_and_threads(gguf_dir, nth):
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     ref = hf_logits("llama-gqa", ids)
     m = models.load(converted("llama-gqa", "q8_0", gguf_dir), n_ctx=32, n_threads=nth)
     # Q8_0 weights (n_ff = 80 rows stay F16) with activations quantised to Q8_0: ~1e-2
-    assert rel_err(prefill_then_decode(m, ids), ref) < 5e-2
+    assert rel_err(prefill_then_decode(m, ids, N_PREFILL), ref) < 5e-2
 
 
 def test_llama3_rope_freqs(gguf_dir, tmp_path):
@@ -91,14 +79,12 @@ def test_llama3_rope_freqs(gguf_dir, tmp_path):
     convert_hf(model, tmp_path / "m.gguf", "f32")
     m = models.load(tmp_path / "m.gguf", n_ctx=32, kv_type=gg.Type.F32)
     assert m.weight("rope_freqs.weight", required=False) is not None
-    ids = tokens()
-    with torch.no_grad():
-        ref = model(torch.tensor([ids])).logits[0].double().numpy()
-    assert rel_err(prefill_then_decode(m, ids), ref) < 1e-5
+    ids = random_ids(N_PREFILL + N_DECODE)
+    assert rel_err(prefill_then_decode(m, ids, N_PREFILL), hf_logits(model, ids)) < 1e-5
 
 
 def test_logits_last_and_chunks(gguf_dir):
-    ids = tokens(20)
+    ids = random_ids(20)
     path = converted("qwen2", "f32", gguf_dir)
     full = models.load(path, n_ctx=64, kv_type=gg.Type.F32).eval(ids)
     m = models.load(path, n_ctx=64, kv_type=gg.Type.F32, n_batch=6)     # 4 chunks: 6, 6, 6, 2
@@ -112,9 +98,9 @@ def test_logits_last_and_chunks(gguf_dir):
 @pytest.mark.parametrize("flash_attn", [True, False])
 def test_decode_graph_is_reused_until_a_padding_step(gguf_dir, flash_attn):
     m = models.load(converted("llama-gqa", "f16", gguf_dir), n_ctx=40, kv_pad=16, flash_attn=flash_attn)
-    m.eval(tokens(5))
+    m.eval(random_ids(5))
     graphs = []
-    for t in tokens(30, seed=1):
+    for t in random_ids(30, seed=1):
         m.eval([t])
         graphs.append(m.last_graph)
     # cells 6..16 attend n_kv = 16, 17..32 n_kv = 32, 33..35 n_kv = 40 (n_ctx)
@@ -128,10 +114,10 @@ def test_decode_graph_is_reused_until_a_padding_step(gguf_dir, flash_attn):
 
 def test_reset_and_context_full(gguf_dir):
     m = models.load(converted("llama-mha-tied", "f32", gguf_dir), n_ctx=16, kv_type=gg.Type.F32)
-    ids = tokens(10)
+    ids = random_ids(10)
     first = m.eval(ids)
     with pytest.raises(ValueError, match=r"Model.eval: 7 tokens do not fit in the context: 10 of n_ctx=16"):
-        m.eval(tokens(7))
+        m.eval(random_ids(7))
     assert m.cache.n_used == 10 and m.n_past == 10          # nothing was appended
     m.reset()
     assert (m.cache.n_used, m.n_past) == (0, 0)
@@ -146,11 +132,11 @@ def test_layer_ranges_chain_to_the_whole_model(gguf_dir):
     a = models.load(path, n_ctx=32, kv_type=gg.Type.F32, layers=(0, 1))
     b = models.load(path, n_ctx=32, kv_type=gg.Type.F32, layers=(1, 2))
     assert not a.has_head and b.has_head and a.cache.n_layer == b.cache.n_layer == 1
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     h = a.eval(ids[:N_PREFILL])
     assert h.shape == (N_PREFILL, 64)
     got = [b.eval(h)] + [b.eval(a.eval([t])) for t in ids[N_PREFILL:]]
-    ref = prefill_then_decode(whole, ids)
+    ref = prefill_then_decode(whole, ids, N_PREFILL)
     np.testing.assert_allclose(np.concatenate(got), ref, rtol=0, atol=1e-6 * np.abs(ref).max())
     with pytest.raises(ValueError, match=r"hidden states \[n_tokens, 64\], got shape \(3,\)"):
         b.eval([1, 2, 3])
@@ -161,7 +147,7 @@ def test_layer_ranges_chain_to_the_whole_model(gguf_dir):
 def test_mrope_explicit_positions(gguf_dir):
     """qwen2vl: text positions (all four rows equal) are the default; explicit t/h/w rows (a
     multimodal caller's) rotate each section with its own row, as HF's position_ids [3, 1, n]."""
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     n = len(ids)
     m = models.load(converted("qwen2vl", "f32", gguf_dir), n_ctx=32, kv_type=gg.Type.F32)
     default = m.eval(ids)
@@ -186,7 +172,7 @@ def test_mrope_explicit_positions(gguf_dir):
 def test_generate_greedy_is_argmax_and_stops_at_eos(gguf_dir):
     path = converted("llama-gqa", "f32", gguf_dir)
     m = models.load(path, n_ctx=64, kv_type=gg.Type.F32)
-    prompt = tokens(5)
+    prompt = random_ids(5)
     ids = m.generate(prompt, 12, stop=())
     assert len(ids) == 12 and m.timings["decode_tokens"] == 11 and m.timings["prefill_tokens"] == 5
     # teacher-forced: each id is the argmax after the prompt and the ids before it
@@ -208,7 +194,7 @@ def test_generate_sampling_is_reproducible(gguf_dir):
     runs = []
     for seed in (7, 7, 8):
         m.reset()
-        runs.append(m.generate(tokens(4), 16, temperature=1.5, top_k=40, top_p=0.95, seed=seed, stop=()))
+        runs.append(m.generate(random_ids(4), 16, temperature=1.5, top_k=40, top_p=0.95, seed=seed, stop=()))
     assert runs[0] == runs[1] and runs[0] != runs[2]
 
 

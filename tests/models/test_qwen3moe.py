@@ -18,7 +18,17 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from conftest import EMULATED
-from hf_models import KINDS_MOE, assert_same_gguf, bpe_tokenizer, converted, hf_model, llama_cpp_quantize
+from hf_models import (
+    KINDS_MOE,
+    assert_same_gguf,
+    bpe_tokenizer,
+    converted,
+    hf_logits,
+    hf_model,
+    llama_cpp_quantize,
+    random_ids,
+    rel_err,
+)
 
 import pyggml as gg
 from pyggml import gguf, models
@@ -32,19 +42,6 @@ N_LAYER, N_EXPERT, N_USED = 2, 8, 2
 @pytest.fixture(scope="module")
 def gguf_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("qwen3moe")
-
-
-def tokens(n=N_PREFILL + N_DECODE, seed=0, n_vocab=128):
-    return np.random.default_rng(seed).integers(0, n_vocab, n).tolist()
-
-
-def hf_logits(model, ids):
-    with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].double().numpy()
-
-
-def rel_err(got, ref):
-    return float((np.abs(got - ref).max(axis=-1) / np.abs(ref).max(axis=-1)).max())
 
 
 def run_chunks(m, ids, chunks):
@@ -61,8 +58,8 @@ def run_chunks(m, ids, chunks):
 @pytest.mark.parametrize("flash_attn", [True, False])
 @pytest.mark.parametrize("kind", list(KINDS_MOE))
 def test_logits_match_hf(gguf_dir, kind, flash_attn):
-    ids = tokens()
-    ref = hf_logits(hf_model(kind), ids)
+    ids = random_ids(N_PREFILL + N_DECODE)
+    ref = hf_logits(kind, ids)
     m = models.load(converted(kind, "f32", gguf_dir), n_ctx=64, n_threads=2, kv_type=gg.Type.F32,
                     flash_attn=flash_attn)
     assert m.arch == "qwen3moe"
@@ -77,16 +74,16 @@ def test_logits_match_hf(gguf_dir, kind, flash_attn):
 def test_batch_sizes(gguf_dir, chunks):
     """Any split of the sequence into steps gives HF's logits: the experts are grouped per step
     however many tokens pick each."""
-    ids = tokens()
-    ref = hf_logits(hf_model("qwen3moe"), ids)
+    ids = random_ids(N_PREFILL + N_DECODE)
+    ref = hf_logits("qwen3moe", ids)
     m = models.load(converted("qwen3moe", "f32", gguf_dir), n_ctx=64, n_threads=2, kv_type=gg.Type.F32)
     assert rel_err(run_chunks(m, ids, chunks), ref) < 1e-5
 
 
 def test_logits_last_row_only(gguf_dir):
     """logits="last": the last layer's MoE runs on the one row that reaches the head."""
-    ids = tokens()
-    ref = hf_logits(hf_model("qwen3moe"), ids)
+    ids = random_ids(N_PREFILL + N_DECODE)
+    ref = hf_logits("qwen3moe", ids)
     m = models.load(converted("qwen3moe", "f32", gguf_dir), n_ctx=64, kv_type=gg.Type.F32)
     last = m.eval(ids, logits="last")
     assert last.shape == (1, 128) and rel_err(last, ref[-1:]) < 1e-5
@@ -113,7 +110,7 @@ def test_quantized_weights(gguf_dir, outtype, bound):
     softmax), and that token's logits and the later ones (through attention) then leave HF's: the
     first choice that differs from HF's is at such a near-tie, and the logits before it are within
     the bound of the type."""
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     ref, picked, margin = hf_routing(hf_model("qwen3moe"), ids)
     keep = [f"ffn_moe_topk-{il}" for il in range(N_LAYER)]
     m = models.load(converted("qwen3moe", outtype, gguf_dir), n_ctx=64, n_threads=2, keep=keep)
@@ -132,7 +129,7 @@ def test_quantized_weights(gguf_dir, outtype, bound):
 def test_experts_picked_as_hf(gguf_dir):
     """Each token's experts (ffn_moe_topk, best first) are those HF's router picks, the batch's
     tokens pick different ones, and the renormalised weights of each token sum to 1."""
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     _, picked, _ = hf_routing(hf_model("qwen3moe"), ids)
     keep = [f"ffn_moe_topk-{il}" for il in range(N_LAYER)] + ["ffn_moe_weights_norm-0"]
     m = models.load(converted("qwen3moe", "f32", gguf_dir), n_ctx=64, kv_type=gg.Type.F32, keep=keep)
@@ -156,7 +153,7 @@ def test_router_ties(tmp_path):
             p[5] = p[2]
     convert_hf(model, tmp_path / "m.gguf", outtype="f32")
     m = models.load(tmp_path / "m.gguf", n_ctx=64, kv_type=gg.Type.F32, keep=["ffn_moe_topk-0", "ffn_moe_probs-0"])
-    ids = tokens(40, seed=4)
+    ids = random_ids(40, seed=4)
     got = m.eval(ids)
     probs, chosen = m.last_graph.get_tensor("ffn_moe_probs-0").numpy(), m.last_graph.get_tensor("ffn_moe_topk-0").numpy()
     np.testing.assert_array_equal(probs[:, 2], probs[:, 5])
@@ -172,8 +169,8 @@ def test_renormalisation_follows_the_file(gguf_dir):
     with gguf.load(converted("qwen3moe-nonorm", "f32", gguf_dir)) as f:
         assert f.metadata["qwen3moe.expert_weights_norm"] is False
         hp = models.read_hparams(f)
-        ids = tokens()
-        ref = hf_logits(hf_model("qwen3moe-nonorm"), ids)
+        ids = random_ids(N_PREFILL + N_DECODE)
+        ref = hf_logits("qwen3moe-nonorm", ids)
         m = models.Model(f.arch, dataclasses.replace(hp, expert_weights_norm=True), f.tensors, n_ctx=64,
                          kv_type=gg.Type.F32)
         assert rel_err(m.eval(ids), ref) > 1e-2
@@ -188,7 +185,7 @@ def test_one_or_every_expert_per_token(tmp_path, k):
     convert_hf(model, tmp_path / "m.gguf", outtype="f32")
     m = models.load(tmp_path / "m.gguf", n_ctx=64, kv_type=gg.Type.F32)
     assert m.hparams.n_expert_used == k
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     assert rel_err(run_chunks(m, ids, [N_PREFILL] + [1] * N_DECODE), hf_logits(model, ids)) < 1e-5
 
 
@@ -313,7 +310,7 @@ def test_step_read_bytes(gguf_dir):
     path = converted("qwen3moe", "f32", gguf_dir)
     keep = [f"ffn_moe_topk-{il}" for il in range(N_LAYER)]
     m = models.load(path, n_ctx=16, kv_type=gg.Type.F32, n_threads=2, keep=keep)
-    ids = tokens()
+    ids = random_ids(N_PREFILL + N_DECODE)
     m.eval(ids[:5])
     m.eval(ids[5:6])
     got = m.step_read_bytes()
@@ -395,7 +392,6 @@ def test_logits_match_llama_cpp(llama_cpp_src, folder, tmp_path, outtype, bound)
         assert (got.argmax(-1) == ref.argmax(-1)).all()
 
 
-
 @pytest.mark.slow
 @pytest.mark.llama_cpp
 def test_greedy_tokens_match_llama_cpp(llama_cpp_src, folder, tmp_path):
@@ -420,7 +416,7 @@ def test_batched_generation(gguf_dir):
     """Several sequences decoded together in one KV cache (generate_batch): each gets what it gets
     alone, its tokens routed independently of the others'."""
     m = models.load(converted("qwen3moe", "f32", gguf_dir), n_ctx=128, kv_type=gg.Type.F32)
-    prompts = [tokens(5, seed=1), tokens(9, seed=2), tokens(3, seed=3)]
+    prompts = [random_ids(5, seed=1), random_ids(9, seed=2), random_ids(3, seed=3)]
     alone = []
     for p in prompts:
         m.reset()

@@ -27,7 +27,7 @@ llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from hf_models import KINDS, converted
+from hf_models import KINDS, converted, rel_err
 
 import pyggml as gg
 from pyggml import gguf
@@ -75,10 +75,6 @@ def run_pyggml(path, toks, kv, flash_attn, **hparams):
         m = Model(f.arch, dataclasses.replace(read_hparams(f), **hparams), f.tensors, n_ctx=64, n_threads=2, kv_type=kv,
                   flash_attn=flash_attn)
         return np.concatenate([m.eval(toks[:N_PREFILL])] + [m.eval([t]) for t in toks[N_PREFILL:]])
-
-
-def rel_err(got, ref):
-    return float((np.abs(got - ref).max(axis=-1) / np.abs(ref).max(axis=-1)).max())
 
 
 def eps_override(kind):
