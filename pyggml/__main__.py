@@ -155,9 +155,9 @@ def _serve_pipeline(args, serve):
     from pyggml.serve.pipeline import pipeline_server
     server = pipeline_server(args.model, args.stages, n_ctx=args.ctx, n_threads=args.threads,
                              kv_type=pyggml.Type[args.kv_type.upper()], n_batch=args.batch, api_key=args.api_key,
-                             name=args.alias)
+                             name=args.alias, n_seq=args.parallel)
     print(f"pyggml serve: {args.model} on http://{args.host}:{args.port}, pipelined over {args.stages} Ray actors "
-          f"(one request at a time)", file=sys.stderr)
+          f"({args.parallel} sequences of {server.engine.n_ctx_seq} tokens)", file=sys.stderr)
     serve.run(server, args.host, args.port)
     return 0
 
@@ -328,7 +328,7 @@ def parser():
     sv.add_argument("--replicas", type=int, default=1, help="with --ray: server replicas, requests balanced (default 1)")
     sv.add_argument("--stages", type=int,
                     help="pipeline the model's layers over N Ray actors (pyggml.distributed; needs pyggml[ray]): "
-                         "a model larger than one machine, one request at a time")
+                         "a model larger than one machine")
     sv.set_defaults(fn=_cmd_serve)
     return p
 

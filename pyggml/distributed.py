@@ -140,8 +140,9 @@ class _Stage:
         f = self.file
         self.model = Model(f.arch, self.hparams, f.tensors, n_ctx=n_ctx, n_threads=n_threads, kv_type=kv_type,
                            layers=layers, source=f.path, **options)
+        self.steps = None
         return {"weight_bytes": self.model.weight_bytes, "kv_bytes": self.model.cache.nbytes,
-                "n_threads": n_threads}
+                "n_threads": n_threads, "kv_pad": self.model.cache.pad}
 
     def run(self, x, positions, logits, sample):
         """Model.eval of this stage's layers; the sampled id when `sample` (the last stage)."""
@@ -149,6 +150,23 @@ class _Stage:
         out = self.model.eval(x, logits=logits, positions=positions)
         if sample:
             out = int(self.sampler(out[-1]))
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return out
+
+    def run_batch(self, x, pos, cells, n_kv, n_out, want, kv_cells, moves):
+        """A batched step planned elsewhere over the cells kv_cells (a KVCells, with the results of
+        its defrags since the last step, `moves`): this cache takes them (KVCache.mirror), then
+        StepGraphs.run; the last stage returns the wanted rows' logits, the others the hidden
+        states."""
+        from pyggml.models.batch import StepGraphs
+
+        t0 = time.perf_counter()
+        if self.steps is None:
+            self.steps = StepGraphs(self.model)
+        self.model.cache.mirror(kv_cells, moves)
+        out, rows = self.steps.run(x, pos, cells, n_kv, n_out, want)
+        out = out[rows] if self.model.has_head else np.array(out)
         self.seconds += time.perf_counter() - t0
         self.calls += 1
         return out
@@ -167,7 +185,8 @@ class _Stage:
     def timings(self):
         """Seconds spent in run() and the number of calls since the last timings(), and the graphs
         the model has built."""
-        out = {"seconds": self.seconds, "calls": self.calls, "graph_builds": self.model.n_graph_builds}
+        builds = self.model.n_graph_builds + (0 if self.steps is None else self.steps.n_builds)
+        out = {"seconds": self.seconds, "calls": self.calls, "graph_builds": builds}
         self.seconds, self.calls = 0.0, 0
         return out
 
@@ -186,8 +205,9 @@ def _stage_class():
 
 class Pipeline:
     """The stages of a model over Ray actors, with pyggml.models.Model's eval / generate / stream /
-    reset surface and its arch, hparams, n_vocab, n_ctx. Made by load(). stages: per stage a dict with
-    "layers" (l0, l1), "weight_bytes", "kv_bytes", "n_threads", "node" (Ray node id) and "pid"."""
+    reset surface and its arch, hparams, n_vocab, n_ctx, and step_batch for a BatchEngine's steps
+    (pyggml.serve.pipeline). Made by load(). stages: per stage a dict with "layers" (l0, l1),
+    "weight_bytes", "kv_bytes", "kv_pad" (its cache's), "n_threads", "node" (Ray node id) and "pid"."""
 
     def __init__(self, path, n_stages, n_ctx, n_threads, kv_type, split, actor_options, timeout, start_timeout,
                  options):
@@ -273,7 +293,23 @@ class Pipeline:
         return None
 
     def _step(self, x, positions, logits, sample=False):
-        """Send x through every stage; the last stage's output."""
+        """Model.eval's step of x through every stage; the last stage's output."""
+        last = len(self.actors) - 1
+        return self._through(x, lambda i, actor, ref: actor.run.remote(ref, positions, logits if i == last else "all",
+                                                                       sample and i == last))
+
+    def step_batch(self, ids, pos, cells, n_kv, n_out, want, kv_cells, moves=()):
+        """A BatchEngine step through every stage (pyggml.serve.pipeline.PipelineEngine plans it): the
+        token ids at positions pos [rows, n] into `cells` of the stages' caches, whose cells are
+        kv_cells's (a KVCells, after the defrags whose results are `moves`); the logits of the rows
+        `want` (n_out of them, padded, reach the LM head), float32 [len(want), n_vocab]."""
+        last = len(self.actors) - 1
+        return self._through(ids, lambda i, actor, ref: actor.run_batch.remote(
+            ref, pos, cells, n_kv, n_out if i == last else len(ids), want, kv_cells, moves))
+
+    def _through(self, x, call):
+        """Send x through every stage, call(i, actor, input ref) making each stage's call; the last
+        stage's output."""
         if self.actors[0] is None:
             raise RuntimeError("pyggml.distributed: the pipeline is closed; load again")
         if self._broken is not None:
@@ -281,8 +317,7 @@ class Pipeline:
             raise StageError(b.stage, b.layers, f"failed earlier ({b.what}); call reset() or load again")
         refs, ref = [], x
         for i, actor in enumerate(self.actors):
-            last = i == len(self.actors) - 1
-            ref = actor.run.remote(ref, positions, logits if last else "all", sample and last)
+            ref = call(i, actor, ref)
             refs.append(ref)
         ray = self.ray
         try:

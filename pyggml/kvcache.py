@@ -49,7 +49,7 @@ from pyggml._graph import set_input
 from pyggml._ops import reshape_2d, set_rows, view_3d
 from pyggml._tables import blck_size, row_size
 
-__all__ = ["MAX_SEQ", "KVBatch", "KVCache", "KVStep", "causal_mask"]
+__all__ = ["MAX_SEQ", "KVBatch", "KVCache", "KVCells", "KVStep", "causal_mask"]
 
 MAX_SEQ = 64        # sequence ids 0..63: a cell's sequences are the bits of one uint64
 
@@ -88,40 +88,21 @@ def causal_mask(cell_pos, tok_pos, out=None, cell_yx=None, tok_yx=None, n_swa=0,
     return out
 
 
-class KVCache:
-    """Per-layer K and V cache tensors of `type` (F16, F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
-    with n_ctx cells.
+class KVCells:
+    """The cells of a KV cache without its tensors: the position and the sequences of the token each
+    of n_ctx cells holds, with alloc, free, the seq_* operations and defrag (KVCache's, which adds the
+    K/V tensors). pad: the cell multiple n_kv_for rounds up to. n_swa > 0: the sliding window of the
+    layers that use one (each batch then fills `mask_swa` too); 0: none. A process that plans the
+    steps of a cache held elsewhere (pyggml.serve.pipeline: a model's layers in other processes)
+    keeps its cells here and sends them with each step (KVCache.mirror)."""
 
-    v_trans=True stores V transposed (needs a float type: cells are written one element at a time).
-    head_dim_v defaults to head_dim. pad: the cell multiple n_kv_for rounds up to. n_swa > 0: the
-    sliding window of the layers that use one (each batch then fills `mask_swa` too); 0: none."""
-
-    def __init__(self, ctx, n_layer, n_ctx, head_dim, n_head_kv, type=Type.F16, v_trans=False, head_dim_v=None,
-                 pad=256, n_swa=0):
-        typ = Type(type)
-        if typ not in _CACHE_TYPES:
-            raise TypeError(f"KVCache: type must be one of {', '.join(t.name for t in _CACHE_TYPES)}, got {typ.name}")
-        if v_trans and typ in QUANT_TYPES:
-            raise TypeError(f"KVCache: a transposed V (v_trans=True) needs F32, F16 or BF16, got {typ.name} "
-                            "(use flash attention for a quantized cache)")
-        head_dim_v = head_dim if head_dim_v is None else head_dim_v
-        blck = blck_size(typ)
-        for name, d in (("head_dim", head_dim), ("head_dim_v", head_dim_v)):
-            if d <= 0 or d % blck:
-                raise ValueError(f"KVCache: {name} must be a positive multiple of the {typ.name} block size {blck}, "
-                                 f"got {d}")
-        if n_layer <= 0 or n_ctx <= 0 or n_head_kv <= 0 or pad <= 0:
-            raise ValueError(f"KVCache: n_layer, n_ctx, n_head_kv and pad must be > 0, got {n_layer}, {n_ctx}, "
-                             f"{n_head_kv}, {pad}")
+    def __init__(self, n_ctx, pad=256, n_swa=0):
+        if n_ctx <= 0 or pad <= 0:
+            raise ValueError(f"{type(self).__name__}: n_ctx and pad must be > 0, got {n_ctx}, {pad}")
         if isinstance(n_swa, bool) or not isinstance(n_swa, (int, np.integer)) or not 0 <= n_swa < 2 ** 31:
-            raise ValueError(f"KVCache: n_swa must be an int in [0, 2^31) (0: no sliding window), got {n_swa!r}")
-        self.n_swa = int(n_swa)
-        self.ctx, self.type, self.v_trans, self.pad = ctx, typ, bool(v_trans), int(pad)
-        self.n_layer, self.n_ctx, self.head_dim, self.n_head_kv = n_layer, n_ctx, head_dim, n_head_kv
-        self.head_dim_v = head_dim_v
-        ne_v = (n_ctx, head_dim_v * n_head_kv) if self.v_trans else (head_dim_v * n_head_kv, n_ctx)
-        self.k = [ctx.new_tensor(typ, (head_dim * n_head_kv, n_ctx)) for _ in range(n_layer)]
-        self.v = [ctx.new_tensor(typ, ne_v) for _ in range(n_layer)]
+            raise ValueError(f"{type(self).__name__}: n_swa must be an int in [0, 2^31) (0: no sliding window), "
+                             f"got {n_swa!r}")
+        self.n_ctx, self.pad, self.n_swa = int(n_ctx), int(pad), int(n_swa)
         self.cell_pos = np.full(n_ctx, -1, np.int32)      # position of the token in each cell, -1 empty
         self.cell_seq = np.zeros(n_ctx, np.uint64)        # its sequences, a bit per id (valid where pos >= 0)
         self.cell_yx = np.zeros((n_ctx, 2), np.int32)     # (y, x) of M-RoPE tokens
@@ -205,19 +186,6 @@ class KVCache:
         self.n_used += n
         return cells
 
-    def prepare(self, n_tokens):
-        """Reserve the next n_tokens cells at positions = cells and return the one-shot KVStep."""
-        first = self._reserve("prepare", n_tokens)
-        self.cell_pos[first:self.n_used] = np.arange(first, self.n_used)
-        self.cell_seq[first:self.n_used] = 1
-        self.cell_yx[first:self.n_used] = 0
-        self.seqs_used |= np.uint64(1)
-        return KVStep(self, first, int(n_tokens))
-
-    def batch(self, n_tokens, n_kv):
-        """The reusable input tensors and K/V nodes of a graph of n_tokens tokens over n_kv cells."""
-        return KVBatch(self, n_tokens, n_kv)
-
     # ---- sequences: llama.cpp's llama_memory_seq_* ----
 
     @staticmethod
@@ -274,24 +242,22 @@ class KVCache:
 
     def defrag(self):
         """Move the occupied cells to the front, keeping their order (so each sequence's cells
-        still hold increasing positions), K and V rows with them. Returns the old indices of the
-        cells now at 0, 1, ... (an int64 array); nothing moves when there is no hole."""
+        still hold increasing positions), what they hold with them (move_rows). Returns the old
+        indices of the cells now at 0, 1, ... (an int64 array); nothing moves when there is no hole."""
         old = np.flatnonzero(self.cell_pos >= 0)
         n = len(old)
         if n == 0 or old[-1] == n - 1:
             return old
-        for t in self.k + ([] if self.v_trans else self.v):
-            rows = _bytes(t).reshape(self.n_ctx, -1)
-            rows[:n] = rows[old]
-        if self.v_trans:
-            for t in self.v:
-                cols = _bytes(t).reshape(-1, self.n_ctx, t.nbytes // (t.ne[1] * self.n_ctx))
-                cols[:, :n] = cols[:, old]
+        self.move_rows(old)
         for a in (self.cell_pos, self.cell_seq, self.cell_yx):
             a[:n] = a[old]
         self.cell_pos[n:] = -1
         self.cell_seq[n:] = 0
         return old
+
+    def move_rows(self, old):
+        """What defrag moves besides the cells' positions and sequences: nothing here (a KVCache
+        moves its K and V rows from cells old to cells 0, 1, ...)."""
 
     def clear(self):
         """Forget every cached token (the cells are reused from 0; the data is not erased)."""
@@ -300,6 +266,75 @@ class KVCache:
         self.cell_seq[:] = 0
         self.has_yx = False
         self.seqs_used = np.uint64(0)
+
+
+class KVCache(KVCells):
+    """Per-layer K and V cache tensors of `type` (F16, F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
+    with n_ctx cells, and their KVCells.
+
+    v_trans=True stores V transposed (needs a float type: cells are written one element at a time).
+    head_dim_v defaults to head_dim. pad and n_swa: KVCells'."""
+
+    def __init__(self, ctx, n_layer, n_ctx, head_dim, n_head_kv, type=Type.F16, v_trans=False, head_dim_v=None,
+                 pad=256, n_swa=0):
+        typ = Type(type)
+        if typ not in _CACHE_TYPES:
+            raise TypeError(f"KVCache: type must be one of {', '.join(t.name for t in _CACHE_TYPES)}, got {typ.name}")
+        if v_trans and typ in QUANT_TYPES:
+            raise TypeError(f"KVCache: a transposed V (v_trans=True) needs F32, F16 or BF16, got {typ.name} "
+                            "(use flash attention for a quantized cache)")
+        head_dim_v = head_dim if head_dim_v is None else head_dim_v
+        blck = blck_size(typ)
+        for name, d in (("head_dim", head_dim), ("head_dim_v", head_dim_v)):
+            if d <= 0 or d % blck:
+                raise ValueError(f"KVCache: {name} must be a positive multiple of the {typ.name} block size {blck}, "
+                                 f"got {d}")
+        if n_layer <= 0 or n_ctx <= 0 or n_head_kv <= 0 or pad <= 0:
+            raise ValueError(f"KVCache: n_layer, n_ctx, n_head_kv and pad must be > 0, got {n_layer}, {n_ctx}, "
+                             f"{n_head_kv}, {pad}")
+        super().__init__(n_ctx, pad, n_swa)
+        self.ctx, self.type, self.v_trans = ctx, typ, bool(v_trans)
+        self.n_layer, self.head_dim, self.n_head_kv = n_layer, head_dim, n_head_kv
+        self.head_dim_v = head_dim_v
+        ne_v = (n_ctx, head_dim_v * n_head_kv) if self.v_trans else (head_dim_v * n_head_kv, n_ctx)
+        self.k = [ctx.new_tensor(typ, (head_dim * n_head_kv, n_ctx)) for _ in range(n_layer)]
+        self.v = [ctx.new_tensor(typ, ne_v) for _ in range(n_layer)]
+
+    def prepare(self, n_tokens):
+        """Reserve the next n_tokens cells at positions = cells and return the one-shot KVStep."""
+        first = self._reserve("prepare", n_tokens)
+        self.cell_pos[first:self.n_used] = np.arange(first, self.n_used)
+        self.cell_seq[first:self.n_used] = 1
+        self.cell_yx[first:self.n_used] = 0
+        self.seqs_used |= np.uint64(1)
+        return KVStep(self, first, int(n_tokens))
+
+    def batch(self, n_tokens, n_kv):
+        """The reusable input tensors and K/V nodes of a graph of n_tokens tokens over n_kv cells."""
+        return KVBatch(self, n_tokens, n_kv)
+
+    def move_rows(self, old):
+        """Move the K and V rows of cells old to cells 0, 1, ... (defrag's data movement)."""
+        n = len(old)
+        for t in self.k + ([] if self.v_trans else self.v):
+            rows = _bytes(t).reshape(self.n_ctx, -1)
+            rows[:n] = rows[old]
+        if self.v_trans:
+            for t in self.v:
+                cols = _bytes(t).reshape(-1, self.n_ctx, t.nbytes // (t.ne[1] * self.n_ctx))
+                cols[:, :n] = cols[:, old]
+
+    def mirror(self, cells, moves=()):
+        """Take the state of a KVCells `cells` (n_ctx cells as this cache's) that plans this cache's
+        steps in another process: move the rows as its defrags since the last mirror did (moves:
+        their results, in order), then copy its cells' positions and sequences."""
+        if cells.n_ctx != self.n_ctx:
+            raise ValueError(f"KVCache.mirror: the cells are {cells.n_ctx}, this cache's {self.n_ctx}")
+        for old in moves:
+            self.move_rows(np.asarray(old, np.int64))
+        for a in ("cell_pos", "cell_seq", "cell_yx"):
+            getattr(self, a)[:] = getattr(cells, a)
+        self.has_yx, self.seqs_used, self.n_used = cells.has_yx, cells.seqs_used, cells.n_used
 
     @property
     def nbytes(self):

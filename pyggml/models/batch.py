@@ -68,7 +68,7 @@ from pyggml.kvcache import MAX_SEQ
 from pyggml.models.sampling import Sampler
 from pyggml.models.speculative import check_draft_max, lookup_drafter
 
-__all__ = ["BatchEngine", "EngineThread", "Request", "agenerate", "generate_batch"]
+__all__ = ["BatchEngine", "EngineThread", "Request", "StepGraphs", "agenerate", "generate_batch"]
 
 _MAX_GRAPHS = 24
 
@@ -158,6 +158,57 @@ class _Slot:
         return next((i for i in range(n) if self.by_gemm[i] != gemm), n)
 
 
+class StepGraphs:
+    """The graphs of a model's batched steps, one per shape (n_tokens, n_kv, n_out), the last
+    _MAX_GRAPHS kept, their flash attention on the one_chunk path (keys in cell order, each row
+    alone: see the module docstring). BatchEngine's, and each pipeline stage's
+    (pyggml.serve.pipeline)."""
+
+    def __init__(self, model):
+        self.model = model
+        self._graphs = collections.OrderedDict()
+        self.n_builds = 0
+
+    def get(self, n_tokens, n_kv, n_out):
+        key = (n_tokens, n_kv, n_out)
+        sg = self._graphs.get(key)
+        if sg is None:
+            while len(self._graphs) >= _MAX_GRAPHS:
+                self._graphs.popitem(last=False)
+            sg = self.model.graph_class(self.model, n_tokens, n_kv, n_out)
+            for node in sg.graph.nodes:
+                if node.op == Op.FLASH_ATTN_EXT:
+                    flash_attn_ext_set_path(node, "one_chunk")
+            self._graphs[key] = sg
+            self.n_builds += 1
+        else:
+            self._graphs.move_to_end(key)
+        return sg
+
+    @property
+    def shapes(self):
+        """The shapes (n_tokens, n_kv, n_out) of the graphs kept, oldest use first."""
+        return list(self._graphs)
+
+    def run(self, inputs, pos, cells, n_kv, n_out, want):
+        """Run the step: inputs (ids, or hidden rows [n_tokens, n_embd] for layers after 0) at
+        positions pos [rows, n_tokens] into `cells` of the model's cache, which the cache's cells
+        must already hold; want: the rows whose output the LM head computes (n_out of them,
+        padded). Returns the output view and, per wanted row, its row in it."""
+        sg = self.get(len(inputs), n_kv, n_out)
+        sg.feed(inputs, pos, cells)
+        if sg.out_ids is not None:
+            out_ids = sg.out_ids.numpy()
+            out_ids[:] = want[0] if len(want) else 0
+            out_ids[:len(want)] = want
+            out_rows = np.arange(len(want))
+        else:
+            out_rows = want
+        sg.graph.compute(self.model.n_threads)
+        self.model.last_graph = sg.graph
+        return sg.output(), out_rows
+
+
 class BatchEngine:
     """Generates several requests together with `model` (a whole pyggml.models.Model; its KV cache
     is cleared and from then on belongs to the engine). n_seq: slots (sequences at once); n_batch:
@@ -194,9 +245,8 @@ class BatchEngine:
         self.waiting = collections.deque()
         self.running = []           # requests holding a slot, in the order they took it
         self._inbox = collections.deque()       # appended by any thread, drained by step()
-        self._graphs = collections.OrderedDict()
+        self.graphs = StepGraphs(model)
         self._clock = 0
-        self.n_graph_builds = 0
         self.stats = {"steps": 0, "tokens_prefilled": 0, "tokens_generated": 0, "tokens_reused": 0,
                       "requests_done": 0, "tokens_drafted": 0, "drafts_accepted": 0}
         self.wake = threading.Event()           # set by submit: EngineThread waits on it when idle
@@ -269,6 +319,11 @@ class BatchEngine:
         self.stats = dict.fromkeys(self.stats, 0)
 
     @property
+    def n_graph_builds(self):
+        """The step graphs built so far (one per shape: tokens, n_kv, rows out)."""
+        return self.graphs.n_builds
+
+    @property
     def busy(self):
         """Requests are waiting or running."""
         return bool(self._inbox or self.waiting or self.running)
@@ -331,28 +386,15 @@ class BatchEngine:
 
     # ---- one step ----
 
-    def _graph(self, n_tokens, n_kv, n_out):
-        key = (n_tokens, n_kv, n_out)
-        sg = self._graphs.get(key)
-        if sg is None:
-            while len(self._graphs) >= _MAX_GRAPHS:
-                self._graphs.popitem(last=False)
-            sg = self.model.graph_class(self.model, n_tokens, n_kv, n_out)
-            for node in sg.graph.nodes:
-                if node.op == Op.FLASH_ATTN_EXT:        # keys in cell order, each row alone: see above
-                    flash_attn_ext_set_path(node, "one_chunk")
-            self._graphs[key] = sg
-            self.n_graph_builds += 1
-        else:
-            self._graphs.move_to_end(key)
-        return sg
-
     def _alloc(self, pos, seqs):
         try:
             return self.cache.alloc(pos, seqs=seqs)
         except ValueError:
-            self.cache.defrag()         # the cells a sequence needs are free, but below its last cell
+            self._defrag()          # the cells a sequence needs are free, but below its last cell
             return self.cache.alloc(pos, seqs=seqs)
+
+    def _defrag(self):
+        self.cache.defrag()
 
     def _plan(self):
         """The step's tokens and whether it is of the GEMM's class: rows (request, id, position,
@@ -451,22 +493,11 @@ class BatchEngine:
             n_out = min(self.step_tokens(len(want)), n_tok)
             if self.long_prompt is not None:        # the LM head's rows: the tiles' class in any step
                 n_out = min(n_out, self.tile_batch)
-            sg = self._graph(n_tok, self.cache.pad_n_kv(cells.max() + 1), n_out)
             rows_pos = np.broadcast_to(pos, (self.model.pos_rows, n_tok))
-            sg.feed(ids, rows_pos, cells)
-            if sg.out_ids is not None:
-                out_ids = sg.out_ids.numpy()
-                out_ids[:] = want[0] if len(want) else 0
-                out_ids[:len(want)] = want
-                out_rows = np.arange(len(want))
-            else:
-                out_rows = want
-            sg.graph.compute(self.model.n_threads)
-            self.model.last_graph = sg.graph
+            out, out_rows = self._compute(ids, rows_pos, cells, self.cache.pad_n_kv(cells.max() + 1), n_out, want)
         except BaseException:
             self.cache.free(cells[:n])
             raise
-        out = sg.output()
         self.stats["steps"] += 1
         for req, tok in zip(reqs, ids[:n]):
             self.slots[req.slot].add(tok, gemm)
@@ -482,6 +513,10 @@ class BatchEngine:
                 self._verify(reqs[i], drafted, [out[at[j]] for j in range(i, i + 1 + len(drafted))])
             else:
                 self._sample(reqs[i], out[at[i]])
+
+    def _compute(self, ids, pos, cells, n_kv, n_out, want):
+        """Run the step's graph (StepGraphs.run)."""
+        return self.graphs.run(ids, pos, cells, n_kv, n_out, want)
 
     def _verify(self, req, drafted, logits):
         """Sample a decoding request's rows while its sampler's ids equal the proposals; the

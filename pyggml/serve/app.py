@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from pyggml.models.batch import BatchEngine, EngineThread
 from pyggml.models.grammar import Grammar
+from pyggml.models.model import Model
 from pyggml.models.sampling import Sampler
 from pyggml.serve.protocol import ApiError, parse_chat, parse_completion, parse_embeddings
 
@@ -402,7 +403,6 @@ class Server:
 
     def _embed(self, ids):
         """The pooled, L2-normalised last hidden state (after the output norm) of ids."""
-        from pyggml.models import Model
         with self._embed_lock:
             m = self.model
             if self._embedder is None:
@@ -421,7 +421,7 @@ class Server:
     @_api
     async def embeddings(self, request):
         p = parse_embeddings(await self._json(request), self.model.n_vocab)
-        if not hasattr(self.model, "tensors"):
+        if not isinstance(self.model, Model):       # a pipelined model: its weights are not here
             raise ApiError(501, "embeddings are not served for a pipelined model", type="server_error")
         items = [self._tokenizer().encode(x) if isinstance(x, str) else x for x in p["input"]]
         for ids in items:

@@ -2,126 +2,112 @@
 (pyggml.distributed), for a model larger than one machine. See docs/serving.md.
 
     from pyggml.serve.pipeline import pipeline_server
-    server = pipeline_server("model.gguf", stages=3, n_ctx=4096)   # a pyggml.serve.Server
+    server = pipeline_server("model.gguf", stages=3, n_ctx=4096, n_seq=4)   # a pyggml.serve.Server
     pyggml.serve.run(server, "127.0.0.1", 8080)
 
-The stages hold one sequence's KV cache each (a Pipeline is one sequence), so PipelineEngine runs
-the requests one after another, with BatchEngine's interface and its Request, sampling, stop,
-logprobs and cancellation: a step is the prompt (first) or the last sampled id sent through every
-stage, and the last stage's logits row coming back to be sampled here, with the request's own
-Sampler (so grammars, DRY, XTC and mirostat work as in the batched server). The pipeline's caches
-are emptied between requests (no prefix reuse). The logits are the single-process model's bits
-(docs/distributed.md), so each answer is what `pyggml serve` gives for the same request.
+PipelineEngine is BatchEngine with the graphs run by the stages: it plans each step here (which
+requests' tokens, which cells of the cache, the padding, prefix reuse, lookup drafts) over a
+KVCells that stands for the stages' caches, and sends the step through them
+(Pipeline.step_batch) with those cells, which each stage's cache then takes (KVCache.mirror, the
+rows moved as this side's defrags moved them); the last stage sends back the logits of the rows
+that need an id, sampled here with each request's Sampler (grammars, DRY, XTC, mirostat). The
+stages run the graphs a single-process BatchEngine runs, so each answer is the one `pyggml serve`
+gives, whatever else is in the batch. A stage that fails ends the running requests with the error;
+the stages are then reset (a failed one restarted) and the next requests start on empty caches.
 """
-import collections
+import contextlib
 import os
-import threading
 
+import numpy as np
+
+from pyggml.kvcache import KVCells
 from pyggml.models.batch import BatchEngine, _Slot
 
 __all__ = ["PipelineEngine", "PipelineModel", "pipeline_server"]
 
 
 class PipelineModel:
-    """What the server reads of a model, for a pyggml.distributed.Pipeline: the pipeline's arch,
-    hparams, n_vocab, n_ctx and eval/reset, with the GGUF's tokenizer and chat template read here
-    (the file must be at `path` on this machine too; only its metadata is read)."""
+    """What a BatchEngine reads of a model, for a pyggml.distributed.Pipeline: the pipeline's arch,
+    hparams, n_vocab, n_ctx, the file's tensors (their types decide BatchEngine's exact mode; only
+    the metadata is read) and its tokenizer and chat template (the file must be at `path` on this
+    machine too), and `cache`, the KVCells of the stages' caches. n_batch: the most tokens a step
+    carries."""
 
-    def __init__(self, pipeline, path):
+    def __init__(self, pipeline, path, n_batch=512):
         from pyggml import gguf
         self.pipeline, self.source = pipeline, str(path)
         self.gguf = gguf.load(path)
         self.tokenizer = self.gguf.tokenizer()
         self.arch, self.hparams, self.n_vocab, self.n_ctx = pipeline.arch, pipeline.hparams, pipeline.n_vocab, \
             pipeline.n_ctx
+        self.tensors = self.gguf.tensors
+        self.output_weight = self.tensors.get("output.weight", self.tensors["token_embd.weight"])
+        self.has_head, self.l0, self.n_batch = True, 0, int(n_batch)
+        self.pos_rows = 4 if self.hparams.rope.multi else 1
+        self.cache = KVCells(self.n_ctx, pad=pipeline.stages[-1]["kv_pad"])
 
     def apply_chat_template(self, messages, add_generation_prompt=True, tools=None, **extra):
         from pyggml.models import chat
         return chat.apply_chat_template(self, messages, add_generation_prompt, tools, **extra)
 
 
-class _Cells:
-    """The cache's n_used, for /metrics: the cells the running request holds in every stage."""
-
-    def __init__(self, slot):
-        self.slot = slot
-
-    @property
-    def n_used(self):
-        return len(self.slot.cached)
-
-
 class PipelineEngine(BatchEngine):
-    """BatchEngine's interface (submit, step, busy, Request) over a PipelineModel: one request at a
-    time, the whole context (n_ctx) its own."""
+    """BatchEngine (submit, step, busy, Request; n_seq sequences, n_batch tokens a step, exact) over
+    a PipelineModel: the steps planned here, run by the pipeline's stages."""
 
-    def __init__(self, model):
-        self.model, self.n_seq, self.n_batch = model, 1, model.n_ctx
-        self.n_ctx_seq = model.n_ctx
-        self.slots = [_Slot(0)]
-        self.cache = _Cells(self.slots[0])
-        self.waiting, self.running, self._inbox = collections.deque(), [], collections.deque()
-        self._clock = 0
-        self.stats = {"steps": 0, "tokens_prefilled": 0, "tokens_generated": 0, "tokens_reused": 0,
-                      "requests_done": 0, "tokens_drafted": 0, "drafts_accepted": 0}
-        self.wake = threading.Event()
+    def __init__(self, model, n_seq=1, n_batch=None, exact=True):
+        super().__init__(model, n_seq, n_batch, exact)
+        self._moves = []            # the results of the defrags since the last step
+        self._failed = False
 
     def close(self):
         """End the pipeline's stage actors (Server.close calls it)."""
         self.model.pipeline.close()
 
-    def submit(self, prompt, n_predict, *args, lookup=False, **options):
-        """BatchEngine.submit, without speculative lookup (a pipeline step carries one sequence)."""
-        if lookup is not None and lookup is not False:
-            raise ValueError("PipelineEngine.submit: lookup decoding is not supported over a pipeline")
-        return super().submit(prompt, n_predict, *args, **options)
+    def _defrag(self):
+        self._moves.append(self.cache.defrag())
+
+    def _compute(self, ids, pos, cells, n_kv, n_out, want):
+        moves, self._moves = self._moves, []
+        try:
+            out = self.model.pipeline.step_batch(ids, pos, cells, n_kv, n_out, want, self.cache, moves)
+        except BaseException:
+            self._failed = True
+            raise
+        return out, np.arange(len(want))
 
     def step(self):
-        """Drop cancelled requests, start the next waiting one when none runs (emptying the stages'
-        caches), send its prompt or its last id through the stages and sample. Returns the tokens
-        sent (0: nothing to do)."""
-        while self._inbox:
-            self.waiting.append(self._inbox.popleft())
-        for req in [r for r in self.running if r.cancelled]:
-            self._finish(req, "cancelled")
-        slot = self.slots[0]
-        if not self.running and (req := self._next_waiting()) is not None:
-            self.model.pipeline.reset()             # also restarts a stage that failed
-            slot.cached, slot.req, req.slot = [], req, 0
-            self.running.append(req)
-        if not self.running:
-            return 0
-        req = self.running[0]
-        ids = req.prompt if not req.tokens else [req.tokens[-1]]
-        try:
-            logits = self.model.pipeline.eval(ids, logits="last")[0]
-        except Exception as e:  # noqa: BLE001 (the request ends with the error; the next one resets the stages)
-            slot.cached = []
-            self._finish(req, "error", e)
-            return len(ids)
-        self.stats["steps"] += 1
-        if not req.tokens:
-            req.n_cached = len(req.prompt)
-            self.stats["tokens_prefilled"] += len(ids)
-        slot.cached += [int(t) for t in ids]
-        self._sample(req, logits)
-        return len(ids)
+        """BatchEngine.step; after a step that failed, the other running requests end with an error
+        too (a stage may have lost its cache), and the stages are reset."""
+        n = super().step()
+        if self._failed:
+            for req in list(self.running):
+                self._finish(req, "error", RuntimeError("pyggml.serve.pipeline: a step of another request failed "
+                                                        "and the stages were reset"))
+            # a stage that cannot be restarted leaves it failed: the next step raises its StageError
+            with contextlib.suppress(Exception):
+                self.model.pipeline.reset()         # restarts a stage that failed
+                self._failed = False
+            self.cache.clear()
+            self._moves = []
+            self.slots = [_Slot(i) for i in range(self.n_seq)]
+        return n
 
 
 def pipeline_server(path, stages=2, n_ctx=4096, n_threads=None, kv_type=None, n_batch=512, api_key=None, name=None,
-                    actor_options=None, address=None, max_body=1 << 20):
-    """A pyggml.serve.Server over pyggml.distributed.load(path, stages, ...): requests one at a time
-    through the stages (PipelineEngine). Embeddings are not served (501). close() stops the engine
-    and the stages."""
+                    actor_options=None, address=None, max_body=1 << 20, n_seq=1):
+    """A pyggml.serve.Server over pyggml.distributed.load(path, stages, ...): n_seq requests at a
+    time batched through the stages (PipelineEngine), each with n_ctx // n_seq cells. Embeddings
+    are not served (501). close() stops the engine and the stages."""
     from pyggml import distributed
     from pyggml.serve.app import Server
     kw = {} if kv_type is None else {"kv_type": kv_type}
     pipe = distributed.load(path, stages, n_ctx, n_threads, split=None, actor_options=actor_options, address=address,
                             n_batch=n_batch, **kw)
     try:
-        model = PipelineModel(pipe, path)
+        model = PipelineModel(pipe, path, n_batch)
         return Server(model, api_key=api_key, name=name or os.path.basename(path), max_body=max_body,
-                      engine=PipelineEngine(model))
+                      engine=PipelineEngine(model, n_seq))
     except BaseException:
         pipe.close()
         raise

@@ -97,8 +97,9 @@ def test_ray_serve_replicas(model_path, tmp_path):
 
 @pytest.mark.slow
 def test_pipeline_server(model_path, tmp_path):
-    """The server over a model pipelined across two Ray actors (pyggml.distributed): greedy, sampled,
-    DRY and mirostat requests, sent together and streamed, give the single-process model's ids."""
+    """The server over a model pipelined across two Ray actors (pyggml.distributed), two sequences at
+    a time: greedy, sampled, DRY and mirostat requests, sent together and streamed, give the ids of
+    the single-process engine."""
     ray = pytest.importorskip("ray")
     uvicorn = pytest.importorskip("uvicorn")
     import threading
@@ -107,7 +108,7 @@ def test_pipeline_server(model_path, tmp_path):
     ray_init(ray, tmp_path)
     server = uv = th = None
     try:
-        server = pipeline_server(model_path, stages=2, n_ctx=128, n_threads=1)
+        server = pipeline_server(model_path, stages=2, n_ctx=256, n_threads=1, n_seq=2)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -118,7 +119,7 @@ def test_pipeline_server(model_path, tmp_path):
             if uv.started:
                 break
             time.sleep(0.01)
-        m = models.load(model_path, n_ctx=128, n_threads=1)
+        m = models.load(model_path, n_ctx=256, n_threads=1)
         reqs = [{"prompt": [5, 17, 42], "max_tokens": 8, "temperature": 0.0},
                 {"prompt": "the quick brown fox", "max_tokens": 8, "temperature": 0.9, "seed": 1},
                 {"prompt": [9, 8, 7, 9, 8], "max_tokens": 8, "temperature": 0.0, "dry_multiplier": 3.0,
@@ -126,17 +127,16 @@ def test_pipeline_server(model_path, tmp_path):
                 {"prompt": "hello world", "max_tokens": 8, "temperature": 0.8, "seed": 2, "mirostat": 2,
                  "mirostat_tau": 1.5}]
         want = []
-        for q in reqs:      # the server's loop on one process: the prompt accepted, then token by token
+        for q in reqs:      # the server's sampler (the prompt accepted) in an engine on this process
             s = Sampler(q["temperature"], 0, 1.0, q.get("seed"), tokenizer=m.tokenizer,
                         dry_multiplier=q.get("dry_multiplier", 0.0), dry_allowed_length=q.get("dry_allowed_length", 2),
                         mirostat_mode=q.get("mirostat", 0), mirostat_tau=q.get("mirostat_tau", 5.0))
             ids = m.tokenizer.encode(q["prompt"]) if isinstance(q["prompt"], str) else q["prompt"]
             s.accept(ids)
-            m.reset()
-            toks = [s(m.eval(ids, logits="last")[0])]
-            while len(toks) < 8 and toks[-1] != m.hparams.eos_id:
-                toks.append(s(m.eval([toks[-1]], logits="last")[0]))
-            want.append(m.tokenizer.decode([t for t in toks if t != m.hparams.eos_id]))
+            eng = BatchEngine(m, n_seq=1)
+            r = eng.submit(ids, 8, sampler=s)
+            eng.run()
+            want.append(m.tokenizer.decode([t for t in r.tokens if t != m.hparams.eos_id]))
 
         async def together():
             async with httpx.AsyncClient(timeout=120) as cl:

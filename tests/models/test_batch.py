@@ -159,7 +159,7 @@ def test_long_prompts_take_the_gemm_steps(gguf_dir):
     assert eng.long_prompt == g
     nan_cache(m)
     got = run(eng, first)
-    assert any(key[0] >= g for key in eng._graphs) and any(key[0] < g for key in eng._graphs)
+    assert any(key[0] >= g for key in eng.graphs.shapes) and any(key[0] < g for key in eng.graphs.shapes)
     more = [{"prompt": a + got[0].tokens + [4], "n_predict": 3, "temperature": 0.0, "seed": None},  # not a's answer
             {"prompt": a[:g + 3] + [1, 2], "n_predict": 3, "temperature": 0.0, "seed": None},   # a's prompt cells
             {"prompt": b + [7, 7, 7], "n_predict": 3, "temperature": 0.5, "seed": 2}]           # long: not b's

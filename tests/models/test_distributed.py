@@ -202,3 +202,63 @@ def test_a_stage_killed_mid_generation_raises_and_reset_recovers(pipe3, single):
     pipe3.reset()
     single.reset()
     assert np.array_equal(pipe3.eval(PROMPT), single.eval(PROMPT))
+
+
+# ---- BatchEngine over the pipeline (pyggml.serve.pipeline.PipelineEngine) ----
+
+ENGINE_REQUESTS = [
+    {"prompt": PROMPT, "n_predict": 6},
+    {"prompt": [3, 4, 5], "n_predict": 8, "temperature": 0.9, "seed": 1},
+    {"prompt": list(range(40, 52)), "n_predict": 5, "temperature": 0.7, "top_k": 20, "seed": 2},
+    {"prompt": PROMPT + [5, 6], "n_predict": 6},                     # PROMPT's cells reused
+    {"prompt": [200, 201], "n_predict": 12, "temperature": 1.1, "seed": 3},
+    {"prompt": list(range(60, 69)), "n_predict": 7},
+    {"prompt": [3, 4, 5, 6], "n_predict": 6, "temperature": 0.9, "seed": 4},
+]
+
+
+def engine_run(eng, reqs, defrag_every=3):
+    """Submit reqs together and step until done, defragmenting the cache every few steps (as a step
+    does when a sequence's cells run out); the Requests and the number of defrags that moved cells."""
+    out = [eng.submit(keep_logits=True, stop=(), **r) for r in reqs]
+    moved = 0
+    while eng.busy:
+        eng.step()
+        if eng.stats["steps"] % defrag_every == 0:
+            before = eng.cache.cell_pos.copy()
+            eng._defrag()
+            moved += not np.array_equal(before, eng.cache.cell_pos)
+    return out, moved
+
+
+@pytest.mark.subprocess
+def test_pipeline_engine_batches_as_the_single_process_engine(pipe3, single, tiny):
+    """Three sequences at a time through 3 stages: prefix reuse, lookup drafts, sampling and
+    defrags planned here and mirrored by the stages give each request the tokens and logits (bit
+    for bit) of the single-process BatchEngine."""
+    from pyggml.models.batch import BatchEngine
+    from pyggml.serve.pipeline import PipelineEngine, PipelineModel
+
+    # a prompt that repeats its start after the model's own continuation of it: lookup drafts that continuation
+    cont = engine_run(BatchEngine(single, n_seq=1), [{"prompt": [9, 8, 7], "n_predict": 6}])[0][0].tokens
+    reqs = ENGINE_REQUESTS + [{"prompt": [9, 8, 7, *cont, 9, 8, 7], "n_predict": 8, "lookup": True}]
+    eng = PipelineEngine(PipelineModel(pipe3, tiny), n_seq=3)
+    got, n_defrag = engine_run(eng, reqs)
+    want, n_defrag_local = engine_run(BatchEngine(single, n_seq=3), reqs)
+    assert n_defrag == n_defrag_local > 0
+    assert eng.stats["tokens_reused"] >= len(PROMPT) and eng.stats["drafts_accepted"] > 0
+    for g, w in zip(got, want):
+        assert g.finish_reason == w.finish_reason == "length" and g.tokens == w.tokens
+        assert all(np.array_equal(a, b) for a, b in zip(g.logits, w.logits))
+    # a stage killed mid-step: the running requests end with an error, the next ones run on restarted stages
+    victim = pipe3.stages[1]["pid"]
+    reqs = [eng.submit(r["prompt"], 30, stop=()) for r in ENGINE_REQUESTS[:2]]
+    for _ in range(3):
+        eng.step()
+    os.kill(victim, signal.SIGKILL)
+    eng.run()
+    assert [r.finish_reason for r in reqs] == ["error", "error"]
+    assert isinstance(reqs[0].error, (dist.StageError, RuntimeError))
+    assert pipe3.stages[1]["pid"] != victim
+    again, _ = engine_run(eng, ENGINE_REQUESTS[:3])
+    assert [r.tokens for r in again] == [w.tokens for w in want[:3]]

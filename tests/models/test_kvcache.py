@@ -317,6 +317,36 @@ def test_defrag_moves_rows_in_order(ctx, rng, typ, v_trans):
             np.testing.assert_array_equal(got[:6], b[old])
 
 
+@pytest.mark.parametrize("v_trans", [False, True])
+def test_mirror_follows_cells_planned_elsewhere(ctx, rng, v_trans):
+    """A KVCells planning the steps (alloc, seq_rm, seq_cp, defrag) of a cache kept elsewhere: the
+    cache that takes its state with mirror(cells, moves) holds what a cache that did every
+    operation itself holds, rows and cells."""
+    from pyggml.kvcache import KVCells, _bytes
+    own = gg.KVCache(ctx, 2, 16, 32, 2, v_trans=v_trans, pad=16)
+    far = gg.KVCache(ctx, 2, 16, 32, 2, v_trans=v_trans, pad=16)
+    plan = KVCells(16, pad=16)
+    for t, u in zip(own.k + own.v, far.k + far.v):
+        _bytes(t)[:] = _bytes(u)[:] = rng.integers(0, 256, t.nbytes, dtype=np.uint8)
+    moves = []
+    for c in (own, plan):
+        c.alloc(np.arange(6), seqs=0)
+        c.alloc(np.arange(5), seqs=1)
+        c.seq_cp(1, 2, 0, 3)
+        c.seq_rm(0, 1, 4)
+        c.seq_rm(1, 0, 2)
+        moves.append(c.defrag())
+    np.testing.assert_array_equal(moves[0], moves[1])
+    assert list(moves[1]) != list(range(len(moves[1])))            # something moved
+    far.mirror(plan, moves[1:])
+    for a in ("cell_pos", "cell_seq", "cell_yx", "seqs_used", "n_used", "has_yx"):
+        np.testing.assert_array_equal(getattr(far, a), getattr(own, a))
+    for t, u in zip(own.k + own.v, far.k + far.v):
+        np.testing.assert_array_equal(_bytes(u), _bytes(t))
+    with pytest.raises(ValueError, match="KVCache.mirror: the cells are 8, this cache's 16"):
+        far.mirror(KVCells(8))
+
+
 def test_sequence_errors(ctx):
     cache = gg.KVCache(ctx, 1, 8, 32, 1, pad=8)
     with pytest.raises(ValueError, match=r"KVCache.alloc: sequence ids are 0..63, got 64"):
