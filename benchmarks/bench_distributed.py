@@ -4,6 +4,11 @@ machine (pyggml.distributed) against the single-process model, and what each sta
     python benchmarks/bench_distributed.py                     # F16, 2 threads per stage, 1-3 stages
     python benchmarks/bench_distributed.py --threads 1 --stages 1 2 3 4 --tg 32 --reps 3
 
+--streams N also times N greedy requests generated together (continuous batching, each step
+carrying one token of each) by a BatchEngine in one process and by pyggml.serve.pipeline's
+PipelineEngine over each pipeline: aggregate decode tokens/s, the clock started once every request
+has its first id.
+
 The model is bench_model.py's (8 layers of width 2048, F16, an untied 32000-token head: 1.1 GB,
 written once to --dir). The stages run one after another for a single sequence, so on one machine
 each may use all the threads; what a pipeline adds is the transfers: the caller sends the token id
@@ -52,6 +57,17 @@ def run(m, prompt, n, stage_seconds=None):
     return pp, np.array(steps), np.array(work) if stage_seconds else None, ids
 
 
+def batched(engine, prompts, n):
+    """(aggregate decode tokens/s, ids) of len(prompts) greedy requests of n + 1 ids submitted
+    together to a BatchEngine (or PipelineEngine): the n ids after each request's first."""
+    reqs = [engine.submit(p, n + 1, stop=()) for p in prompts]
+    while not all(r.tokens for r in reqs):
+        engine.step()
+    t0 = time.perf_counter()
+    engine.run()
+    return len(reqs) * n / (time.perf_counter() - t0), [r.tokens for r in reqs]
+
+
 class Single:
     name = "single process"
 
@@ -60,6 +76,10 @@ class Single:
 
     def run(self, prompt, n):
         return run(self.m, prompt, n)
+
+    def engine(self, n_seq):
+        from pyggml.models.batch import BatchEngine
+        return BatchEngine(self.m, n_seq)
 
 
 class Piped:
@@ -71,6 +91,10 @@ class Piped:
     def run(self, prompt, n):
         return run(self.p, prompt, n, lambda: sum(s["seconds"] for s in self.p.stage_timings()))
 
+    def engine(self, n_seq):
+        from pyggml.serve.pipeline import PipelineEngine, PipelineModel
+        return PipelineEngine(PipelineModel(self.p, self.p.path), n_seq)
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -81,13 +105,15 @@ def main():
     ap.add_argument("--tg", type=int, default=24)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--streams", type=int, default=0,
+                    help="also time this many greedy requests generated together by each engine (0: not)")
     ap.add_argument("--wait-policy", default="both", choices=["default", "passive", "both"],
                     help="OMP_WAIT_POLICY of the stage actors: libgomp's default (spin a while after each "
                          "parallel region) or passive (sleep at once), or both side by side")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "pyggml-bench"))
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
-    path = model_path(args.dir, args.type)
+    path = model_path(args.dir, args.type, "pyggml")     # Q8_0 quantized by pyggml: no llama.cpp needed
     # Ray puts the caller's working directory first on its workers' sys.path: not the source folder
     os.chdir(args.dir)
     # Ray starts workers at niceness 15; on a shared machine that starves the stages, not the single model
@@ -134,6 +160,21 @@ def main():
             extra = (best[z.name]["overhead"] - best[a.name]["overhead"]) / (len(z.p.stages) - len(a.p.stages))
             print(f"- each added stage (one more hop) costs {extra * 1e3:.2f} ms of transfer overhead per decode "
                   f"step ({a.name} -> {z.name})")
+    if args.streams:
+        prompts = [np.random.default_rng(10 + i).integers(3, MODEL["n_vocab"], 8).tolist() for i in range(args.streams)]
+        rate, got = {}, {}
+        for _ in range(args.reps):
+            for e in engines:
+                r, got[e.name] = batched(e.engine(args.streams), prompts, args.tg)
+                rate[e.name] = max(rate.get(e.name, 0.0), r)
+        print(f"\n{args.streams} greedy requests generated together (8-token prompts, {args.tg} decode steps), "
+              f"best of {args.reps}:\n")
+        print("| engine | aggregate tg tok/s | vs one sequence | ids = single process |")
+        print("|---|---|---|---|")
+        for e in engines:
+            same = got[e.name] == got[engines[0].name]
+            print(f"| {e.name} | {rate[e.name]:.2f} | {rate[e.name] * best[e.name]['step']:.2f}x | "
+                  f"{'yes' if same else 'NO'} |")
     for e in piped:
         e.p.close()
     ray.shutdown()
