@@ -351,13 +351,13 @@ PG_ALWAYS_INLINE void pg_k2_codes(const int t, const __m256i * q, const __m256i 
  * high bits) */
 PG_ALWAYS_INLINE int pg_k2_qs(const int t) { return t == PG_TYPE_Q5_K ? 12 : 4; }
 /* the values + 32 of elements 128a + 32q + 4g.. (u[g], g < 8) of a half panel's Q6_K super-block, from
- * its dwords ql[16] (bytes 64a..64a+63) and qh[8] (bytes 128 + 32a..): the low (q < 2) or high nibble
- * of ql[64a + 32(q % 2) + l], bits 2q, 2q + 1 of qh[32a + l] */
+ * its dwords lo[8] (bytes 64a + 32(q % 2)..) and qh[8] (bytes 128 + 32a..): the low (q < 2) or high
+ * nibble of lo's byte l, bits 2q, 2q + 1 of qh[32a + l] */
 PG_ALWAYS_INLINE void pg_k62_group(const __m256i * ql, const __m256i * qh, int q, __m256i * u) {
     const __m256i m = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++) {
-        const __m256i lo = ql[8 * (q % 2) + g];
+        const __m256i lo = ql[g];
         const __m256i nib = _mm256_and_si256(q < 2 ? lo : _mm256_srli_epi16(lo, 4), m);
         const __m256i hb = q < 3 ? _mm256_slli_epi32(qh[g], 4 - 2 * q) : _mm256_srli_epi32(qh[g], 2);
         u[g] = _mm256_or_si256(nib, _mm256_and_si256(hb, m2));
@@ -406,7 +406,7 @@ PG_ALWAYS_INLINE void pg_k62_block(const pg_x16_src * s, int64_t b, int h, pg_k2
         pg_k2_dw(s, PG_TYPE_Q6_K, b, h, 16 * a, 4, ql);
         pg_k2_dw(s, PG_TYPE_Q6_K, b, h, 32 + 8 * a, 2, qh);
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) pg_k62_group(ql, qh, q, w->u + 32 * a + 8 * q);
+        for (int q = 0; q < 4; q++) pg_k62_group(ql + 8 * (q % 2), qh, q, w->u + 32 * a + 8 * q);
     }
 }
 /* half h of super-block b of type t of the panel s, decoded into *w */
@@ -536,13 +536,24 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
                             __m256i sumi[PG_Q2_FEW];
                             for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
                             for (int a2 = 0; a2 < 2; a2++) {
+                                /* from a repacked panel each group loads its own 8 + 8 dwords: the
+                                 * 24 of a half super-block held at once would not fit AVX2's 16
+                                 * registers; rows are gathered (transposed) once per half */
                                 __m256i ql[16], qh[8];
-                                pg_k2_dw(&xr, t, b0 + k, h, 16 * a2, 4, ql);
-                                pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
+                                if (!xr.pk) {
+                                    pg_k2_dw(&xr, t, b0 + k, h, 16 * a2, 4, ql);
+                                    pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
+                                }
 #pragma GCC unroll 4
                                 for (int q = 0; q < 4; q++) {
                                     __m256i u[8];
-                                    pg_k62_group(ql, qh, q, u);
+                                    if (xr.pk) {
+                                        pg_k2_dw(&xr, t, b0 + k, h, 16 * a2 + 8 * (q % 2), 2, ql);
+                                        pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
+                                        pg_k62_group(ql, qh, q, u);
+                                    } else {
+                                        pg_k62_group(ql + 8 * (q % 2), qh, q, u);
+                                    }
                                     const int j = 8 * a2 + 2 * q;        /* the group's sub-blocks j, j + 1 */
                                     for (int c = 0; c < nc; c++) {
                                         const int8_t * yq = yb[c][k].qs + 16 * j;
