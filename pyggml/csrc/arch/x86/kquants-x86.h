@@ -264,7 +264,9 @@ static inline __attribute__((always_inline)) void pg_kq_q6_block(const pg_block_
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
     for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i s = _mm256_permute4x64_epi64(s16, h ? 0xee : 0x44);
+        /* each branch a literal immediate: a build that does not unroll the loop (the sanitizers) would
+         * otherwise pass permute4x64 a variable */
+        const __m256i s = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
         const __m256i a = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h));
         const __m256i b = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h + 32));
         const __m256i hb = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
