@@ -314,9 +314,13 @@ class BatchEngine:
             self.step()
         if req.error is not None:
             raise req.error
+        self._forget_cells()
+        self.stats = dict.fromkeys(self.stats, 0)
+
+    def _forget_cells(self):
+        """Empty the cache and the slots' record of what their cells hold."""
         self.cache.clear()
         self.slots = [_Slot(i) for i in range(self.n_seq)]
-        self.stats = dict.fromkeys(self.stats, 0)
 
     @property
     def n_graph_builds(self):

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from pyggml.kvcache import KVCells
-from pyggml.models.batch import BatchEngine, _Slot
+from pyggml.models.batch import BatchEngine
 
 __all__ = ["PipelineEngine", "PipelineModel", "pipeline_server"]
 
@@ -88,9 +88,8 @@ class PipelineEngine(BatchEngine):
             with contextlib.suppress(Exception):
                 self.model.pipeline.reset()         # restarts a stage that failed
                 self._failed = False
-            self.cache.clear()
+            self._forget_cells()
             self._moves = []
-            self.slots = [_Slot(i) for i in range(self.n_seq)]
         return n
 
 
