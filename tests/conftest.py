@@ -18,12 +18,15 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config, items):
-    # qemu-user without binfmt_misc cannot exec a second foreign program (sys.executable, spawn)
+    # qemu-user without binfmt_misc cannot exec a second foreign program (sys.executable, spawn);
+    # slow tests take minutes there, and their kernels run in the small shapes too
     if EMULATED:
-        skip = pytest.mark.skip(reason="starts a new Python process: impossible under qemu-user")
+        skips = {"subprocess": pytest.mark.skip(reason="starts a new Python process: impossible under qemu-user"),
+                 "slow": pytest.mark.skip(reason="marked slow: skipped under emulation")}
         for item in items:
-            if "subprocess" in item.keywords:
-                item.add_marker(skip)
+            for mark, skip in skips.items():
+                if mark in item.keywords:
+                    item.add_marker(skip)
     # the comparisons with llama.cpp run in their own CI stage (they take minutes), only when asked for
     if "llama_cpp" not in (config.getoption("markexpr") or ""):
         skip = pytest.mark.skip(reason="compared with llama.cpp: bash tools/llama_cpp.sh, then pytest -m llama_cpp")

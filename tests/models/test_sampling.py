@@ -55,6 +55,7 @@ def test_chain_order_top_k_then_top_p_then_temperature():
     assert len(candidates(logits, temperature=0.25, top_p=0.85)[0]) == 3
 
 
+@pytest.mark.slow      # 20000 draws of Python: minutes under qemu, for nothing the host run misses
 def test_temperature_draws_follow_the_distribution():
     logits = np.array([2.0, 1.0, 0.0, -1.0])
     for temp in (0.5, 1.0, 2.0):
@@ -244,6 +245,7 @@ def test_dist_walks_the_candidates_in_order():
     assert S.dist(S.top_k(c, 3), Fixed(0.05)) == 3        # sorted: the largest first
 
 
+@pytest.mark.slow      # 20000 draws of Python: minutes under qemu, for nothing the host run misses
 def test_chain_draws_follow_the_kept_distribution():
     x = LOGITS["random"]
     s = Sampler(temperature=0.7, top_k=10, top_p=0.9, min_p=0.05, seed=4)
