@@ -927,7 +927,7 @@ PG_ALWAYS_INLINE void pg_qtile_of(const int t, int64_t n, const void * x, size_t
 #if defined(PG_X86_GEMV)
         pg_qp_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
 #else
-        pg_q2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
+        pg_p2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 0);
 #endif
         return;
     }

@@ -191,50 +191,6 @@ PG_ALWAYS_INLINE void pg_q2_run(const int t, const pg_q2_blk * w, int kb, const 
             a[c] = pg_q2_dot(t, &w[k], ((const pg_block_q8_0 *) y[c])[k].qs, col[c * PG_QP_KB + k], a[c]);
     for (int c = 0; c < NC; c++) acc[c] = a[c];
 }
-/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC); pk:
- * repacked panels */
-PG_ALWAYS_INLINE void pg_q2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
-                                 int nc, float * s, size_t lds, const int pk) {
-    const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
-    switch (nc) {
-    case 1: pg_q2_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
-    case 2: pg_q2_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
-    case 0: return;
-    default: break;
-    }
-    const int64_t nb = n / PG_QK8_0;
-    const int np = (mr + PG_QP_R - 1) / PG_QP_R;
-    pg_qp_col col[PG_QP_NC * PG_QP_KB];
-    pg_q2_blk w[PG_QP_KB];
-    __m256 acc[2 * PG_QP_MR / PG_QP_R][PG_QP_NC];
-    for (int p = 0; p < 2 * np; p++)
-        for (int c = 0; c < nc; c++) acc[p][c] = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += PG_QP_KB) {
-        const int kb = (int) PG_MIN(PG_QP_KB, nb - b0);
-        const char * y[PG_QP_NC];
-        for (int c = 0; c < nc; c++) {
-            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_0);
-            pg_qp_column((const char *) vy + (size_t) c * by, b0, kb, pg_q2_off(t), col + c * PG_QP_KB);
-        }
-        for (int p = 0; p < np; p++) {
-            const pg_x16_src xr = pg_x16_panel((const char *) vx, bx, p, mr, pk);
-            for (int h = 0; h < 2; h++) {
-                for (int k = 0; k < kb; k++) pg_q2_block(&xr, t, b0 + k, h, &w[k]);
-                for (int c0 = 0; c0 < nc; c0 += PG_Q2_NCR) {
-                    __m256 * a = acc[2 * p + h] + c0;
-                    switch (PG_MIN(PG_Q2_NCR, nc - c0)) {
-                    case 1: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 1, a); break;
-                    case 2: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 2, a); break;
-                    case 3: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 3, a); break;
-                    default: pg_q2_run(t, w, kb, y + c0, col + c0 * PG_QP_KB, 4, a); break;
-                    }
-                }
-            }
-        }
-    }
-    for (int p = 0; p < 2 * np; p++)
-        for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + PG_Q2_H * p);
-}
 /* rows [0, nr) of n elements of type t (x + r*bx) repacked into dst in panels.h's layout, through the
  * reader that takes them from the rows (so the copy is what it reads from either) */
 PG_ALWAYS_INLINE void pg_q2_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
@@ -606,42 +562,67 @@ PG_ALWAYS_INLINE void pg_k2_run(const int t, const pg_k2_blk * w, int kb, const 
             a[c] = pg_k2_dot(t, &w[k], ((const pg_block_q8_K *) y[c])[k].qs, &col[c * PG_K2_KB + k], a[c]);
     for (int c = 0; c < NC; c++) acc[c] = a[c];
 }
-/* vec_dot_tile of type t (Q4_K, Q5_K, Q6_K): s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<=
- * PG_QP_NC); pk: repacked panels */
-PG_ALWAYS_INLINE void pg_k2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
+/* the panel types' two families at this level: 32-element blocks (pg_q2_*, t = Q8_0, Q4_0, IQ4_NL,
+ * MXFP4) and super-blocks (pg_k2_*, Q4_K, Q5_K, Q6_K); the tile's decoded blocks and columns of either */
+PG_ALWAYS_INLINE int pg_p2_k(const int t) { return pg_x16_blck(t) == PG_QK_K; }
+typedef union { pg_q2_blk q[PG_QP_KB]; pg_k2_blk k[PG_K2_KB]; } pg_p2_blkbuf;
+typedef union { pg_qp_col q[PG_QP_NC * PG_QP_KB]; pg_kp_col k[PG_QP_NC * PG_K2_KB]; } pg_p2_colbuf;
+PG_ALWAYS_INLINE void pg_p2_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
+                                 int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {
+    if (pg_p2_k(t)) pg_k2_cols(t, nc, n, vx, bx, nr, nahead, vy, by, s, lds, pk);
+    else pg_q2_cols(t, nc, n, vx, bx, nr, nahead, vy, by, s, lds, pk);
+}
+/* NC (a constant, <= PG_Q2_NCR) columns against kb decoded blocks: pg_q2_run or pg_k2_run, the
+ * columns' blocks from col's element c0*kbs on */
+PG_ALWAYS_INLINE void pg_p2_run(const int t, const pg_p2_blkbuf * w, int kb, const char * const * y, const pg_p2_colbuf * col,
+                                int c0, const int NC, __m256 * acc) {
+    if (pg_p2_k(t)) pg_k2_run(t, w->k, kb, y, col->k + c0 * PG_K2_KB, NC, acc);
+    else pg_q2_run(t, w->q, kb, y, col->q + c0 * PG_QP_KB, NC, acc);
+}
+/* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC); pk:
+ * repacked panels. Up to PG_Q2_FEW columns as the GEMV; more against a pass of blocks decoded once
+ * per half panel, PG_Q2_NCR columns at a time */
+PG_ALWAYS_INLINE void pg_p2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
                                  int nc, float * s, size_t lds, const int pk) {
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
     switch (nc) {
-    case 1: pg_k2_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
-    case 2: pg_k2_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 1: pg_p2_cols(t, 1, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
+    case 2: pg_p2_cols(t, 2, n, vx, bx, mr, nahead, vy, by, s, lds, pk); return;
     case 0: return;
     default: break;
     }
-    const int64_t nb = n / PG_QK_K;
+    const int K = pg_p2_k(t), KB = K ? PG_K2_KB : PG_QP_KB;
+    const size_t ybs = K ? sizeof(pg_block_q8_K) : sizeof(pg_block_q8_0);
+    const int64_t nb = n / pg_x16_blck(t);
     const int np = (mr + PG_QP_R - 1) / PG_QP_R;
-    pg_kp_col col[PG_QP_NC * PG_K2_KB];
-    pg_k2_blk w[PG_K2_KB];
+    pg_p2_colbuf col;
+    pg_p2_blkbuf w;
     __m256 acc[2 * PG_QP_MR / PG_QP_R][PG_QP_NC];
     for (int p = 0; p < 2 * np; p++)
         for (int c = 0; c < nc; c++) acc[p][c] = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += PG_K2_KB) {
-        const int kb = (int) PG_MIN(PG_K2_KB, nb - b0);
+    for (int64_t b0 = 0; b0 < nb; b0 += KB) {
+        const int kb = (int) PG_MIN(KB, nb - b0);
         const char * y[PG_QP_NC];
         for (int c = 0; c < nc; c++) {
-            y[c] = (const char *) vy + (size_t) c * by + (size_t) b0 * sizeof(pg_block_q8_K);
-            pg_k2_column(t, (const char *) vy + (size_t) c * by, b0, kb, col + c * PG_K2_KB);
+            const char * yc = (const char *) vy + (size_t) c * by;
+            y[c] = yc + (size_t) b0 * ybs;
+            if (K) pg_k2_column(t, yc, b0, kb, col.k + c * KB);
+            else pg_qp_column(yc, b0, kb, pg_q2_off(t), col.q + c * KB);
         }
         for (int p = 0; p < np; p++) {
             const pg_x16_src xr = pg_x16_panel((const char *) vx, bx, p, mr, pk);
             for (int h = 0; h < 2; h++) {
-                for (int k = 0; k < kb; k++) pg_k2_block(&xr, t, b0 + k, h, &w[k]);
+                for (int k = 0; k < kb; k++) {
+                    if (K) pg_k2_block(&xr, t, b0 + k, h, &w.k[k]);
+                    else pg_q2_block(&xr, t, b0 + k, h, &w.q[k]);
+                }
                 for (int c0 = 0; c0 < nc; c0 += PG_Q2_NCR) {
                     __m256 * a = acc[2 * p + h] + c0;
                     switch (PG_MIN(PG_Q2_NCR, nc - c0)) {
-                    case 1: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 1, a); break;
-                    case 2: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 2, a); break;
-                    case 3: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 3, a); break;
-                    default: pg_k2_run(t, w, kb, y + c0, col + c0 * PG_K2_KB, 4, a); break;
+                    case 1: pg_p2_run(t, &w, kb, y + c0, &col, c0, 1, a); break;
+                    case 2: pg_p2_run(t, &w, kb, y + c0, &col, c0, 2, a); break;
+                    case 3: pg_p2_run(t, &w, kb, y + c0, &col, c0, 3, a); break;
+                    default: pg_p2_run(t, &w, kb, y + c0, &col, c0, 4, a); break;
                     }
                 }
             }
@@ -677,15 +658,15 @@ PG_ALWAYS_INLINE void pg_k2_pack(const int t, int64_t n, int64_t nr, const char 
 }
 static inline void pg_vec_dot_q4_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
-    pg_k2_tile(PG_TYPE_Q4_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
+    pg_p2_tile(PG_TYPE_Q4_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
 static inline void pg_vec_dot_q5_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
-    pg_k2_tile(PG_TYPE_Q5_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
+    pg_p2_tile(PG_TYPE_Q5_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
 static inline void pg_vec_dot_q6_K_q8_K_ptile(int64_t n, const void * vx, size_t bx, int mr, const void * vy,
                                               size_t by, int nc, float * s, size_t lds) {
-    pg_k2_tile(PG_TYPE_Q6_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
+    pg_p2_tile(PG_TYPE_Q6_K, n, vx, bx, mr, vy, by, nc, s, lds, 0);
 }
 static inline void pg_vec_dot_q4_K_q8_K_prows(int64_t n, const void * vx, size_t bx, int64_t nr, const void * vy,
                                               float * s) {
@@ -715,16 +696,14 @@ static inline void pg_vec_dot_q6_K_q8_K_prows(int64_t n, const void * vx, size_t
 /* the panels at this level (panels.h's pg_panel_*): all seven types */
 PG_ALWAYS_INLINE bool pg_panel_has(const int t) { (void) t; return true; }
 PG_ALWAYS_INLINE void pg_panel_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
-    if (pg_x16_blck(t) == PG_QK_K) pg_k2_pack(t, n, nr, x, bx, dst);
+    if (pg_p2_k(t)) pg_k2_pack(t, n, nr, x, bx, dst);
     else pg_q2_pack(t, n, nr, x, bx, dst);
 }
 PG_ALWAYS_INLINE void pg_panel_rows(const int t, int64_t n, const void * x, size_t bx, int64_t nr, const void * y,
                                     float * s) {
-    if (pg_x16_blck(t) == PG_QK_K) pg_k2_cols(t, 1, n, x, bx, nr, nr, y, 0, s, 0, 1);
-    else pg_q2_cols(t, 1, n, x, bx, nr, nr, y, 0, s, 0, 1);
+    pg_p2_cols(t, 1, n, x, bx, nr, nr, y, 0, s, 0, 1);
 }
 PG_ALWAYS_INLINE void pg_panel_tile(const int t, int64_t n, const void * x, size_t bx, int mr, const void * y, size_t by,
                                     int nc, float * s, size_t lds) {
-    if (pg_x16_blck(t) == PG_QK_K) pg_k2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 1);
-    else pg_q2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 1);
+    pg_p2_tile(t, n, x, bx, mr, y, by, nc, s, lds, 1);
 }
