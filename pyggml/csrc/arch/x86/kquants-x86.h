@@ -126,7 +126,7 @@ static inline __attribute__((always_inline)) void pg_kq_avx2_2bit(const uint8_t 
     const __m256i hb = high ? _mm256_loadu_si256((const __m256i *) hm) : _mm256_setzero_si256();
     for (int c = 0; c < nc; c++) out[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i s = high ? _mm256_permute4x64_epi64(sv, h ? 0xee : 0x44) : sv;
+        const __m256i s = !high ? sv : h ? _mm256_permute4x64_epi64(sv, 0xee) : _mm256_permute4x64_epi64(sv, 0x44);
         const __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * h));
         for (int j = 0; j < 4; j++) {
             __m256i v = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
