@@ -26,8 +26,6 @@
 #                      the quantized dot products only (the only code that differs)
 #
 # Usage: bash tools/qemu.sh ARCH [extra pytest args]      e.g. bash tools/qemu.sh aarch64 -k binary
-#        bash tools/qemu.sh ARCH --prepare              steps 1-4 only (CI runs them while the host's
-#                                                       tests run: a later run finds them done)
 # Env:   PYGGML_QEMU_STAGES  stages to run (default: all of ARCH's; PYGGML_RISCV64_STAGES also works
 #        for riscv64); PYGGML_QEMU_JOBS  stages run side by side (default: nproc)
 set -euo pipefail
@@ -39,8 +37,6 @@ case $ARCH in
     *) echo "usage: bash tools/qemu.sh riscv64|aarch64 [pytest args]" >&2; exit 2 ;;
 esac
 shift
-PREPARE=''
-if [[ ${1:-} == --prepare ]]; then PREPARE=1; shift; fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=$ROOT/.cache/$ARCH            # cross/$ARCH-*.ini and cross/qemu-python expect the sysroot here
 SYSROOT=$CACHE/rootfs
@@ -180,8 +176,6 @@ for stage in "${stages[@]}"; do     # the builds first: each takes every core
         *) echo "qemu.sh: unknown stage '$stage'" >&2; exit 2 ;;
     esac
 done
-
-if [[ -n $PREPARE ]]; then log "prepared: the sysroot, host tools and builds"; exit 0; fi
 
 # The stages then run side by side, as many at a time as there are cores: pytest under qemu keeps
 # about one core busy. Each stage's output goes to its own log, printed whole when it ends.

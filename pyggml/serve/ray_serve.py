@@ -14,6 +14,8 @@ node a replica lands on) and holds one Server: its own BatchEngine, KV cache and
 replica answers with the very ASGI app `pyggml serve` runs (serve.ingress forwards Ray's ASGI calls
 to it), so the endpoints, errors and streaming are the same.
 """
+import os
+
 from ray import serve
 
 from pyggml.serve.app import Server
@@ -88,6 +90,9 @@ def run(app, host="127.0.0.1", port=8080, address=None):
 
     import ray
     if not ray.is_initialized():
+        # Serve's HTTP proxy gets 3 readiness checks of 5 s by default; on a loaded machine a new
+        # proxy can take longer to start and is killed. A local cluster started here inherits this.
+        os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "30")
         ray.init(address=address)
     serve.start(http_options={"host": host, "port": int(port)})
     try:
