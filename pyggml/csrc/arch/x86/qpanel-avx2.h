@@ -573,7 +573,7 @@ PG_ALWAYS_INLINE void pg_p2_cols(const int t, const int nc, int64_t n, const voi
     else pg_q2_cols(t, nc, n, vx, bx, nr, nahead, vy, by, s, lds, pk);
 }
 /* NC (a constant, <= PG_Q2_NCR) columns against kb decoded blocks: pg_q2_run or pg_k2_run, the
- * columns' blocks from col's element c0*kbs on */
+ * blocks of columns c0 on from col */
 PG_ALWAYS_INLINE void pg_p2_run(const int t, const pg_p2_blkbuf * w, int kb, const char * const * y, const pg_p2_colbuf * col,
                                 int c0, const int NC, __m256 * acc) {
     if (pg_p2_k(t)) pg_k2_run(t, w->k, kb, y, col->k + c0 * PG_K2_KB, NC, acc);
