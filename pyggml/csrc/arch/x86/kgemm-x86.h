@@ -544,7 +544,7 @@ PG_ALWAYS_INLINE void pg_kp_cols(const int t, const int nc, int64_t n, const voi
             for (int c = 0; c < nc; c++) pg_kp_column(t, (const char *) y[c], b0, kb, col + c * PG_K4P_GEMV_KB);
             for (int p = 0; p < np; p++) {
                 const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
-                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, pk);
+                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, 1, pk);
                 __m512 a[PG_KP_FEW];
                 for (int c = 0; c < nc; c++) a[c] = acc[p][c];
                 for (int k = 0; k < kb; k++) {

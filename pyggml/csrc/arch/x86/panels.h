@@ -109,18 +109,19 @@ PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
     }
 }
 #define PG_X16_AHEAD 2                /* panels ahead */
-/* the prefetch while panel p of a call's rows runs blocks [b0, b0 + kb) of type t: the rows (x, bx as
- * pg_x16_panel's) of the panel two ahead, up to row nahead - i0 (i0: the call's rows before x) */
+/* the prefetch while panel p of a call's rows runs blocks [b0, b0 + kb) of type t, in parts steps a
+ * block: the rows (x, bx as pg_x16_panel's) of the panel two ahead, up to row nahead - i0 (i0: the
+ * call's rows before x) */
 PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_of(const int t, const char * x, size_t bx, int p, int64_t i0,
-                                              int64_t nahead, int64_t b0, int kb, const int pk) {
+                                              int64_t nahead, int64_t b0, int kb, int parts, const int pk) {
     const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
     if (pk) {
         const size_t len = (size_t) kb * pg_x16_pbsize(t);
         return pg_x16_ahead_init(x + (size_t) (p + PG_X16_AHEAD) * bx + (size_t) b0 * pg_x16_pbsize(t), len,
-                                 nahead - i0 - ra > 0, len, kb);
+                                 nahead - i0 - ra > 0, len, kb * parts);
     }
     return pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * pg_x16_bsize(t), bx, nahead - i0 - ra,
-                             (size_t) kb * pg_x16_bsize(t), kb);
+                             (size_t) kb * pg_x16_bsize(t), kb * parts);
 }
 /* blocks [b0, b0 + kb) of a Q8_0 column y against weights whose codes are off above their values */
 static inline void pg_qp_column(const char * y, int64_t b0, int kb, int off, pg_qp_col * out) {

@@ -700,7 +700,7 @@ PG_ALWAYS_INLINE void pg_qp_cols(const int t, const int nc, int64_t n, const voi
             }
             for (int p = 0; p < np; p++) {
                 const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
-                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, pk);
+                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, 1, pk);
                 __m512 a[PG_QP_FEW];
                 for (int c = 0; c < nc; c++) a[c] = acc[p][c];
                 for (int k = 0; k < kb; k++) {
