@@ -588,7 +588,8 @@ PG_ALWAYS_INLINE void pg_p2_run(const int t, const pg_p2_blkbuf * w, int kb, con
 }
 /* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC); pk:
  * repacked panels. Up to PG_Q2_FEW columns as the GEMV; more against a pass of blocks decoded once
- * per half panel, PG_Q2_NCR columns at a time */
+ * per half panel, PG_Q2_NCR columns at a time, the same pass of the panel two ahead prefetched a block
+ * per block decoded (the caller's next rows past mr) */
 PG_ALWAYS_INLINE void pg_p2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
                                  int nc, float * s, size_t lds, const int pk) {
     const int64_t nahead = mr + PG_X16_AHEAD * PG_QP_R;
@@ -618,8 +619,10 @@ PG_ALWAYS_INLINE void pg_p2_tile(const int t, int64_t n, const void * vx, size_t
         }
         for (int p = 0; p < np; p++) {
             const pg_x16_src xr = pg_x16_panel((const char *) vx, bx, p, mr, pk);
+            pg_x16_ahead ahead = pg_x16_ahead_of(t, (const char *) vx, bx, p, 0, nahead, b0, kb, 2, pk);
             for (int h = 0; h < 2; h++) {
                 for (int k = 0; k < kb; k++) {
+                    pg_x16_ahead_step(&ahead);
                     if (K) pg_k2_block(&xr, t, b0 + k, h, &w.k[k]);
                     else pg_q2_block(&xr, t, b0 + k, h, &w.q[k]);
                 }
