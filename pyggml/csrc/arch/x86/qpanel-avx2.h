@@ -448,8 +448,8 @@ PG_ALWAYS_INLINE __m256 pg_k2_dot(const int t, const pg_k2_blk * w, const int8_t
  * lines, and their prefetches issued at once held up the loads behind them while the weights came
  * from DRAM (docs/bench/journal.md). */
 #define PG_K2_GEMV_KB 64
-/* the groups pg_k2_cols makes a half panel's super-block of type t in, both halves: Q6_K's 32
- * values, Q4_K's and Q5_K's 64 */
+/* the groups of codes pg_k2_cols makes per super-block of a panel, both halves together: Q6_K's of
+ * 32 values (8 a half), Q4_K's and Q5_K's of 64 (4 a half) */
 PG_ALWAYS_INLINE int pg_k2_groups(const int t) { return t == PG_TYPE_Q6_K ? 16 : 8; }
 /* super-blocks [b0, b0 + kb) of a Q8_K column y for type t: pg_kp_column's, Q6_K: c[i] = its sums of y
  * over sub-blocks 2i and 2i + 1 as an int16 pair */
