@@ -443,14 +443,13 @@ PG_ALWAYS_INLINE __m256 pg_k2_dot(const int t, const pg_k2_blk * w, const int8_t
 /* nc (a constant, <= PG_Q2_FEW) columns y_c = vy + c*by (Q8_K rows) against nr rows, s[c*lds + r]: a
  * half panel's super-block made and used at once; the columns prepared once per PG_K2_GEMV_KB
  * super-blocks for up to PG_QP_GEMV_MR rows, the panel two ahead prefetched up to row nahead, the
- * rows or (pk) repacked panels (as pg_q2_cols). The prefetch takes a step per group of codes made
- * (pg_k2_groups), not per super-block: a panel's super-block spans 36 (Q4_K) to 53 (Q6_K) cache
- * lines, and their prefetches issued at once held up the loads behind them while the weights came
- * from DRAM (docs/bench/journal.md). */
+ * rows or (pk) repacked panels (as pg_q2_cols). The prefetch takes PG_K2_AHEAD_STEPS steps a
+ * super-block, spread over the groups of codes made (Q4_K's and Q5_K's 4 a half panel, every other
+ * one of Q6_K's 8), not one: a panel's super-block spans 36 (Q4_K) to 53 (Q6_K) cache lines, and
+ * their prefetches issued at once held up the loads behind them while the weights came from DRAM
+ * (docs/bench/journal.md). */
 #define PG_K2_GEMV_KB 64
-/* the groups of codes pg_k2_cols makes per super-block of a panel, both halves together: Q6_K's of
- * 32 values (8 a half), Q4_K's and Q5_K's of 64 (4 a half) */
-PG_ALWAYS_INLINE int pg_k2_groups(const int t) { return t == PG_TYPE_Q6_K ? 16 : 8; }
+#define PG_K2_AHEAD_STEPS 8
 /* super-blocks [b0, b0 + kb) of a Q8_K column y for type t: pg_kp_column's, Q6_K: c[i] = its sums of y
  * over sub-blocks 2i and 2i + 1 as an int16 pair */
 static inline void pg_k2_column(const int t, const char * y, int64_t b0, int kb, pg_kp_col * out) {
@@ -484,7 +483,7 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
             }
             for (int p = 0; p < np; p++) {
                 const pg_x16_src xr = pg_x16_panel(x, bx, p, mr, pk);
-                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, pg_k2_groups(t), pk);
+                pg_x16_ahead ahead = pg_x16_ahead_of(t, x, bx, p, i0, nahead, b0, kb, PG_K2_AHEAD_STEPS, pk);
                 __m256 a[2][PG_Q2_FEW];
                 for (int h = 0; h < 2; h++)
                     for (int c = 0; c < nc; c++) a[h][c] = acc[2 * p + h][c];
@@ -508,7 +507,7 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
 #pragma GCC unroll 4
                                 for (int q = 0; q < 4; q++) {
                                     __m256i u[8];
-                                    pg_x16_ahead_step(&ahead);
+                                    if (q % 2 == 0) pg_x16_ahead_step(&ahead);
                                     if (xr.pk) {
                                         pg_k2_dw(&xr, t, b0 + k, h, 16 * a2 + 8 * (q % 2), 2, ql);
                                         pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
