@@ -618,6 +618,7 @@ PG_ALWAYS_INLINE void pg_p2_tile(const int t, int64_t n, const void * vx, size_t
         }
         for (int p = 0; p < np; p++) {
             const pg_x16_src xr = pg_x16_panel((const char *) vx, bx, p, mr, pk);
+            /* two steps a block: one per half panel's decode of it */
             pg_x16_ahead ahead = pg_x16_ahead_of(t, (const char *) vx, bx, p, 0, nahead, b0, kb, 2, pk);
             for (int h = 0; h < 2; h++) {
                 for (int k = 0; k < kb; k++) {
