@@ -19,13 +19,16 @@
 #include <pthread.h>
 #endif
 
-/* How long a thread waiting at the barrier spins before it sleeps: about what a futex sleep and
- * wake-up cost together on a VM (~10 us measured with _vec.barrier_probe), the classic spin-then-
- * block bound (a wait costs at most twice the best choice made in hindsight). The waits between
- * the nodes of an idle machine (fractions of a microsecond) never reach it; a thread whose partner
- * was descheduled hands its core over after it. A time, not a count of pause instructions: under a
- * hypervisor one pause costs 40-160 ns. */
-#define PG_BARRIER_SPIN_NS 10000
+/* How long a thread waiting at the barrier spins before it sleeps: about what a sleep costs, the
+ * classic spin-then-block bound (a wait costs at most twice the best choice made in hindsight). A
+ * sleep costs the futex calls and the wake-up: the sleeper runs again 40-120 us (mean) after the
+ * last arriver's futex_wake on a Zen 3 VM, as its vCPU had halted. A shorter spin feeds on itself:
+ * the woken thread starts the next step late, so the other one waits past the spin in turn and
+ * sleeps (a 10 us spin slept at about half of a decode step's barriers). The waits between the nodes
+ * of an idle machine (fractions of a microsecond) never reach it; a thread whose partner was
+ * descheduled for a scheduler slice (milliseconds) hands its core over after it. A time, not a count
+ * of pause instructions: under a hypervisor one pause costs 40-160 ns. */
+#define PG_BARRIER_SPIN_NS 100000
 
 typedef void (*pg_worker_fn)(void * arg, int ith, int nth);
 
