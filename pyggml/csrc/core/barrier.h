@@ -26,8 +26,10 @@
  * the woken thread starts the next step late, so the other one waits past the spin in turn and
  * sleeps (a 10 us spin slept at about half of a decode step's barriers). The waits between the nodes
  * of an idle machine (fractions of a microsecond) never reach it; a thread whose partner was
- * descheduled for a scheduler slice (milliseconds) hands its core over after it. A time, not a count
- * of pause instructions: under a hypervisor one pause costs 40-160 ns. */
+ * descheduled for a scheduler slice (milliseconds) hands its core over after it. The price is paid
+ * beside other busy processes: with more runnable threads than cores, each spin takes time from the
+ * partner it waits for (docs/bench/journal.md), so such a run should take fewer threads than free
+ * cores. A time, not a count of pause instructions: under a hypervisor one pause costs 40-160 ns. */
 #define PG_BARRIER_SPIN_NS 100000
 
 typedef void (*pg_worker_fn)(void * arg, int ith, int nth);
