@@ -525,7 +525,7 @@ PG_ALWAYS_INLINE void pg_kp_step(const int t, const pg_x16_src * xr, int64_t b, 
 /* nc (a constant, <= PG_KP_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's
  * sums, a panel's super-block made and used at once (the one-column GEMV of Q4_K/Q5_K and the tile's
  * few columns); the columns prepared once per PG_K4P_GEMV_KB super-blocks for up to PG_QP_GEMV_MR
- * rows; the panel two ahead prefetched up to row nahead, and the rows or (pk) repacked panels, as
+ * rows; the next panel prefetched up to row nahead, and the rows or (pk) repacked panels, as
  * pg_qp_cols */
 PG_ALWAYS_INLINE void pg_kp_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
                                  int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {

@@ -1,6 +1,6 @@
 /* The panels of 16 weight rows that the integer tiles of Q8_0, Q4_0, IQ4_NL, MXFP4 (qgemm-x86.h) and of
  * Q4_K, Q5_K (kgemm-x86.h) run on: their shape, the repacked layout, where a kernel reads a panel's
- * rows and the prefetch of the panel after next. Plain C and AVX2, shared by the AVX-512 kernels and
+ * rows and the prefetch of the next panel. Plain C and AVX2, shared by the AVX-512 kernels and
  * the AVX2 ones (qpanel-avx2.h); the arithmetic is in those files. */
 #pragma once
 #include "types/quants-k.h"          /* the block types */
@@ -77,12 +77,14 @@ PG_ALWAYS_INLINE pg_x16_src pg_x16_panel(const char * x, size_t bx, int p, int m
         for (int r = 0; r < PG_QP_R; r++) s.r[r] = x + (size_t) (p * PG_QP_R + PG_MIN(r, mr - p * PG_QP_R - 1)) * bx;
     return s;
 }
-/* The GEMV's prefetch of the panel after next while one runs. A panel reads its 16 rows side by
+/* The GEMV's prefetch of the next panel while one runs. A panel reads its 16 rows side by
  * side, 16 streams that restart at every panel; over rows of a few KB the hardware prefetcher has not
  * caught up with them before the panel ends, and a GEMV from DRAM ran at about half the bandwidth of
  * the one-row kernels (docs/bench/journal.md). So each step of a panel also prefetches, into L2 (a
- * panel of long rows does not fit L1 beside the running one), its share of the bytes of the panel
- * two ahead, row after row. */
+ * panel of long rows does not fit L1 beside the running one), its share of the bytes of the next
+ * panel, row after row; a repacked panel is one run of bytes, its share a constant number of lines.
+ * The next panel, not the one after: the better of the two on Zen 3, the same on Zen 4
+ * (docs/bench/journal.md). */
 typedef struct { const char * p; size_t bx; int nrow, lines, per, row, line; } pg_x16_ahead;
 /* the rows x + r*bx (r < nrow, at most 16) over the bytes [0, len) from x, spread over kb steps;
  * rows read whole (len == bx) are one run of bytes */
@@ -96,6 +98,16 @@ PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_init(const char * x, size_t bx, int64
     return (pg_x16_ahead) {x, bx, n, lines, (n * lines + kb - 1) / kb, 0, 0};
 }
 PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
+    if (a->bx == 0) {
+        /* repacked panels: one run of bytes, a constant number of lines a step (unrolled) */
+        if (a->row < a->nrow) {
+            for (int l = 0; l < a->per; l++) __builtin_prefetch(a->p + (size_t) l * 64, 0, 2);
+            a->p += (size_t) a->per * 64;
+            a->line += a->per;
+            a->row = a->line >= a->lines;
+        }
+        return;
+    }
     for (int todo = a->per; todo > 0 && a->row < a->nrow;) {
         const int end = PG_MIN(a->lines, a->line + todo);
         for (int l = a->line; l < end; l++) __builtin_prefetch(a->p + (size_t) l * 64, 0, 2);
@@ -108,17 +120,19 @@ PG_ALWAYS_INLINE void pg_x16_ahead_step(pg_x16_ahead * a) {
         }
     }
 }
-#define PG_X16_AHEAD 2                /* panels ahead */
+#define PG_X16_AHEAD 1                /* panels ahead */
 /* the prefetch while panel p of a call's rows runs blocks [b0, b0 + kb) of type t, in parts steps a
- * block: the rows (x, bx as pg_x16_panel's) of the panel two ahead, up to row nahead - i0 (i0: the
+ * block: the rows (x, bx as pg_x16_panel's) of the next panel, up to row nahead - i0 (i0: the
  * call's rows before x) */
 PG_ALWAYS_INLINE pg_x16_ahead pg_x16_ahead_of(const int t, const char * x, size_t bx, int p, int64_t i0,
                                               int64_t nahead, int64_t b0, int kb, int parts, const int pk) {
     const int64_t ra = (p + PG_X16_AHEAD) * PG_QP_R;    /* the first row of the panel prefetched */
     if (pk) {
-        const size_t len = (size_t) kb * pg_x16_pbsize(t);
-        return pg_x16_ahead_init(x + (size_t) (p + PG_X16_AHEAD) * bx + (size_t) b0 * pg_x16_pbsize(t), len,
-                                 nahead - i0 - ra > 0, len, kb * parts);
+        /* bx 0: one run of kb panel blocks, per lines a step: a constant, more than a block's lines
+         * over its steps */
+        const int lines = (int) ((size_t) kb * pg_x16_pbsize(t) / 64) + 1;
+        return (pg_x16_ahead) {x + (size_t) (p + PG_X16_AHEAD) * bx + (size_t) b0 * pg_x16_pbsize(t), 0,
+                               nahead - i0 - ra > 0, lines, (int) (pg_x16_pbsize(t) / (64 * (size_t) parts)) + 1, 0, 0};
     }
     return pg_x16_ahead_init(x + (size_t) ra * bx + (size_t) b0 * pg_x16_bsize(t), bx, nahead - i0 - ra,
                              (size_t) kb * pg_x16_bsize(t), kb * parts);

@@ -489,7 +489,7 @@ static inline void pg_vec_dot_q5_1_rows(int64_t n, const void * x, size_t bx, in
  * operations per 16 rows, column and block.
  *
  * A call takes up to PG_QP_MR rows and PG_QP_NC columns. Up to PG_QP_FEW columns run as the GEMV
- * (pg_qp_cols): each panel's blocks made and used in registers, the panel two ahead prefetched. More
+ * (pg_qp_cols): each panel's blocks made and used in registers, the next panel prefetched. More
  * columns run against blocks made once per pass of PG_QP_KB for all of them (PG_QP_NCR at a time in
  * registers), the columns' d_y and -off*sum(y) made once for all panels, the accumulators kept
  * between passes. */
@@ -677,7 +677,7 @@ PG_ALWAYS_INLINE void pg_qp_run_n(const pg_qp_blk * w, int kb, const char * cons
 /* nc (a constant, <= PG_QP_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: the tile's sums,
  * each panel's blocks made and used in registers (the one-column GEMV and the tile's few columns); the
  * columns' d_y and -off*sum(y) made once per PG_QP_GEMV_KB blocks for up to PG_QP_GEMV_MR rows, whose
- * accumulators wait on the stack between passes. The panel two ahead is prefetched while one runs, up
+ * accumulators wait on the stack between passes. The next panel is prefetched while one runs, up
  * to row nahead (past nr when the caller's next rows follow: a prefetch reads nothing). The rows: vx +
  * r*bx, or (pk, a constant) repacked panels from vx, bx bytes apart (the same for every caller below) */
 #define PG_QP_FEW 16

@@ -15,7 +15,7 @@
  * - Q8_0, IQ4_NL (its table), MXFP4 (its table): signed values; |v| is the unsigned side and y takes
  *   v's sign (at most 2 * 128 * 127 per pair), each operand's pairs to int32 at once: about 36.
  *
- * Up to PG_Q2_FEW columns run each panel's blocks in registers, the panel two ahead prefetched (the
+ * Up to PG_Q2_FEW columns run each panel's blocks in registers, the next panel prefetched (the
  * GEMV); more take blocks decoded once per pass of PG_QP_KB into a stack buffer, PG_Q2_NCR columns
  * at a time. */
 #pragma once
@@ -137,7 +137,7 @@ PG_ALWAYS_INLINE void pg_q2_store(__m256 v, int n, float * s) {
 }
 /* nc (a constant, <= PG_Q2_FEW) columns y_c = vy + c*by against nr rows, s[c*lds + r]: each half
  * panel's blocks made and used in registers, as pg_qp_cols (the columns' d_y and -8*sum(y) made once
- * per PG_QP_GEMV_KB blocks for up to PG_QP_GEMV_MR rows, the panel two ahead prefetched up to row
+ * per PG_QP_GEMV_KB blocks for up to PG_QP_GEMV_MR rows, the next panel prefetched up to row
  * nahead); pk (a constant): the rows are repacked panels from vx, bx bytes apart */
 PG_ALWAYS_INLINE void pg_q2_cols(const int t, const int nc, int64_t n, const void * vx, size_t bx, int64_t nr,
                                  int64_t nahead, const void * vy, size_t by, float * s, size_t lds, const int pk) {
@@ -250,31 +250,43 @@ PG_ALWAYS_INLINE __m256 pg_k2_half(__m256i v, const int hi) {
     const __m256i w = hi ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
     return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08)));
 }
+/* scale byte j (0..3) of each dword lane of v in both int16 halves of the lane */
+PG_ALWAYS_INLINE __m256i pg_k2_spread(__m256i v, const int j) {
+    const char z = -128, e = (char) j;
+    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(e, z, e, z, 4 + e, z, 4 + e, z, 8 + e, z, 8 + e, z, 12 + e, z, 12 + e, z,
+                                                   e, z, e, z, 4 + e, z, 4 + e, z, 8 + e, z, 8 + e, z, 12 + e, z, 12 + e, z));
+}
+/* the head of half h of Q4_K or Q5_K (t) super-block b of the panel s: its dwords hd ({d, dmin}, then
+ * the scale bytes 0-3, 4-7, 8-11) and the 6-bit scales of sub-blocks 0-3 (sm[0]) and 4-7 (sm[1]) and
+ * mins of 0-3 (sm[2]) and 4-7 (sm[3]), a byte each in every dword lane */
+PG_ALWAYS_INLINE void pg_k2_bytes(const pg_x16_src * s, const int t, int64_t b, int h, __m256i * hd, __m256i * sm) {
+    pg_k2_dw(s, t, b, h, 0, 1, hd);
+    const __m256i lo6 = _mm256_set1_epi32(0x3f3f3f3f), lo4 = _mm256_set1_epi32(0x0f0f0f0f);
+    const __m256i lo2 = _mm256_set1_epi32(0x03030303);
+    sm[0] = _mm256_and_si256(hd[1], lo6);
+    sm[1] = _mm256_or_si256(_mm256_and_si256(hd[3], lo4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hd[1], 6), lo2), 4));
+    sm[2] = _mm256_and_si256(hd[2], lo6);
+    sm[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(hd[3], 4), lo4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hd[2], 6), lo2), 4));
+}
+/* *w's mins, d and dmin from pg_k2_bytes' hd and sm */
+PG_ALWAYS_INLINE void pg_k2_mins(const __m256i * hd, const __m256i * sm, pg_k2_blk * w) {
+    const __m256i b16 = _mm256_set1_epi32(0x00ff00ff);
+    w->mn[0] = _mm256_and_si256(sm[2], b16);
+    w->mn[1] = _mm256_and_si256(_mm256_srli_epi32(sm[2], 8), b16);
+    w->mn[2] = _mm256_and_si256(sm[3], b16);
+    w->mn[3] = _mm256_and_si256(_mm256_srli_epi32(sm[3], 8), b16);
+    w->d = pg_k2_half(hd[0], 0);
+    w->dm = pg_k2_half(hd[0], 1);
+}
 /* the scales, mins, d and dmin of half h of super-block b of the Q4_K or Q5_K (t) panel s (all of *w
  * but u) */
 PG_ALWAYS_INLINE void pg_k2_head(const pg_x16_src * s, const int t, int64_t b, int h, pg_k2_blk * w) {
-    __m256i hd[4];
-    pg_k2_dw(s, t, b, h, 0, 1, hd);     /* {d, dmin}, then the scale bytes 0-3, 4-7, 8-11 */
-    const __m256i lo6 = _mm256_set1_epi32(0x3f3f3f3f), lo4 = _mm256_set1_epi32(0x0f0f0f0f);
-    const __m256i lo2 = _mm256_set1_epi32(0x03030303), b16 = _mm256_set1_epi32(0x00ff00ff);
-    const __m256i s03 = _mm256_and_si256(hd[1], lo6), m03 = _mm256_and_si256(hd[2], lo6);
-    const __m256i s47 = _mm256_or_si256(_mm256_and_si256(hd[3], lo4),
-                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hd[1], 6), lo2), 4));
-    const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(hd[3], 4), lo4),
-                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hd[2], 6), lo2), 4));
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        const __m256i a = _mm256_and_si256(_mm256_srli_epi32(s03, 8 * j), _mm256_set1_epi32(0xff));
-        const __m256i c = _mm256_and_si256(_mm256_srli_epi32(s47, 8 * j), _mm256_set1_epi32(0xff));
-        w->sc[j] = _mm256_or_si256(a, _mm256_slli_epi32(a, 16));
-        w->sc[4 + j] = _mm256_or_si256(c, _mm256_slli_epi32(c, 16));
-    }
-    w->mn[0] = _mm256_and_si256(m03, b16);
-    w->mn[1] = _mm256_and_si256(_mm256_srli_epi32(m03, 8), b16);
-    w->mn[2] = _mm256_and_si256(m47, b16);
-    w->mn[3] = _mm256_and_si256(_mm256_srli_epi32(m47, 8), b16);
-    w->d = pg_k2_half(hd[0], 0);
-    w->dm = pg_k2_half(hd[0], 1);
+    __m256i hd[4], sm[4];
+    pg_k2_bytes(s, t, b, h, hd, sm);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) w->sc[j] = pg_k2_spread(sm[j / 4], j % 4);
+    pg_k2_mins(hd, sm, w);
 }
 /* the codes of sub-blocks 2t and 2t + 1 (their u[0..7] and u[8..15]) from the chunk's dwords q */
 PG_ALWAYS_INLINE void pg_k2_nibbles(const __m256i * q, __m256i * u) {
@@ -440,9 +452,62 @@ PG_ALWAYS_INLINE __m256 pg_k2_dot(const int t, const pg_k2_blk * w, const int8_t
     for (int j = 0; j < 8; j++) sumi = _mm256_add_epi32(sumi, pg_k2_sub(t, w->u + 8 * j, yq + 32 * j, w->sc[j]));
     return pg_k2_acc(w, sumi, cb, acc);
 }
+/* acc[c] + half h of Q4_K or Q5_K (t) super-block b of the panel s against nc (a constant, <=
+ * PG_Q2_FEW) columns' super-blocks (values yq[c], sums cb[c]): pg_k2_head's and pg_k2_dot's integers,
+ * so their bits, with each dword vector of codes split and met by the columns as it is loaded; few
+ * vectors live at once, so the sums stay in registers. The prefetch takes a step per 64 elements. */
+PG_ALWAYS_INLINE void pg_k2_half_gemv(const pg_x16_src * s, const int t, int64_t b, int h, const int nc,
+                                      const int8_t * const * yq, const pg_kp_col * const * cb, pg_x16_ahead * ahead,
+                                      __m256 * acc) {
+    __m256i hd[4], sm[4], qh[8];
+    pg_k2_bytes(s, t, b, h, hd, sm);
+    if (t == PG_TYPE_Q5_K) pg_k2_dw(s, t, b, h, 4, 2, qh);
+    const __m256i m = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    __m256i sumi[PG_Q2_FEW];
+    for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int t4 = 0; t4 < 4; t4++) {
+        pg_x16_ahead_step(ahead);
+        const __m256i sc0 = pg_k2_spread(sm[t4 / 2], 2 * (t4 % 2)), sc1 = pg_k2_spread(sm[t4 / 2], 2 * (t4 % 2) + 1);
+        /* int16 sums of sub-blocks 2t4 (lo) and 2t4 + 1 (hi): Q4_K's 8 products in [0], Q5_K's 4 in each */
+        __m256i lo[2][PG_Q2_FEW], hi[2][PG_Q2_FEW];
+        for (int i = 0; i < 2; i++)
+            for (int c = 0; c < nc; c++) lo[i][c] = hi[i][c] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int g4 = 0; g4 < 2; g4++) {
+            __m256i q[4];
+            pg_k2_dw(s, t, b, h, pg_k2_qs(t) + 8 * t4 + 4 * g4, 1, q);
+            const int i = t == PG_TYPE_Q5_K ? g4 : 0;
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                __m256i ul = _mm256_and_si256(q[g], m), uh = _mm256_and_si256(_mm256_srli_epi16(q[g], 4), m);
+                if (t == PG_TYPE_Q5_K) {
+                    ul = _mm256_or_si256(ul, _mm256_and_si256(pg_k2_shift(qh[4 * g4 + g], 4 - 2 * t4), b4));
+                    uh = _mm256_or_si256(uh, _mm256_and_si256(pg_k2_shift(qh[4 * g4 + g], 3 - 2 * t4), b4));
+                }
+                for (int c = 0; c < nc; c++) {
+                    int32_t al, ah;
+                    memcpy(&al, yq[c] + 64 * t4 + 4 * (4 * g4 + g), 4);
+                    memcpy(&ah, yq[c] + 64 * t4 + 32 + 4 * (4 * g4 + g), 4);
+                    lo[i][c] = _mm256_add_epi16(lo[i][c], _mm256_maddubs_epi16(ul, _mm256_set1_epi32(al)));
+                    hi[i][c] = _mm256_add_epi16(hi[i][c], _mm256_maddubs_epi16(uh, _mm256_set1_epi32(ah)));
+                }
+            }
+        }
+        for (int c = 0; c < nc; c++) {
+            __m256i r = _mm256_add_epi32(_mm256_madd_epi16(lo[0][c], sc0), _mm256_madd_epi16(hi[0][c], sc1));
+            if (t == PG_TYPE_Q5_K)
+                r = _mm256_add_epi32(r, _mm256_add_epi32(_mm256_madd_epi16(lo[1][c], sc0), _mm256_madd_epi16(hi[1][c], sc1)));
+            sumi[c] = _mm256_add_epi32(sumi[c], r);
+        }
+    }
+    pg_k2_blk w;   /* its mins, d and dmin: pg_k2_acc's operands */
+    pg_k2_mins(hd, sm, &w);
+    for (int c = 0; c < nc; c++) acc[c] = pg_k2_acc(&w, sumi[c], cb[c], acc[c]);
+}
 /* nc (a constant, <= PG_Q2_FEW) columns y_c = vy + c*by (Q8_K rows) against nr rows, s[c*lds + r]: a
  * half panel's super-block made and used at once; the columns prepared once per PG_K2_GEMV_KB
- * super-blocks for up to PG_QP_GEMV_MR rows, the panel two ahead prefetched up to row nahead, the
+ * super-blocks for up to PG_QP_GEMV_MR rows, the next panel prefetched up to row nahead, the
  * rows or (pk) repacked panels (as pg_q2_cols). The prefetch takes PG_K2_AHEAD_STEPS steps a
  * super-block, spread over the groups of codes made (Q4_K's and Q5_K's 4 a half panel, every other
  * one of Q6_K's 8), not one: a panel's super-block spans 36 (Q4_K) to 53 (Q6_K) cache lines, and
@@ -527,25 +592,15 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
                         }
                         continue;
                     }
-                    /* Q4_K, Q5_K: each chunk's codes decoded and used at once, for the nc columns */
+                    /* Q4_K, Q5_K */
                     for (int h = 0; h < 2; h++) {
-                        pg_k2_blk w;
-                        pg_k2_head(&xr, t, b0 + k, h, &w);
-                        __m256i sumi[PG_Q2_FEW], qh[8];
-                        for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
-                        if (t == PG_TYPE_Q5_K) pg_k2_dw(&xr, t, b0 + k, h, 4, 2, qh);
-#pragma GCC unroll 4
-                        for (int t4 = 0; t4 < 4; t4++) {
-                            __m256i q[8], u[16];
-                            pg_x16_ahead_step(&ahead);
-                            pg_k2_dw(&xr, t, b0 + k, h, pg_k2_qs(t) + 8 * t4, 2, q);
-                            pg_k2_codes(t, q, qh, t4, u);
-                            for (int c = 0; c < nc; c++)
-                                for (int j = 0; j < 2; j++)
-                                    sumi[c] = _mm256_add_epi32(sumi[c], pg_k2_sub(t, u + 8 * j, yb[c][k].qs + 64 * t4 + 32 * j,
-                                                                                  w.sc[2 * t4 + j]));
+                        const int8_t * yq[PG_Q2_FEW];
+                        const pg_kp_col * cb[PG_Q2_FEW];
+                        for (int c = 0; c < nc; c++) {
+                            yq[c] = yb[c][k].qs;
+                            cb[c] = &col[c][k];
                         }
-                        for (int c = 0; c < nc; c++) a[h][c] = pg_k2_acc(&w, sumi[c], &col[c][k], a[h][c]);
+                        pg_k2_half_gemv(&xr, t, b0 + k, h, nc, yq, cb, &ahead, a[h]);
                     }
                 }
                 for (int h = 0; h < 2; h++)
@@ -587,7 +642,7 @@ PG_ALWAYS_INLINE void pg_p2_run(const int t, const pg_p2_blkbuf * w, int kb, con
 }
 /* vec_dot_tile of type t: s[c*lds + r] = x_r . y_c for r < mr (<= PG_QP_MR), c < nc (<= PG_QP_NC); pk:
  * repacked panels. Up to PG_Q2_FEW columns as the GEMV; more against a pass of blocks decoded once
- * per half panel, PG_Q2_NCR columns at a time, the same pass of the panel two ahead prefetched a block
+ * per half panel, PG_Q2_NCR columns at a time, the same pass of the next panel prefetched a block
  * per block decoded (the caller's next rows past mr) */
 PG_ALWAYS_INLINE void pg_p2_tile(const int t, int64_t n, const void * vx, size_t bx, int mr, const void * vy, size_t by,
                                  int nc, float * s, size_t lds, const int pk) {
