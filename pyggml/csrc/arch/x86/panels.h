@@ -42,8 +42,8 @@ PG_ALWAYS_INLINE int pg_qp_off(const int t) { return t == PG_TYPE_Q4_0 ? 8 : 128
  * instead of 16. Per panel of 16 rows, block after block; a block of type t: its head (the first
  * pg_x16_hb bytes: the fp16 d, MXFP4's E8M0 exponent) as one 16-bit word per row (lane r: row r),
  * then the rest of the block, padded to whole dwords, as dword vectors (vector i, lane r: dword i of
- * row r's rest). Rows past the matrix's last repeat it. The arithmetic does not change, so the bits
- * do not. */
+ * row r's rest; the AVX2 level's Q6_K values three bytes per four: qpanel-avx2.h's pg_k62_pkbyte).
+ * Rows past the matrix's last repeat it. The arithmetic does not change, so the bits do not. */
 PG_ALWAYS_INLINE int64_t pg_x16_blck(const int t) {
     return t == PG_TYPE_Q4_K || t == PG_TYPE_Q5_K || t == PG_TYPE_Q6_K ? PG_QK_K : PG_QK8_0;
 }

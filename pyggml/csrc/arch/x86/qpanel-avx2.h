@@ -331,6 +331,34 @@ PG_ALWAYS_INLINE void pg_k62_group(const __m256i * ql, const __m256i * qh, int q
         u[g] = _mm256_or_si256(nib, _mm256_and_si256(hb, m2));
     }
 }
+/* This level's repacked Q6_K (pg_k2_pack) holds a row's 256 values + 32 in dwords 0..47 of its
+ * super-block as three bytes per four values: for a < 2, c < 3 and l < 32, byte 96a + 32c + l is
+ * value 128a + 32c + l in its low 6 bits and bits 2c, 2c + 1 of value 128a + 96 + l in its top two
+ * (pg_k62_pkbyte); dwords 48..51 and 52 hold the scales and d as from the rows. Four values come
+ * from three such bytes in 11 operations, from ql and qh in 17. */
+/* value + 32 of element 128a + 32q + l of a Q6_K block: the low (q < 2) or high nibble of
+ * ql[64a + 32(q % 2) + l], bits 2q, 2q + 1 of qh[32a + l] */
+PG_ALWAYS_INLINE int pg_k62_u(const pg_block_q6_K * x, int a, int q, int l) {
+    return (x->ql[64 * a + 32 * (q % 2) + l] >> 4 * (q / 2) & 15) | (x->qh[32 * a + l] >> 2 * q & 3) << 4;
+}
+PG_ALWAYS_INLINE uint8_t pg_k62_pkbyte(const pg_block_q6_K * x, int a, int c, int l) {
+    return (uint8_t) (pg_k62_u(x, a, c, l) | (pg_k62_u(x, a, 3, l) >> 2 * c & 3) << 6);
+}
+/* the values + 32 of elements 128a + 32q + 4g.. (u[q], q < 4) of half h of super-block b of the
+ * repacked Q6_K panel s (s->pk) */
+PG_ALWAYS_INLINE void pg_k62_pkgroup(const pg_x16_src * s, int64_t b, int h, int a, int g, __m256i * u) {
+    const char * k = s->pk + (size_t) b * pg_x16_pbsize(PG_TYPE_Q6_K) + 4 * PG_Q2_H * h;
+    __m256i v[3];
+#pragma GCC unroll 3
+    for (int c = 0; c < 3; c++) {
+        v[c] = _mm256_loadu_si256((const __m256i *) (k + 4 * PG_QP_R * (24 * a + 8 * c + g)));
+        u[c] = _mm256_and_si256(v[c], _mm256_set1_epi8(0x3f));
+    }
+    /* the top two bits of each byte to bits 0-1, 2-3, 4-5: shifts of the 16-bit lanes, masked per byte */
+    u[3] = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v[0], 6), _mm256_set1_epi8(0x03)),
+                                           _mm256_and_si256(_mm256_srli_epi16(v[1], 4), _mm256_set1_epi8(0x0c))),
+                           _mm256_and_si256(_mm256_srli_epi16(v[2], 2), _mm256_set1_epi8(0x30)));
+}
 /* the signed bytes e and f of each dword lane of v as the int16 pair (byte e, byte f): pshufb puts
  * them in the halves' high bytes (within each 128-bit lane: dword L's bytes are 4L..4L+3), the shift
  * brings them down with their sign */
@@ -368,6 +396,15 @@ PG_ALWAYS_INLINE void pg_k62_head(const pg_x16_src * s, int64_t b, int h, pg_k2_
 /* half h of Q6_K super-block b of the panel s, decoded into *w */
 PG_ALWAYS_INLINE void pg_k62_block(const pg_x16_src * s, int64_t b, int h, pg_k2_blk * w) {
     pg_k62_head(s, b, h, w);
+    if (s->pk) {
+        for (int a = 0; a < 2; a++)
+            for (int g = 0; g < 8; g++) {
+                __m256i u[4];
+                pg_k62_pkgroup(s, b, h, a, g, u);
+                for (int q = 0; q < 4; q++) w->u[32 * a + 8 * q + g] = u[q];
+            }
+        return;
+    }
 #pragma GCC unroll 2
     for (int a = 0; a < 2; a++) {
         __m256i ql[16], qh[8];
@@ -554,32 +591,54 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
                     for (int c = 0; c < nc; c++) a[h][c] = acc[2 * p + h][c];
                 for (int k = 0; k < kb; k++) {
                     if (t == PG_TYPE_Q6_K) {
-                        /* each group of 32 values made and used at once, for the nc columns */
                         for (int h = 0; h < 2; h++) {
                             pg_k2_blk w;
                             pg_k62_head(&xr, b0 + k, h, &w);
                             __m256i sumi[PG_Q2_FEW];
                             for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
+                            if (xr.pk) {
+                                /* four values from each three bytes, met by the columns at once:
+                                 * sub-blocks 8a2 + 2q + g4 of the four groups q */
+                                for (int a2 = 0; a2 < 2; a2++)
+#pragma GCC unroll 2
+                                    for (int g4 = 0; g4 < 2; g4++) {
+                                        pg_x16_ahead_step(&ahead);
+#pragma GCC unroll 2
+                                        for (int pr = 0; pr < 2; pr++) {
+                                            __m256i pq[PG_Q2_FEW][4];   /* two products in int16 */
+#pragma GCC unroll 2
+                                            for (int gg = 0; gg < 2; gg++) {
+                                                const int g = 4 * g4 + 2 * pr + gg;
+                                                __m256i u[4];
+                                                pg_k62_pkgroup(&xr, b0 + k, h, a2, g, u);
+                                                for (int c = 0; c < nc; c++)
+#pragma GCC unroll 4
+                                                    for (int q = 0; q < 4; q++) {
+                                                        int32_t y4;
+                                                        memcpy(&y4, yb[c][k].qs + 128 * a2 + 32 * q + 4 * g, 4);
+                                                        const __m256i m = _mm256_maddubs_epi16(u[q], _mm256_set1_epi32(y4));
+                                                        pq[c][q] = gg ? _mm256_add_epi16(pq[c][q], m) : m;
+                                                    }
+                                            }
+                                            for (int c = 0; c < nc; c++)
+                                                for (int q = 0; q < 4; q++)
+                                                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(pq[c][q], w.sc[8 * a2 + 2 * q + g4]));
+                                        }
+                                    }
+                                for (int c = 0; c < nc; c++) a[h][c] = pg_k62_acc(&w, sumi[c], &col[c][k], a[h][c]);
+                                continue;
+                            }
+                            /* the rows: each group of 32 values made (rows gathered, transposed, once
+                             * per 128 values) and used at once, for the nc columns */
                             for (int a2 = 0; a2 < 2; a2++) {
-                                /* from a repacked panel each group loads its own 8 + 8 dwords: the
-                                 * 24 of a half super-block held at once would not fit AVX2's 16
-                                 * registers; rows are gathered (transposed) once per half */
                                 __m256i ql[16], qh[8];
-                                if (!xr.pk) {
-                                    pg_k2_dw(&xr, t, b0 + k, h, 16 * a2, 4, ql);
-                                    pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
-                                }
+                                pg_k2_dw(&xr, t, b0 + k, h, 16 * a2, 4, ql);
+                                pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
 #pragma GCC unroll 4
                                 for (int q = 0; q < 4; q++) {
                                     __m256i u[8];
                                     if (q % 2 == 0) pg_x16_ahead_step(&ahead);
-                                    if (xr.pk) {
-                                        pg_k2_dw(&xr, t, b0 + k, h, 16 * a2 + 8 * (q % 2), 2, ql);
-                                        pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
-                                        pg_k62_group(ql, qh, q, u);
-                                    } else {
-                                        pg_k62_group(ql + 8 * (q % 2), qh, q, u);
-                                    }
+                                    pg_k62_group(ql + 8 * (q % 2), qh, q, u);
                                     const int j = 8 * a2 + 2 * q;        /* the group's sub-blocks j, j + 1 */
                                     for (int c = 0; c < nc; c++) {
                                         const int8_t * yq = yb[c][k].qs + 16 * j;
@@ -697,16 +756,18 @@ PG_ALWAYS_INLINE void pg_p2_tile(const int t, int64_t n, const void * vx, size_t
         for (int c = 0; c < nc; c++) pg_q2_store(acc[p][c], mr - PG_Q2_H * p, s + (size_t) c * lds + PG_Q2_H * p);
 }
 /* rows [0, nr) of n elements of type t (Q4_K, Q5_K, Q6_K) repacked into dst in panels.h's layout, through
- * pg_k2_dw's rows; Q6_K's last two bytes (d) padded to a dword */
+ * pg_k2_dw's rows; Q6_K's values as three bytes per four (pg_k62_pkbyte), its last two bytes (d)
+ * padded to a dword */
 PG_ALWAYS_INLINE void pg_k2_pack(const int t, int64_t n, int64_t nr, const char * x, size_t bx, char * dst) {
     const int64_t nb = n / PG_QK_K, np = (nr + PG_QP_R - 1) / PG_QP_R;
     const int nd = (int) (pg_x16_bsize(t) / 16 * 4);           /* whole groups of 4 dwords: Q4_K 36, Q5_K 44, Q6_K 52 */
+    const int d0 = t == PG_TYPE_Q6_K ? 48 : 0;                  /* Q6_K's values: pg_k62_pkbyte's */
     for (int64_t p = 0; p < np; p++) {
         const pg_x16_src src = pg_x16_panel(x, bx, (int) p, (int) nr, 0);
         for (int64_t b = 0; b < nb; b++) {
             char * k = dst + (size_t) (p * nb + b) * pg_x16_pbsize(t);
             for (int h = 0; h < 2; h++)
-                for (int i0 = 0; i0 < nd; i0 += 4) {
+                for (int i0 = d0; i0 < nd; i0 += 4) {
                     __m256i q[4];
                     pg_k2_dw(&src, t, b, h, i0, 1, q);
                     for (int i = 0; i < 4; i++)
@@ -714,6 +775,13 @@ PG_ALWAYS_INLINE void pg_k2_pack(const int t, int64_t n, int64_t nr, const char 
                 }
             if (t == PG_TYPE_Q6_K)
                 for (int r = 0; r < PG_QP_R; r++) {
+                    const pg_block_q6_K * xb = (const pg_block_q6_K *) src.r[r] + b;
+                    for (int a = 0; a < 2; a++)
+                        for (int c = 0; c < 3; c++)
+                            for (int l = 0; l < 32; l++) {
+                                const int o = 96 * a + 32 * c + l;    /* byte o: dword o / 4, byte o % 4 */
+                                k[4 * PG_QP_R * (o / 4) + 4 * r + o % 4] = (char) pg_k62_pkbyte(xb, a, c, l);
+                            }
                     uint32_t d = 0;
                     memcpy(&d, src.r[r] + (size_t) b * pg_x16_bsize(t) + offsetof(pg_block_q6_K, d), 2);
                     memcpy(k + 4 * PG_QP_R * nd + 4 * r, &d, 4);
