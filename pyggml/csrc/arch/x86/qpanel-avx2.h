@@ -542,12 +542,70 @@ PG_ALWAYS_INLINE void pg_k2_half_gemv(const pg_x16_src * s, const int t, int64_t
     pg_k2_mins(hd, sm, &w);
     for (int c = 0; c < nc; c++) acc[c] = pg_k2_acc(&w, sumi[c], cb[c], acc[c]);
 }
+/* acc[c] + half h of Q6_K super-block b of the panel s against nc (a constant, <= PG_Q2_FEW) columns'
+ * super-blocks (values yq[c], sums cb[c]): pg_k62_dot's integers, so its bits. Repacked (s->pk):
+ * four values from each three bytes (pg_k62_pkgroup), met by the columns at once; rows: each group
+ * of 32 values made (the rows gathered, transposed, once per 128 values) and used at once. The
+ * prefetch takes a step per 64 elements. */
+PG_ALWAYS_INLINE void pg_k62_half_gemv(const pg_x16_src * s, int64_t b, int h, const int nc,
+                                       const int8_t * const * yq, const pg_kp_col * const * cb, pg_x16_ahead * ahead,
+                                       __m256 * acc) {
+    pg_k2_blk w;
+    pg_k62_head(s, b, h, &w);
+    __m256i sumi[PG_Q2_FEW];
+    for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
+    for (int a = 0; a < 2; a++) {
+        if (s->pk) {
+#pragma GCC unroll 2
+            for (int g4 = 0; g4 < 2; g4++) {
+                pg_x16_ahead_step(ahead);
+#pragma GCC unroll 2
+                for (int pr = 0; pr < 2; pr++) {
+                    __m256i pq[PG_Q2_FEW][4];   /* sub-block 8a + 2q + g4's two products, int16 */
+#pragma GCC unroll 2
+                    for (int gg = 0; gg < 2; gg++) {
+                        const int g = 4 * g4 + 2 * pr + gg;
+                        __m256i u[4];
+                        pg_k62_pkgroup(s, b, h, a, g, u);
+                        for (int c = 0; c < nc; c++)
+#pragma GCC unroll 4
+                            for (int q = 0; q < 4; q++) {
+                                int32_t y4;
+                                memcpy(&y4, yq[c] + 128 * a + 32 * q + 4 * g, 4);
+                                const __m256i m = _mm256_maddubs_epi16(u[q], _mm256_set1_epi32(y4));
+                                pq[c][q] = gg ? _mm256_add_epi16(pq[c][q], m) : m;
+                            }
+                    }
+                    for (int c = 0; c < nc; c++)
+                        for (int q = 0; q < 4; q++)
+                            sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(pq[c][q], w.sc[8 * a + 2 * q + g4]));
+                }
+            }
+            continue;
+        }
+        __m256i ql[16], qh[8];
+        pg_k2_dw(s, PG_TYPE_Q6_K, b, h, 16 * a, 4, ql);
+        pg_k2_dw(s, PG_TYPE_Q6_K, b, h, 32 + 8 * a, 2, qh);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m256i u[8];
+            if (q % 2 == 0) pg_x16_ahead_step(ahead);
+            pg_k62_group(ql + 8 * (q % 2), qh, q, u);
+            const int j = 8 * a + 2 * q;        /* the group's sub-blocks j, j + 1 */
+            for (int c = 0; c < nc; c++) {
+                sumi[c] = _mm256_add_epi32(sumi[c], pg_k62_sub(u, yq[c] + 16 * j, w.sc[j]));
+                sumi[c] = _mm256_add_epi32(sumi[c], pg_k62_sub(u + 4, yq[c] + 16 * j + 16, w.sc[j + 1]));
+            }
+        }
+    }
+    for (int c = 0; c < nc; c++) acc[c] = pg_k62_acc(&w, sumi[c], cb[c], acc[c]);
+}
 /* nc (a constant, <= PG_Q2_FEW) columns y_c = vy + c*by (Q8_K rows) against nr rows, s[c*lds + r]: a
- * half panel's super-block made and used at once; the columns prepared once per PG_K2_GEMV_KB
- * super-blocks for up to PG_QP_GEMV_MR rows, the next panel prefetched up to row nahead, the
- * rows or (pk) repacked panels (as pg_q2_cols). The prefetch takes PG_K2_AHEAD_STEPS steps a
- * super-block, spread over the groups of codes made (Q4_K's and Q5_K's 4 a half panel, every other
- * one of Q6_K's 8), not one: a panel's super-block spans 36 (Q4_K) to 53 (Q6_K) cache lines, and
+ * half panel's super-block made and used at once (pg_k2_half_gemv, pg_k62_half_gemv); the columns
+ * prepared once per PG_K2_GEMV_KB super-blocks for up to PG_QP_GEMV_MR rows, the next panel
+ * prefetched up to row nahead, the rows or (pk) repacked panels (as pg_q2_cols). The prefetch takes
+ * PG_K2_AHEAD_STEPS steps a super-block, one per 64 elements of a half panel, not one: a panel's
+ * super-block spans 36 (Q4_K) to 53 (Q6_K) cache lines, and
  * their prefetches issued at once held up the loads behind them while the weights came from DRAM
  * (docs/bench/journal.md). */
 #define PG_K2_GEMV_KB 64
@@ -590,68 +648,6 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
                 for (int h = 0; h < 2; h++)
                     for (int c = 0; c < nc; c++) a[h][c] = acc[2 * p + h][c];
                 for (int k = 0; k < kb; k++) {
-                    if (t == PG_TYPE_Q6_K) {
-                        for (int h = 0; h < 2; h++) {
-                            pg_k2_blk w;
-                            pg_k62_head(&xr, b0 + k, h, &w);
-                            __m256i sumi[PG_Q2_FEW];
-                            for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
-                            if (xr.pk) {
-                                /* four values from each three bytes, met by the columns at once:
-                                 * sub-blocks 8a2 + 2q + g4 of the four groups q */
-                                for (int a2 = 0; a2 < 2; a2++)
-#pragma GCC unroll 2
-                                    for (int g4 = 0; g4 < 2; g4++) {
-                                        pg_x16_ahead_step(&ahead);
-#pragma GCC unroll 2
-                                        for (int pr = 0; pr < 2; pr++) {
-                                            __m256i pq[PG_Q2_FEW][4];   /* two products in int16 */
-#pragma GCC unroll 2
-                                            for (int gg = 0; gg < 2; gg++) {
-                                                const int g = 4 * g4 + 2 * pr + gg;
-                                                __m256i u[4];
-                                                pg_k62_pkgroup(&xr, b0 + k, h, a2, g, u);
-                                                for (int c = 0; c < nc; c++)
-#pragma GCC unroll 4
-                                                    for (int q = 0; q < 4; q++) {
-                                                        int32_t y4;
-                                                        memcpy(&y4, yb[c][k].qs + 128 * a2 + 32 * q + 4 * g, 4);
-                                                        const __m256i m = _mm256_maddubs_epi16(u[q], _mm256_set1_epi32(y4));
-                                                        pq[c][q] = gg ? _mm256_add_epi16(pq[c][q], m) : m;
-                                                    }
-                                            }
-                                            for (int c = 0; c < nc; c++)
-                                                for (int q = 0; q < 4; q++)
-                                                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(pq[c][q], w.sc[8 * a2 + 2 * q + g4]));
-                                        }
-                                    }
-                                for (int c = 0; c < nc; c++) a[h][c] = pg_k62_acc(&w, sumi[c], &col[c][k], a[h][c]);
-                                continue;
-                            }
-                            /* the rows: each group of 32 values made (rows gathered, transposed, once
-                             * per 128 values) and used at once, for the nc columns */
-                            for (int a2 = 0; a2 < 2; a2++) {
-                                __m256i ql[16], qh[8];
-                                pg_k2_dw(&xr, t, b0 + k, h, 16 * a2, 4, ql);
-                                pg_k2_dw(&xr, t, b0 + k, h, 32 + 8 * a2, 2, qh);
-#pragma GCC unroll 4
-                                for (int q = 0; q < 4; q++) {
-                                    __m256i u[8];
-                                    if (q % 2 == 0) pg_x16_ahead_step(&ahead);
-                                    pg_k62_group(ql + 8 * (q % 2), qh, q, u);
-                                    const int j = 8 * a2 + 2 * q;        /* the group's sub-blocks j, j + 1 */
-                                    for (int c = 0; c < nc; c++) {
-                                        const int8_t * yq = yb[c][k].qs + 16 * j;
-                                        sumi[c] = _mm256_add_epi32(sumi[c], pg_k62_sub(u, yq, w.sc[j]));
-                                        sumi[c] = _mm256_add_epi32(sumi[c], pg_k62_sub(u + 4, yq + 16, w.sc[j + 1]));
-                                    }
-                                }
-                            }
-                            for (int c = 0; c < nc; c++) a[h][c] = pg_k62_acc(&w, sumi[c], &col[c][k], a[h][c]);
-                        }
-                        continue;
-                    }
-                    /* Q4_K, Q5_K */
                     for (int h = 0; h < 2; h++) {
                         const int8_t * yq[PG_Q2_FEW];
                         const pg_kp_col * cb[PG_Q2_FEW];
@@ -659,7 +655,8 @@ PG_ALWAYS_INLINE void pg_k2_cols(const int t, const int nc, int64_t n, const voi
                             yq[c] = yb[c][k].qs;
                             cb[c] = &col[c][k];
                         }
-                        pg_k2_half_gemv(&xr, t, b0 + k, h, nc, yq, cb, &ahead, a[h]);
+                        if (t == PG_TYPE_Q6_K) pg_k62_half_gemv(&xr, b0 + k, h, nc, yq, cb, &ahead, a[h]);
+                        else pg_k2_half_gemv(&xr, t, b0 + k, h, nc, yq, cb, &ahead, a[h]);
                     }
                 }
                 for (int h = 0; h < 2; h++)
