@@ -288,32 +288,27 @@ PG_ALWAYS_INLINE void pg_k2_head(const pg_x16_src * s, const int t, int64_t b, i
     for (int j = 0; j < 8; j++) w->sc[j] = pg_k2_spread(sm[j / 4], j % 4);
     pg_k2_mins(hd, sm, w);
 }
-/* the codes of sub-blocks 2t and 2t + 1 (their u[0..7] and u[8..15]) from the chunk's dwords q */
-PG_ALWAYS_INLINE void pg_k2_nibbles(const __m256i * q, __m256i * u) {
-    const __m256i m = _mm256_set1_epi8(0x0f);
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        u[g] = _mm256_and_si256(q[g], m);
-        u[8 + g] = _mm256_and_si256(_mm256_srli_epi16(q[g], 4), m);
-    }
-}
 /* the 16-bit lanes of v shifted left by k (right by -k): for -3 <= k <= 4, bit 4 of each byte is then
  * bit 4 - k of the same byte */
 PG_ALWAYS_INLINE __m256i pg_k2_shift(__m256i v, const int k) {
     return k > 0 ? _mm256_slli_epi16(v, k) : k < 0 ? _mm256_srli_epi16(v, -k) : v;
 }
-/* the codes of sub-blocks 2c and 2c + 1 of type t (Q4_K, Q5_K) from chunk c's dwords q and Q5_K's
- * high-bit dwords qh: bits 2c and 2c + 1 of its byte l are bit 4 of the codes of element l of the
- * two sub-blocks */
-PG_ALWAYS_INLINE void pg_k2_codes(const int t, const __m256i * q, const __m256i * qh, int c, __m256i * u) {
-    pg_k2_nibbles(q, u);
+/* the codes of one dword of elements of sub-blocks 2c (*lo) and 2c + 1 (*hi) of type t (Q4_K, Q5_K)
+ * from chunk c's code dword q and Q5_K's high-bit dword qh: bits 2c and 2c + 1 of its byte l are bit
+ * 4 of the codes of element l of the two sub-blocks */
+PG_ALWAYS_INLINE void pg_k2_code(const int t, __m256i q, __m256i qh, int c, __m256i * lo, __m256i * hi) {
+    const __m256i m = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    *lo = _mm256_and_si256(q, m);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
     if (t != PG_TYPE_Q5_K) return;
-    const __m256i b4 = _mm256_set1_epi8(0x10);
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(pg_k2_shift(qh, 4 - 2 * c), b4));
+    *hi = _mm256_or_si256(*hi, _mm256_and_si256(pg_k2_shift(qh, 3 - 2 * c), b4));
+}
+/* the codes of sub-blocks 2c and 2c + 1 (u[0..7] and u[8..15]) of type t from chunk c's dwords q and
+ * Q5_K's high-bit dwords qh (pg_k2_code's) */
+PG_ALWAYS_INLINE void pg_k2_codes(const int t, const __m256i * q, const __m256i * qh, int c, __m256i * u) {
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        u[g] = _mm256_or_si256(u[g], _mm256_and_si256(pg_k2_shift(qh[g], 4 - 2 * c), b4));
-        u[8 + g] = _mm256_or_si256(u[8 + g], _mm256_and_si256(pg_k2_shift(qh[g], 3 - 2 * c), b4));
-    }
+    for (int g = 0; g < 8; g++) pg_k2_code(t, q[g], t == PG_TYPE_Q5_K ? qh[g] : q[g], c, u + g, u + 8 + g);
 }
 /* the first dword of the codes of a Q4_K or Q5_K super-block (after its head, and Q5_K's 8 dwords of
  * high bits) */
@@ -499,7 +494,6 @@ PG_ALWAYS_INLINE void pg_k2_half_gemv(const pg_x16_src * s, const int t, int64_t
     __m256i hd[4], sm[4], qh[8];
     pg_k2_bytes(s, t, b, h, hd, sm);
     if (t == PG_TYPE_Q5_K) pg_k2_dw(s, t, b, h, 4, 2, qh);
-    const __m256i m = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     __m256i sumi[PG_Q2_FEW];
     for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -517,11 +511,8 @@ PG_ALWAYS_INLINE void pg_k2_half_gemv(const pg_x16_src * s, const int t, int64_t
             const int i = t == PG_TYPE_Q5_K ? g4 : 0;
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
-                __m256i ul = _mm256_and_si256(q[g], m), uh = _mm256_and_si256(_mm256_srli_epi16(q[g], 4), m);
-                if (t == PG_TYPE_Q5_K) {
-                    ul = _mm256_or_si256(ul, _mm256_and_si256(pg_k2_shift(qh[4 * g4 + g], 4 - 2 * t4), b4));
-                    uh = _mm256_or_si256(uh, _mm256_and_si256(pg_k2_shift(qh[4 * g4 + g], 3 - 2 * t4), b4));
-                }
+                __m256i ul, uh;
+                pg_k2_code(t, q[g], t == PG_TYPE_Q5_K ? qh[4 * g4 + g] : q[g], t4, &ul, &uh);
                 for (int c = 0; c < nc; c++) {
                     int32_t al, ah;
                     memcpy(&al, yq[c] + 64 * t4 + 4 * (4 * g4 + g), 4);
